@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class ApprovalsConfig(AppConfig):
+    """Replay requests, approvals, dispatches and webhook deliveries (built by the replay issue)."""
+
+    name = "approvals"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,1 @@
+"""Replay requests, approvals, dispatches (the replay-approvals issue builds them)."""

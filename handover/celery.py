@@ -1,0 +1,13 @@
+"""The Celery app. Tasks live in ``<app>/tasks.py`` and are named ``<app>.<task>``."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "handover.settings")
+
+app = Celery("handover")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

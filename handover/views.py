@@ -1,0 +1,51 @@
+"""Shared HTML views: the viewer's preferences, and the health endpoint."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+
+from handover.models import UserPreference, validate_time_zone
+from handover.services import user_preference_set
+
+
+class PreferenceForm(forms.Form):
+    time_zone = forms.CharField(
+        max_length=64, validators=[validate_time_zone], help_text="IANA zone, e.g. Europe/Berlin"
+    )
+
+
+@login_required
+def preferences(request: HttpRequest) -> HttpResponse:
+    """Let a person choose the zone times are shown in (UTC stays on hover)."""
+    current = UserPreference.objects.filter(user=request.user).first()
+    form = PreferenceForm(request.POST or None, initial={"time_zone": current.time_zone if current else "UTC"})
+    if request.method == "POST" and form.is_valid():
+        user_preference_set(user=request.user, time_zone=form.cleaned_data["time_zone"])
+        messages.success(request, "Times are now shown in " + form.cleaned_data["time_zone"] + ".")
+        return redirect("preferences")
+    return render(request, "handover/preferences.html", {"form": form})
+
+
+def healthz(request: HttpRequest) -> HttpResponse:
+    """Database, broker configuration, beat heartbeat age and the pending-alert backlog, as JSON."""
+    from runs.models import Alert
+    from runs.tasks import beat_heartbeat_age_seconds
+
+    report: dict[str, object] = {"time": timezone.now().isoformat()}
+    status = 200
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        report["database"] = "ok"
+        report["pending_alerts"] = Alert.objects.filter(outcome=Alert.Outcome.PENDING).count()
+    except Exception as exc:  # noqa: BLE001 - a health check reports any failure
+        report["database"] = f"error: {type(exc).__name__}"
+        status = 503
+    report["beat_age_seconds"] = beat_heartbeat_age_seconds()
+    return JsonResponse(report, status=status)

@@ -1,0 +1,143 @@
+"""Admin pages. History, status fields and the timeline are read-only: state changes go through services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from guardian.admin import GuardedModelAdmin
+
+from handover.errors import DomainError
+from runs.models import (
+    Alert,
+    Attempt,
+    Delivery,
+    Integration,
+    IntegrationKey,
+    Job,
+    JobTarget,
+    Run,
+    RunnerCredential,
+    RunnerReport,
+    SideEffect,
+    Tenant,
+    TimelineEvent,
+)
+from runs.services import alert_reprocess
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Everything visible, nothing editable, nothing deletable (audit records)."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Tenant)
+class TenantAdmin(GuardedModelAdmin):
+    list_display = ["slug", "name", "created_at"]
+    search_fields = ["slug", "name"]
+    readonly_fields = ["public_id", "slug_key"]
+
+
+class SideEffectInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = SideEffect
+    extra = 0
+
+
+@admin.register(Job)
+class JobAdmin(GuardedModelAdmin):
+    list_display = ["key", "schedule", "timezone", "window_alignment", "paused_at"]
+    search_fields = ["key", "name"]
+    readonly_fields = ["public_id", "paused_at", "paused_by", "pause_reason"]
+    inlines = [SideEffectInline]
+
+
+@admin.register(JobTarget)
+class JobTargetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["job", "tenant", "environment", "reports_successes", "is_active"]
+    list_filter = ["environment", "is_active"]
+
+
+@admin.register(Integration)
+class IntegrationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["name", "source", "is_active", "refused_post_count"]
+    readonly_fields = ["public_id", "refused_post_count"]
+
+
+@admin.register(IntegrationKey)
+class IntegrationKeyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["prefix", "integration", "label", "all_tenants", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "secret_hash", "last_used_at", "created_by", "public_id"]
+    filter_horizontal = ["tenants"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # keys are issued by `create_integration_key` so the secret is shown once
+
+
+@admin.register(RunnerCredential)
+class RunnerCredentialAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["prefix", "job", "label", "last_used_at", "revoked_at"]
+    readonly_fields = ["prefix", "secret_hash", "last_used_at", "created_by", "public_id"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(ReadOnlyAdmin):
+    list_display = ["received_at", "integration", "outcome", "size_bytes", "response_status"]
+    list_filter = ["outcome", "integration"]
+
+
+@admin.register(Alert)
+class AlertAdmin(ReadOnlyAdmin):
+    list_display = ["created_at", "source", "outcome", "job_key", "tenant_slug", "execution_id", "repeat_count"]
+    list_filter = ["outcome", "source"]
+    search_fields = ["job_key", "execution_id", "tenant_slug"]
+    actions = ["reprocess"]
+
+    @admin.action(description="Reprocess the selected unmatched alerts")
+    def reprocess(self, request: HttpRequest, queryset: QuerySet[Alert]) -> None:
+        done = 0
+        for alert in queryset.filter(outcome=Alert.Outcome.UNMATCHED, duplicate_of__isnull=True):
+            try:
+                alert_reprocess(alert=alert, actor=request.user)
+                done += 1
+            except DomainError as exc:
+                self.message_user(request, f"{alert.public_id}: {exc.detail}", messages.WARNING)
+        self.message_user(request, f"Reprocessed {done} alert(s).")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ["job", "tenant", "environment", "window_start", "window_end", "status"]
+    list_filter = ["status", "environment"]
+
+
+@admin.register(Attempt)
+class AttemptAdmin(ReadOnlyAdmin):
+    list_display = ["run", "number", "execution_id", "trigger", "status", "started_at", "ended_at"]
+    list_filter = ["status", "trigger"]
+
+
+@admin.register(RunnerReport)
+class RunnerReportAdmin(ReadOnlyAdmin):
+    list_display = ["attempt", "reported_at"]
+
+
+@admin.register(TimelineEvent)
+class TimelineEventAdmin(ReadOnlyAdmin):
+    list_display = ["occurred_at", "job", "tenant", "kind", "actor_kind", "summary"]
+    list_filter = ["kind", "actor_kind"]

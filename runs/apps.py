@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class RunsConfig(AppConfig):
+    """Tenants, jobs, integrations, ingestion, runs, attempts and the timeline."""
+
+    name = "runs"
+    default_auto_field = "django.db.models.BigAutoField"

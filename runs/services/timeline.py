@@ -1,0 +1,57 @@
+"""Writing the timeline: the one place TimelineEvent rows are created."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from runs.models import Alert, Attempt, Integration, Job, Run, Tenant, TimelineEvent
+
+
+def timeline_event_record(
+    *,
+    job: Job,
+    kind: str,
+    summary: str,
+    occurred_at: datetime | None = None,
+    tenant: Tenant | None = None,
+    run: Run | None = None,
+    attempt: Attempt | None = None,
+    alert: Alert | None = None,
+    actor_user: AbstractBaseUser | None = None,
+    actor_integration: Integration | None = None,
+    data: dict[str, Any] | None = None,
+) -> TimelineEvent:
+    """Append one event. Call inside the transaction of the change it records.
+
+    ``occurred_at`` (UTC) defaults to now; the actor is the person, else the integration, else the
+    system. ``summary`` is cut to 500 characters. Returns the new row.
+    """
+    now = timezone.now()
+    if run is not None and tenant is None:
+        tenant = run.tenant
+    actor_kind = (
+        TimelineEvent.ActorKind.PERSON
+        if actor_user is not None
+        else TimelineEvent.ActorKind.INTEGRATION
+        if actor_integration is not None
+        else TimelineEvent.ActorKind.SYSTEM
+    )
+    return TimelineEvent.objects.create(
+        job=job,
+        tenant=tenant,
+        run=run,
+        attempt=attempt,
+        alert=alert,
+        kind=kind,
+        summary=summary[:500],
+        occurred_at=occurred_at or now,
+        recorded_at=now,
+        actor_kind=actor_kind,
+        actor_user=actor_user,
+        actor_integration=actor_integration,
+        data=data or {},
+    )
