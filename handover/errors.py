@@ -61,7 +61,12 @@ class NotFound(DomainError):
 
 
 def problem(
-    status_code: int, title: str, detail: str, *, type_: str = "about:blank", errors: dict[str, Any] | None = None,
+    status_code: int,
+    title: str,
+    detail: str,
+    *,
+    type_: str = "about:blank",
+    errors: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build a problem-details body. ``type_`` is a slug under PROBLEM_BASE or ``about:blank``."""
@@ -127,12 +132,25 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     else:
         detail = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
         title = {
-            401: "Not authenticated", 403: "Forbidden", 404: "Not found", 405: "Method not allowed",
-            413: "Request body too large", 415: "Unsupported media type", 429: "Too many requests",
+            401: "Not authenticated",
+            403: "Forbidden",
+            404: "Not found",
+            405: "Method not allowed",
+            413: "Request body too large",
+            415: "Unsupported media type",
+            429: "Too many requests",
         }.get(response.status_code, "Error")
         body = problem(response.status_code, title, str(detail))
     headers = {k: v for k, v in response.items() if k in ("WWW-Authenticate", "Retry-After", "Allow")}
     return problem_response(body, headers=headers)
 
 
-__all__ = ["Conflict", "DomainError", "InvalidTransition", "NotFound", "problem", "problem_response", "status"]
+__all__ = [
+    "Conflict",
+    "DomainError",
+    "InvalidTransition",
+    "NotFound",
+    "problem",
+    "problem_response",
+    "status",
+]

@@ -100,7 +100,15 @@ class DeliveryAdmin(ReadOnlyAdmin):
 
 @admin.register(Alert)
 class AlertAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "source", "outcome", "job_key", "tenant_slug", "execution_id", "repeat_count"]
+    list_display = [
+        "created_at",
+        "source",
+        "outcome",
+        "job_key",
+        "tenant_slug",
+        "execution_id",
+        "repeat_count",
+    ]
     list_filter = ["outcome", "source"]
     search_fields = ["job_key", "execution_id", "tenant_slug"]
     actions = ["reprocess"]

@@ -22,6 +22,9 @@ SECRET_KEY_NAMES = re.compile(
     r"authorization|routing_key|integration_key|private_key|x-api-key)$",
     re.IGNORECASE,
 )
+# ``{"name": "DB_PASSWORD", "value": "..."}`` pairs (Kubernetes container env, many APIs' tag lists):
+# the secret is named by a sibling field, not by the key holding it.
+SECRET_NAME_VALUES = re.compile(r"(?i)(pass(word|wd)?|secret|token|api[_-]?key|private[_-]?key|credential|auth)")
 _BEARER = re.compile(r"(?i)\b(bearer|token)\s+[A-Za-z0-9\-._~+/]{12,}=*")
 _EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 # 13-19 digits, optionally grouped by spaces or dashes. Cards start with 2-6 (Mastercard 2-series,
@@ -72,10 +75,15 @@ def _matches(path: list[str], pattern: str) -> bool:
 
 
 def secret_values(document: Any, paths: Iterable[str]) -> list[str]:
-    """The string values in ``document`` at any of ``paths`` or under a secret-looking key name."""
+    """The string values in ``document`` at any of ``paths``, under a secret-looking key name, or
+    in a ``{"name": <secret-looking>, "value": ...}`` pair."""
     patterns = list(paths)
     found: list[str] = []
     for path, value in _walk(document, []):
+        if isinstance(value, dict) and isinstance(value.get("name"), str) and isinstance(value.get("value"), str):
+            if SECRET_NAME_VALUES.search(value["name"]) and value["value"]:
+                found.append(value["value"])
+            continue
         if not isinstance(value, (str, int)) or isinstance(value, bool) or not path:
             continue
         if SECRET_KEY_NAMES.match(path[-1]) or any(_matches(path, p) for p in patterns):

@@ -115,17 +115,19 @@ def alert_list(*, user: User, outcome: str | None = None, source: str | None = N
     alerts = Alert.objects.all()
     if not (user.is_authenticated and user.is_superuser):
         tenants = tenant_list_visible(user=user)
-        unlinked = Q(run__isnull=True) if user.is_authenticated and user.is_staff else Q(
-            run__isnull=True, tenant_slug__in=tenants.values("slug")
+        unlinked = (
+            Q(run__isnull=True)
+            if user.is_authenticated and user.is_staff
+            else Q(run__isnull=True, tenant_slug__in=tenants.values("slug"))
         )
         alerts = alerts.filter(Q(run__isnull=False) & run_visibility_filter(user=user, prefix="run__") | unlinked)
     if outcome:
         alerts = alerts.filter(outcome=outcome)
     if source:
         alerts = alerts.filter(source=source)
-    return alerts.select_related("delivery", "integration", "duplicate_of", "run__job", "run__tenant", "attempt").order_by(
-        "-created_at", "-id"
-    )
+    return alerts.select_related(
+        "delivery", "integration", "duplicate_of", "run__job", "run__tenant", "attempt"
+    ).order_by("-created_at", "-id")
 
 
 def alert_inbox(*, user: User) -> tuple[QuerySet[Alert], dict[str, int]]:

@@ -21,8 +21,19 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
     class Meta:
         model = Attempt
         fields = [
-            "id", "execution_id", "number", "trigger", "status", "scheduled_at", "started_at", "ended_at",
-            "error_summary", "correlation_ref", "log_url", "config_version", "runner_reports",
+            "id",
+            "execution_id",
+            "number",
+            "trigger",
+            "status",
+            "scheduled_at",
+            "started_at",
+            "ended_at",
+            "error_summary",
+            "correlation_ref",
+            "log_url",
+            "config_version",
+            "runner_reports",
         ]
         read_only_fields = fields
 
@@ -34,7 +45,17 @@ class TimelineEventSerializer(serializers.ModelSerializer[TimelineEvent]):
 
     class Meta:
         model = TimelineEvent
-        fields = ["id", "kind", "occurred_at", "recorded_at", "actor_kind", "actor", "summary", "attempt", "data"]
+        fields = [
+            "id",
+            "kind",
+            "occurred_at",
+            "recorded_at",
+            "actor_kind",
+            "actor",
+            "summary",
+            "attempt",
+            "data",
+        ]
         read_only_fields = fields
 
     def get_actor(self, event: TimelineEvent) -> str:
@@ -55,9 +76,23 @@ class RunListSerializer(serializers.ModelSerializer[Run]):
     class Meta:
         model = Run
         fields = [
-            "id", "job", "tenant", "environment", "window_start", "window_end", "scheduled_for", "status",
-            "attempt_count", "has_target", "eligible_count", "attempted_count", "completed_count", "skipped_count",
-            "rejected_count", "unresolved_count", "possible_duplicate_count",
+            "id",
+            "job",
+            "tenant",
+            "environment",
+            "window_start",
+            "window_end",
+            "scheduled_for",
+            "status",
+            "attempt_count",
+            "has_target",
+            "eligible_count",
+            "attempted_count",
+            "completed_count",
+            "skipped_count",
+            "rejected_count",
+            "unresolved_count",
+            "possible_duplicate_count",
         ]
         read_only_fields = fields
 
@@ -88,9 +123,27 @@ class AlertSerializer(serializers.ModelSerializer[Alert]):
     class Meta:
         model = Alert
         fields = [
-            "id", "delivery", "index", "source", "kind", "outcome", "reason", "is_stale", "dedup_key",
-            "duplicate_of", "repeat_count", "job_key", "tenant_slug", "environment", "execution_id", "summary",
-            "fields", "run", "attempt", "created_at", "outcome_at",
+            "id",
+            "delivery",
+            "index",
+            "source",
+            "kind",
+            "outcome",
+            "reason",
+            "is_stale",
+            "dedup_key",
+            "duplicate_of",
+            "repeat_count",
+            "job_key",
+            "tenant_slug",
+            "environment",
+            "execution_id",
+            "summary",
+            "fields",
+            "run",
+            "attempt",
+            "created_at",
+            "outcome_at",
         ]
         read_only_fields = fields
 

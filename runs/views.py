@@ -12,9 +12,8 @@ from django.views.decorators.http import require_POST
 
 from handover.errors import DomainError
 from runs.forms import AlertIgnoreForm, RunFilterForm
-from runs.ingest.base import merged_settings
 from runs.ingest import get_adapter
-
+from runs.ingest.base import merged_settings
 from runs.selectors import (
     alert_get,
     alert_inbox,
@@ -48,7 +47,12 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "runs/run_list.html",
-        {"form": form, "page": page, "query": query.urlencode(), "tenants": tenant_list_visible(user=request.user)},
+        {
+            "form": form,
+            "page": page,
+            "query": query.urlencode(),
+            "tenants": tenant_list_visible(user=request.user),
+        },
     )
 
 
@@ -153,6 +157,3 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "deliveries": delivery_list_recent(integration=integration),
         },
     )
-
-
-

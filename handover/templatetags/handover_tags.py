@@ -41,7 +41,9 @@ def when(value: datetime | None, zone_name: str | None = None) -> str:
     utc = value.astimezone(zoneinfo.ZoneInfo("UTC"))
     micro = f".{local.microsecond:06d}".rstrip("0") if local.microsecond else ""
     text = f"{local:%Y-%m-%d %H:%M:%S}{micro} {local.tzname()}"
-    return format_html('<time datetime="{}" title="{} UTC">{}</time>', utc.isoformat(), f"{utc:%Y-%m-%d %H:%M:%S}", text)
+    return format_html(
+        '<time datetime="{}" title="{} UTC">{}</time>', utc.isoformat(), f"{utc:%Y-%m-%d %H:%M:%S}", text
+    )
 
 
 @register.filter
@@ -64,7 +66,10 @@ def duration(start: datetime | None, end: datetime | None) -> str:
 def badge(status: str, label: str = "") -> str:
     """A status badge: an icon and the word, so it never relies on colour alone."""
     return format_html(
-        '<span class="badge badge-{}">{} {}</span>', status, STATUS_ICONS.get(status, "•"), label or status.replace("_", " ")
+        '<span class="badge badge-{}">{} {}</span>',
+        status,
+        STATUS_ICONS.get(status, "•"),
+        label or status.replace("_", " "),
     )
 
 

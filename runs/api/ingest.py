@@ -132,7 +132,8 @@ class AlertIngestView(APIView):
             _count_refusal(source, key.integration)
             return problem_response(
                 problem(
-                    403, "Forbidden",
+                    403,
+                    "Forbidden",
                     f"This key belongs to a {key.integration.source!r} integration; post to "
                     f"/api/v1/alerts/{key.integration.source}/ instead.",
                 )
@@ -158,7 +159,8 @@ class AlertIngestView(APIView):
         if oversized:
             limit = settings.HANDOVER_MAX_BODY_BYTES
             return 413, problem(
-                413, "Request body too large",
+                413,
+                "Request body too large",
                 f"The body is over {limit} bytes. Its first 64 KiB are kept as delivery {delivery_id}; "
                 "split the post into smaller batches.",
                 extra={"delivery": delivery_id},
@@ -167,8 +169,11 @@ class AlertIngestView(APIView):
             error = result.error
             where = f" (field `{error.field}`)" if error.field else ""
             return 400, problem(
-                400, "The post breaks the source's format", f"{error.message}{where}. Stored as delivery "
-                f"{delivery_id}, rejected.", type_="invalid-alert", errors=error.errors or None,
+                400,
+                "The post breaks the source's format",
+                f"{error.message}{where}. Stored as delivery {delivery_id}, rejected.",
+                type_="invalid-alert",
+                errors=error.errors or None,
                 extra={"delivery": delivery_id},
             )
         return 202, {"delivery": delivery_id, "alerts": _alert_rows(result), **result.response}

@@ -131,9 +131,7 @@ def _parse_item(item: Any) -> ParsedAlert:
         config_version=_text(item, "config_version") or "",
         replay_key=_text(item, "replay_key") or "",
         runner_items=runner_items,
-        occurred_at=times["ended_at"]
-        if status in ("succeeded", "failed", "timed_out")
-        else times["started_at"],
+        occurred_at=times["ended_at"] if status in ("succeeded", "failed", "timed_out") else times["started_at"],
         summary=f"{job} {execution_id} {status}",
         details={"sent_at": times["sent_at"].isoformat() if times["sent_at"] else None},
     )

@@ -23,12 +23,12 @@ DROP FUNCTION IF EXISTS runs_timelineevent_refuse_change();
 
 def forward(apps, schema_editor):  # noqa: ANN001, ANN201 - migration signature
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(FORWARD)
+        schema_editor.execute(FORWARD, params=None)
 
 
 def reverse(apps, schema_editor):  # noqa: ANN001, ANN201
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(REVERSE)
+        schema_editor.execute(REVERSE, params=None)
 
 
 class Migration(migrations.Migration):

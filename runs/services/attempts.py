@@ -103,6 +103,7 @@ def attempt_report_apply(
     run: Run,
     report: AttemptReport,
     received_at: datetime,
+    occurred_at: datetime | None = None,
     alert: Alert | None = None,
     actor_integration: Integration | None = None,
     data: dict[str, Any] | None = None,
@@ -114,7 +115,10 @@ def attempt_report_apply(
     has fills in missing details and changes nothing else; an earlier-state report on a terminal
     or later attempt is stale. Each status change writes one timeline event; the run's status is
     refreshed by the caller (``run_status_refresh``) once all reports of an alert are applied.
+    An event's time is the report's own (end, start or scheduled time for the status), else
+    ``occurred_at`` (when the source says the reported thing happened), else ``received_at``.
     """
+    fallback = occurred_at or received_at
     created = False
     attempt = Attempt.objects.select_for_update().filter(run=run, execution_id=report.execution_id).first()
     if attempt is None:
@@ -148,7 +152,7 @@ def attempt_report_apply(
             alert=alert,
             kind=f"attempt_{report.status}",
             summary=_attempt_summary(attempt, report.status),
-            occurred_at=_event_time(report, received_at),
+            occurred_at=_event_time(report, fallback),
             actor_integration=actor_integration,
             data=data,
         )
@@ -165,7 +169,7 @@ def attempt_report_apply(
                 details=report,
                 alert=alert,
                 actor_integration=actor_integration,
-                occurred_at=_event_time(report, received_at),
+                occurred_at=_event_time(report, fallback),
                 data=data,
             )
             changed = True
@@ -216,7 +220,14 @@ def attempt_transition(
     now = at or timezone.now()
     values: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": timezone.now()}
     if details is not None:
-        for name in ("started_at", "ended_at", "error_summary", "correlation_ref", "log_url", "config_version"):
+        for name in (
+            "started_at",
+            "ended_at",
+            "error_summary",
+            "correlation_ref",
+            "log_url",
+            "config_version",
+        ):
             value = getattr(details, name)
             if value:
                 values[name] = value

@@ -118,9 +118,9 @@ def integration_key_revoke(*, key: IntegrationKey) -> IntegrationKey:
     return key
 
 
-def runner_credential_create(*, job: Job, created_by: AbstractBaseUser | None = None, label: str = "") -> tuple[
-    RunnerCredential, str
-]:
+def runner_credential_create(
+    *, job: Job, created_by: AbstractBaseUser | None = None, label: str = ""
+) -> tuple[RunnerCredential, str]:
     """Issue a runner credential for ``job``; returns the row and the secret (shown once)."""
     secret = generate_secret("rc")
     record = RunnerCredential.objects.create(

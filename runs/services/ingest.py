@@ -9,6 +9,7 @@ own short transaction. Nothing authenticated is lost: a crash leaves an alert ``
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -24,8 +25,27 @@ from django.utils import timezone
 from handover.errors import DomainError, InvalidTransition
 from runs import schedule
 from runs.ingest import get_adapter
-from runs.ingest.base import AlertKind, FormatError, InvalidItem, ParsedAlert, merged_settings
-from runs.models import Alert, Attempt, Delivery, Integration, IntegrationKey, Job, JobTarget, Run, RunnerReport, Tenant, normalise_slug
+from runs.ingest.base import (
+    AlertKind,
+    FormatError,
+    InvalidItem,
+    ParsedAlert,
+    merged_settings,
+    parse_timestamp,
+)
+from runs.models import (
+    Alert,
+    Attempt,
+    Delivery,
+    Integration,
+    IntegrationKey,
+    Job,
+    JobTarget,
+    Run,
+    RunnerReport,
+    Tenant,
+    normalise_slug,
+)
 from runs.redaction import redact_body, redact_text
 from runs.services.attempts import AttemptReport, attempt_report_apply, run_status_refresh
 from runs.services.timeline import timeline_event_record
@@ -59,9 +79,10 @@ def _record_fields(record: ParsedAlert) -> dict[str, Any]:
     data = asdict(record)
     data.pop("problems", None)
     data.pop("dedup_key", None)
-    data["error_summary"] = redact_text(record.error_summary)
-    data["summary"] = redact_text(record.summary)
-    return _json_safe({k: v for k, v in data.items() if v not in (None, "", [], {})})
+    kept = _json_safe({k: v for k, v in data.items() if v not in (None, "", [], {})})
+    # Free-text redaction over every kept value (labels and annotations may carry e-mails or
+    # tokens); the replacement has no quotes, so the JSON stays valid.
+    return json.loads(redact_text(json.dumps(kept, ensure_ascii=False)))
 
 
 def dedup_hash(key: str) -> str:
@@ -134,7 +155,9 @@ def _delivery_parse(result: IngestResult, adapter: ModuleType, body: bytes, key:
     return result
 
 
-def _delivery_finish(delivery: Delivery, outcome: str, *, reason: str = "", notes: dict[str, Any] | None = None) -> None:
+def _delivery_finish(
+    delivery: Delivery, outcome: str, *, reason: str = "", notes: dict[str, Any] | None = None
+) -> None:
     Delivery.objects.filter(pk=delivery.pk).update(outcome=outcome, reason=reason, notes=notes or {})
     delivery.outcome, delivery.reason, delivery.notes = outcome, reason, notes or {}
 
@@ -228,6 +251,22 @@ def _tenant_for(slug: str | None, key: IntegrationKey, settings: dict[str, Any],
     return tenant
 
 
+def _schedule_in_force(job: Job, tenant: Tenant | None, environment: str | None) -> tuple[str, str, dict[str, str]]:
+    """The cron, zone and DST policies in force for a target: the job's, with the target's overrides."""
+    target = (
+        JobTarget.objects.filter(job=job, tenant=tenant, environment=environment).first()
+        if tenant is not None and environment
+        else None
+    )
+    cron = (target.schedule_override if target else "") or job.schedule
+    zone = (target.timezone_override if target else "") or job.timezone
+    kwargs = {
+        "dst_gap": (target.dst_gap_override if target else "") or job.dst_gap_policy,
+        "dst_overlap": (target.dst_overlap_override if target else "") or job.dst_overlap_policy,
+    }
+    return cron, zone, kwargs
+
+
 def _identity(record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any], *, need_window: bool) -> _Identity:
     ident = _Identity(problems=list(record.problems))
     if record.job_key:
@@ -243,27 +282,42 @@ def _identity(record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any]
     if not need_window or ident.job is None:
         return ident
     job = ident.job
-    kwargs = {"dst_gap": job.dst_gap_policy, "dst_overlap": job.dst_overlap_policy}
+    cron, zone, kwargs = _schedule_in_force(job, ident.tenant, ident.environment)
     ident.scheduled_for = record.scheduled_for
+    if (
+        ident.scheduled_for is None
+        and not (record.window_start and record.window_end)
+        and record.details.get("scheduled_for_rule") == "latest_fire_at_or_before_starts_at"
+        and record.details.get("starts_at")
+    ):
+        # Grafana names no run: its rule counts failures in the latest processing window, so the
+        # fire time at or before the alert's start is the one it speaks about (grafana/STORY.md).
+        starts_at = parse_timestamp(record.details["starts_at"])
+        if starts_at is not None:
+            previous = schedule.previous_fire_time(cron, zone, starts_at, **kwargs)
+            ident.scheduled_for = previous.astimezone(UTC) if previous else None
     if record.window_start and record.window_end:
         ident.window_start, ident.window_end = record.window_start, record.window_end
         if ident.scheduled_for is None:
-            ident.scheduled_for = schedule.fire_time_closing_window(
-                job.schedule, job.timezone, record.window_end, **kwargs
-            ).astimezone(UTC)
-    elif record.scheduled_for:
+            ident.scheduled_for = schedule.fire_time_closing_window(cron, zone, record.window_end, **kwargs).astimezone(
+                UTC
+            )
+    elif ident.scheduled_for:
         start, end = schedule.processing_window(
-            job.schedule, job.timezone, record.scheduled_for, alignment=job.window_alignment, **kwargs
+            cron, zone, ident.scheduled_for, alignment=job.window_alignment, **kwargs
         )
         ident.window_start, ident.window_end = start.astimezone(UTC), end.astimezone(UTC)
-        previous = schedule.previous_fire_time(job.schedule, job.timezone, record.scheduled_for, **kwargs)
-        if previous is None or previous.astimezone(UTC) != record.scheduled_for.astimezone(UTC):
+        previous = schedule.previous_fire_time(cron, zone, ident.scheduled_for, **kwargs)
+        if previous is None or previous.astimezone(UTC) != ident.scheduled_for.astimezone(UTC):
             ident.notes.append(
-                f"scheduled time {record.scheduled_for.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z is not a fire time "
-                f"of {job.schedule!r} ({job.timezone})"
+                f"scheduled time {ident.scheduled_for.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z is not a fire time "
+                f"of {cron!r} ({zone})"
             )
     elif not ident.problems:
-        ident.problems.append("no window: the alert carries neither a window nor a scheduled time")
+        reason = "no window: the alert carries neither a window nor a scheduled time"
+        if record.details.get("manual_run_outside_approval"):
+            reason += " (a manual run, outside the approval process: no replay key)"
+        ident.problems.append(reason)
     return ident
 
 
@@ -289,13 +343,32 @@ def _run_for(ident: _Identity) -> tuple[Run, bool]:
         return Run.objects.get(**identity), False
 
 
-def _finish(alert: Alert, outcome: str, *, reason: str = "", run: Run | None = None,
-            attempt: Attempt | None = None, stale: bool = False) -> Alert:
+def _finish(
+    alert: Alert,
+    outcome: str,
+    *,
+    reason: str = "",
+    run: Run | None = None,
+    attempt: Attempt | None = None,
+    stale: bool = False,
+) -> Alert:
     now = timezone.now()
     Alert.objects.filter(pk=alert.pk).update(
-        outcome=outcome, reason=reason[:4000], run=run, attempt=attempt, is_stale=stale, outcome_at=now, updated_at=now
+        outcome=outcome,
+        reason=reason[:4000],
+        run=run,
+        attempt=attempt,
+        is_stale=stale,
+        outcome_at=now,
+        updated_at=now,
     )
-    alert.outcome, alert.reason, alert.run, alert.attempt, alert.is_stale = outcome, reason, run, attempt, stale
+    alert.outcome, alert.reason, alert.run, alert.attempt, alert.is_stale = (
+        outcome,
+        reason,
+        run,
+        attempt,
+        stale,
+    )
     alert.outcome_at = now
     return alert
 
@@ -328,32 +401,55 @@ def alert_apply(*, alert: Alert, record: ParsedAlert, key: IntegrationKey, setti
         run, _ = _run_for(ident)
         if record.kind == AlertKind.RUN:
             timeline_event_record(
-                job=run.job, run=run, alert=alert, kind="run_reported",
+                job=run.job,
+                run=run,
+                alert=alert,
+                kind="run_reported",
                 summary=record.summary or "The scheduler reported on the run as a whole",
-                occurred_at=record.occurred_at or received_at, actor_integration=integration,
+                occurred_at=record.occurred_at or received_at,
+                actor_integration=integration,
             )
             return _finish(alert, Alert.Outcome.ACCEPTED, run=run)
 
         return _apply_attempts(alert, record, run, ident, integration, received_at)
 
 
-def _apply_attempts(alert: Alert, record: ParsedAlert, run: Run, ident: _Identity,
-                    integration: Integration, received_at: datetime) -> Alert:
+def _apply_attempts(
+    alert: Alert,
+    record: ParsedAlert,
+    run: Run,
+    ident: _Identity,
+    integration: Integration,
+    received_at: datetime,
+) -> Alert:
     if not record.execution_id or not record.status:
         return _finish(alert, Alert.Outcome.UNMATCHED, reason="no execution id or status in the alert")
     own_number = record.attempt_number or 1
     own = AttemptReport(
-        execution_id=record.execution_id, status=record.status, number=own_number,
+        execution_id=record.execution_id,
+        status=record.status,
+        number=own_number,
         trigger=record.trigger or (Attempt.Trigger.SCHEDULED if own_number == 1 else Attempt.Trigger.AUTOMATIC_RETRY),
-        scheduled_at=record.scheduled_at, started_at=record.started_at, ended_at=record.ended_at,
-        error_summary=redact_text(record.error_summary), correlation_ref=record.correlation_ref,
-        log_url=record.log_url, config_version=record.config_version,
+        scheduled_at=record.scheduled_at,
+        started_at=record.started_at,
+        ended_at=record.ended_at,
+        error_summary=redact_text(record.error_summary),
+        correlation_ref=record.correlation_ref,
+        log_url=record.log_url,
+        config_version=record.config_version,
     )
     related = [
         AttemptReport(
-            execution_id=r.execution_id, status=r.status, number=r.number or own_number, trigger=r.trigger,
-            scheduled_at=r.scheduled_at, started_at=r.started_at, ended_at=r.ended_at,
+            execution_id=r.execution_id,
+            status=r.status,
+            number=r.number or own_number,
+            trigger=r.trigger,
+            scheduled_at=r.scheduled_at,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
             error_summary=redact_text(r.error_summary),
+            # the same object describes them: a Kubernetes Job's pods share its configuration
+            config_version=record.config_version,
         )
         for r in record.related_attempts
     ]
@@ -361,7 +457,12 @@ def _apply_attempts(alert: Alert, record: ParsedAlert, run: Run, ident: _Identit
     own_result = None
     for report in reports:
         result = attempt_report_apply(
-            run=run, report=report, received_at=received_at, alert=alert, actor_integration=integration
+            run=run,
+            report=report,
+            received_at=received_at,
+            alert=alert,
+            actor_integration=integration,
+            occurred_at=record.occurred_at if report is own else None,
         )
         if report is own:
             own_result = result
@@ -380,33 +481,64 @@ def _apply_attempts(alert: Alert, record: ParsedAlert, run: Run, ident: _Identit
         # A replay_key is honoured only with the job's runner credential: on an integration key,
         # no replay dispatched by Handover carries this attempt.
         timeline_event_record(
-            job=run.job, run=run, attempt=attempt, alert=alert, kind="manual_replay_unapproved",
+            job=run.job,
+            run=run,
+            attempt=attempt,
+            alert=alert,
+            kind="manual_replay_unapproved",
             summary=f"Attempt {attempt.number} is a manual re-run that went around the approval process "
             "(no replay dispatched by Handover carries it)",
-            occurred_at=own.started_at or own.scheduled_at or received_at, actor_integration=integration,
+            occurred_at=own.started_at or own.scheduled_at or received_at,
+            actor_integration=integration,
+        )
+    exhausted = record.details.get("exhausted_retry_condition")
+    if own_result.created and exhausted:
+        earlier = record.details.get("earlier_invocations_failed")
+        timeline_event_record(
+            job=run.job,
+            run=run,
+            attempt=attempt,
+            alert=alert,
+            kind="retries_exhausted",
+            summary=f"Retries exhausted ({exhausted})"
+            + (f"; {earlier} earlier invocation(s) also failed" if earlier else ""),
+            occurred_at=record.occurred_at or received_at,
+            actor_integration=integration,
         )
     for note in ident.notes:
         if own_result.created:
             timeline_event_record(
-                job=run.job, run=run, attempt=attempt, alert=alert, kind="schedule_mismatch", summary=note,
-                occurred_at=record.occurred_at or received_at, actor_integration=integration,
+                job=run.job,
+                run=run,
+                attempt=attempt,
+                alert=alert,
+                kind="schedule_mismatch",
+                summary=note,
+                occurred_at=record.occurred_at or received_at,
+                actor_integration=integration,
             )
     run_status_refresh(run=run)
     reason = ""
     if own_result.stale:
-        reason = f"stale: attempt {attempt.number} is already {attempt.status}; this earlier-state report changes nothing"
+        reason = (
+            f"stale: attempt {attempt.number} is already {attempt.status}; this earlier-state report changes nothing"
+        )
     return _finish(alert, Alert.Outcome.ACCEPTED, reason=reason, run=run, attempt=attempt, stale=own_result.stale)
 
 
-def _apply_signal(alert: Alert, record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any],
-                  received_at: datetime) -> Alert:
+def _apply_signal(
+    alert: Alert, record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any], received_at: datetime
+) -> Alert:
     """Resolve/acknowledge: a timeline event on the attempt it concerns; never a status change."""
     attempt: Attempt | None = None
     if record.group_ref:
         earlier = (
             Alert.objects.filter(
-                integration=alert.integration, group_ref=record.group_ref, attempt__isnull=False,
-                outcome=Alert.Outcome.ACCEPTED, kind=AlertKind.ATTEMPT,
+                integration=alert.integration,
+                group_ref=record.group_ref,
+                attempt__isnull=False,
+                outcome=Alert.Outcome.ACCEPTED,
+                kind=AlertKind.ATTEMPT,
             )
             .exclude(pk=alert.pk)
             .select_related("attempt__run__job", "attempt__run__tenant")
@@ -420,8 +552,11 @@ def _apply_signal(alert: Alert, record: ParsedAlert, key: IntegrationKey, settin
             return _finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
         attempt = (
             Attempt.objects.filter(
-                run__job=ident.job, run__tenant=ident.tenant, run__environment=ident.environment,
-                run__window_start=ident.window_start, run__window_end=ident.window_end,
+                run__job=ident.job,
+                run__tenant=ident.tenant,
+                run__environment=ident.environment,
+                run__window_start=ident.window_start,
+                run__window_end=ident.window_end,
                 execution_id=record.execution_id,
             )
             .select_related("run__job", "run__tenant")
@@ -429,21 +564,28 @@ def _apply_signal(alert: Alert, record: ParsedAlert, key: IntegrationKey, settin
         )
     if attempt is None:
         return _finish(
-            alert, Alert.Outcome.UNMATCHED,
+            alert,
+            Alert.Outcome.UNMATCHED,
             reason=f"nothing to {record.kind}: no earlier alert of this integration reported the attempt it names",
         )
     word = "resolved" if record.kind == AlertKind.RESOLVE else "acknowledged"
     timeline_event_record(
-        job=attempt.run.job, run=attempt.run, attempt=attempt, alert=alert, kind=word,
+        job=attempt.run.job,
+        run=attempt.run,
+        attempt=attempt,
+        alert=alert,
+        kind=word,
         summary=f"{alert.source}: {word} on attempt {attempt.number} ({attempt.execution_id})"
         + (" — a resolve is not a success" if word == "resolved" else ""),
-        occurred_at=record.occurred_at or received_at, actor_integration=alert.integration,
+        occurred_at=record.occurred_at or received_at,
+        actor_integration=alert.integration,
     )
     return _finish(alert, Alert.Outcome.ACCEPTED, run=attempt.run, attempt=attempt)
 
 
-def _apply_definition(alert: Alert, record: ParsedAlert, job: Job, integration: Integration,
-                      received_at: datetime) -> Alert:
+def _apply_definition(
+    alert: Alert, record: ParsedAlert, job: Job, integration: Integration, received_at: datetime
+) -> Alert:
     """A job definition (Kubernetes CronJob): compare its schedule and zone with the job's."""
     seen_schedule = record.details.get("schedule")
     seen_zone = record.details.get("timezone") or record.details.get("timeZone") or "UTC"
@@ -454,9 +596,12 @@ def _apply_definition(alert: Alert, record: ParsedAlert, job: Job, integration: 
         mismatches.append(f"time zone {seen_zone!r} (registered {job.timezone!r})")
     if mismatches:
         timeline_event_record(
-            job=job, alert=alert, kind="definition_mismatch",
+            job=job,
+            alert=alert,
+            kind="definition_mismatch",
             summary=f"{integration.source} reports {', '.join(mismatches)}",
-            occurred_at=record.occurred_at or received_at, actor_integration=integration,
+            occurred_at=record.occurred_at or received_at,
+            actor_integration=integration,
         )
     return _finish(alert, Alert.Outcome.ACCEPTED, reason="; ".join(mismatches))
 
@@ -470,7 +615,10 @@ def alert_reprocess(*, alert: Alert, actor: AbstractBaseUser | None = None) -> A
     Used after registering a job or fixing a mapping. Raises ``InvalidTransition`` for other
     outcomes and for duplicates (reprocess their original). Returns the alert with its new outcome.
     """
-    if alert.duplicate_of_id is not None or alert.outcome not in (Alert.Outcome.UNMATCHED, Alert.Outcome.PENDING):
+    if alert.duplicate_of_id is not None or alert.outcome not in (
+        Alert.Outcome.UNMATCHED,
+        Alert.Outcome.PENDING,
+    ):
         raise InvalidTransition(f"Only unmatched or pending original alerts can be reprocessed, not {alert.outcome}.")
     adapter = get_adapter(alert.source)
     delivery = alert.delivery
@@ -497,7 +645,9 @@ def alert_ignore(*, alert: Alert, actor: AbstractBaseUser, reason: str) -> Alert
     if not reason.strip():
         raise InvalidTransition("Say why the alert is ignored.")
     updated = Alert.objects.filter(pk=alert.pk, outcome=Alert.Outcome.UNMATCHED).update(
-        outcome=Alert.Outcome.IGNORED, reason=f"ignored: {reason.strip()}", ignored_by=actor,
+        outcome=Alert.Outcome.IGNORED,
+        reason=f"ignored: {reason.strip()}",
+        ignored_by=actor,
         outcome_at=timezone.now(),
     )
     if not updated:

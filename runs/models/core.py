@@ -15,7 +15,6 @@ from django.db.models import Q
 
 from handover.models import TimeStampedModel, validate_time_zone
 
-
 # Enumerations are defined at module level and nested into their model by assignment
 # (``Job.DstGap``): a nested ``Meta`` cannot see names of the class body it sits in, and each
 # enum's values are needed there for its CheckConstraint.
@@ -108,9 +107,7 @@ class Job(TimeStampedModel):
     dst_gap_policy = models.CharField(max_length=20, choices=DstGap.choices, default=DstGap.NEXT_EXISTING)
     dst_overlap_policy = models.CharField(max_length=20, choices=DstOverlap.choices, default=DstOverlap.FIRST)
     grace_seconds = models.PositiveIntegerField(default=1800)
-    window_alignment = models.CharField(
-        max_length=10, choices=WindowAlignment.choices, default=WindowAlignment.NONE
-    )
+    window_alignment = models.CharField(max_length=10, choices=WindowAlignment.choices, default=WindowAlignment.NONE)
     missed_run_policy = models.CharField(
         max_length=20, choices=MissedRunPolicy.choices, default=MissedRunPolicy.CATCH_UP_ALL
     )
@@ -433,7 +430,9 @@ class Attempt(TimeStampedModel):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["run", "execution_id"], name="runs_attempt_identity_unique", violation_error_code="duplicate"
+                fields=["run", "execution_id"],
+                name="runs_attempt_identity_unique",
+                violation_error_code="duplicate",
             ),
             _choices_check("runs_attempt_status_valid", "status", _AttemptStatus),
             _choices_check("runs_attempt_trigger_valid", "trigger", _AttemptTrigger),
@@ -448,9 +447,7 @@ class Attempt(TimeStampedModel):
         ]
         indexes = [
             # "no replay while an attempt of the run is queued or running"
-            models.Index(
-                fields=["run"], condition=Q(status__in=["queued", "running"]), name="runs_attempt_active_idx"
-            ),
+            models.Index(fields=["run"], condition=Q(status__in=["queued", "running"]), name="runs_attempt_active_idx"),
             models.Index(fields=["correlation_ref"], name="runs_attempt_corr_idx"),
             models.Index(fields=["execution_id"], name="runs_attempt_exec_idx"),
         ]
@@ -486,9 +483,7 @@ class Alert(TimeStampedModel):
     kind = models.CharField(max_length=20, default="attempt")
     dedup_key = models.TextField(blank=True, help_text="the source's dedup key, for display")
     dedup_hash = models.CharField(max_length=64, blank=True)
-    duplicate_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="duplicates"
-    )
+    duplicate_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="duplicates")
     repeat_count = models.PositiveIntegerField(default=0, help_text="how often the same alert was sent again")
     outcome = models.CharField(max_length=20, choices=Outcome.choices, default=Outcome.PENDING)
     reason = models.TextField(blank=True)
@@ -500,7 +495,9 @@ class Alert(TimeStampedModel):
     execution_id = models.CharField(max_length=300, blank=True)
     summary = models.CharField(max_length=500, blank=True)
     group_ref = models.CharField(
-        max_length=300, blank=True, help_text="the source's incident key (PagerDuty dedup_key), for ack/resolve"
+        max_length=300,
+        blank=True,
+        help_text="the source's incident key (PagerDuty dedup_key), for ack/resolve",
     )
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts")
     attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts")
@@ -520,7 +517,9 @@ class Alert(TimeStampedModel):
                 violation_error_code="duplicate",
             ),
             models.UniqueConstraint(
-                fields=["delivery", "index"], name="runs_alert_delivery_index_unique", violation_error_code="index"
+                fields=["delivery", "index"],
+                name="runs_alert_delivery_index_unique",
+                violation_error_code="index",
             ),
             _choices_check("runs_alert_outcome_valid", "outcome", _AlertOutcome),
             models.CheckConstraint(
@@ -547,9 +546,7 @@ class RunnerReport(TimeStampedModel):
     """What the job runner said about records of one attempt. A report is not evidence of the destination."""
 
     attempt = models.ForeignKey(Attempt, on_delete=models.PROTECT, related_name="runner_reports")
-    alert = models.OneToOneField(
-        Alert, null=True, blank=True, on_delete=models.PROTECT, related_name="runner_report"
-    )
+    alert = models.OneToOneField(Alert, null=True, blank=True, on_delete=models.PROTECT, related_name="runner_report")
     attempted_ids = models.JSONField(default=list, blank=True)
     completed_ids = models.JSONField(default=list, blank=True)
     failed_ids = models.JSONField(default=list, blank=True)

@@ -1,0 +1,37 @@
+"""``manage.py load_demo [--demo]``: the demo job, tenants, users, and every fixture story, posted for real."""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from runs.demo.loader import demo_load
+
+
+class Command(BaseCommand):
+    help = (
+        "Register the demo job, tenants, targets and users (random passwords, printed once), then post every "
+        "fixture story through the real ingestion API. Runs only with DEBUG on or --demo; idempotent."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--demo", action="store_true", help="allow loading demo data with DEBUG off")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not (settings.DEBUG or options["demo"]):
+            raise CommandError("Refusing to load demo data with DEBUG off; pass --demo if you really mean it.")
+        report = demo_load(log=lambda line: self.stdout.write(line))
+        for source in report.skipped_sources:
+            self.stdout.write(f"{source}: already loaded, nothing posted")
+        for source, posts in report.posts.items():
+            codes = ", ".join(str(code) for _, code in posts)
+            self.stdout.write(f"{source}: posted {len(posts)} files ({codes})")
+        if report.passwords:
+            self.stdout.write("Demo users (passwords are shown only now):")
+            for username, password in report.passwords.items():
+                self.stdout.write(f"  {username:16} {password}")
+        else:
+            self.stdout.write("Demo users already exist; their passwords were printed when they were created.")

@@ -1,0 +1,39 @@
+"""Models of the runs app, split by sub-domain (STYLE.md §1 growth rule) and re-exported here."""
+
+from __future__ import annotations
+
+from runs.models.core import (
+    Alert,
+    Attempt,
+    AuthFailureCounter,
+    Delivery,
+    Integration,
+    IntegrationKey,
+    Job,
+    JobTarget,
+    Run,
+    RunnerCredential,
+    RunnerReport,
+    SideEffect,
+    Tenant,
+    TimelineEvent,
+    normalise_slug,
+)
+
+__all__ = [
+    "Alert",
+    "Attempt",
+    "AuthFailureCounter",
+    "Delivery",
+    "Integration",
+    "IntegrationKey",
+    "Job",
+    "JobTarget",
+    "Run",
+    "RunnerCredential",
+    "RunnerReport",
+    "SideEffect",
+    "Tenant",
+    "TimelineEvent",
+    "normalise_slug",
+]

@@ -1,0 +1,126 @@
+"""Shared fixtures: fast test settings, the demo world the fixture stories need, keys and posting."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.test import Client
+
+from runs.models import Integration, Job, Tenant
+from runs.services import (
+    integration_get_or_create,
+    integration_key_create,
+    job_get_or_create,
+    job_target_get_or_create,
+    tenant_get_or_create,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "runs" / "demo" / "alerts"
+STORY_TENANTS = [
+    "acme-foods",
+    "borealis-retail",
+    "cedar-health",
+    "dunmore-pharmacy",
+    "elmwood-books",
+    "fjord-freight",
+    "glenrock-energy",
+    "harbor-dental",
+    "ironbridge-telecom",
+]
+UNICODE_TENANT = "café-lumière-münchen"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Django's default hasher costs ~0.3 s a check; manifest storage needs collectstatic (TOOLCHAIN.md).
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+
+
+def is_postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def fixture_path(source: str, name: str) -> Path:
+    """The project's own copy of a fixture file (never ../shared)."""
+    return FIXTURES / source / name
+
+
+def fixture_files(source: str) -> list[Path]:
+    """A source's fixture files in post order."""
+    return sorted((FIXTURES / source).glob("*.json"))
+
+
+@pytest.fixture
+def story_job(db: None) -> Job:
+    """The job every fixture story is about (alerts/README.md)."""
+    job, _ = job_get_or_create(
+        key="nightly-invoice-export",
+        defaults={
+            "schedule": "0 2 * * *",
+            "timezone": "Europe/Berlin",
+            "grace_seconds": 1800,
+            "window_alignment": "day",
+        },
+    )
+    return job
+
+
+@pytest.fixture
+def story_tenants(story_job: Job) -> dict[str, Tenant]:
+    """Every story tenant with a prod target, plus the Unicode tenant without one."""
+    tenants = {}
+    for slug in STORY_TENANTS:
+        tenant, _ = tenant_get_or_create(slug=slug)
+        job_target_get_or_create(job=story_job, tenant=tenant, environment="prod")
+        tenants[slug] = tenant
+    tenants[UNICODE_TENANT], _ = tenant_get_or_create(slug=UNICODE_TENANT)
+    return tenants
+
+
+@pytest.fixture
+def make_key(db: None) -> Callable[..., str]:
+    """Issue an integration key: ``make_key(source, tenants=[...])`` or ``make_key(source, all_tenants=True)``."""
+
+    def _make(source: str, tenants: Iterable[Tenant] = (), all_tenants: bool = False, name: str = "") -> str:
+        integration = integration_get_or_create(source=source, name=name)
+        return integration_key_create(integration=integration, tenants=tenants, all_tenants=all_tenants).key
+
+    return _make
+
+
+@pytest.fixture
+def api_client() -> Client:
+    return Client()
+
+
+PostAlert = Callable[..., Any]
+
+
+@pytest.fixture
+def post_alert(api_client: Client) -> PostAlert:
+    """``post_alert(source, body, key)`` -> response; ``body`` may be bytes, a dict or a fixture Path."""
+
+    def _post(source: str, body: bytes | dict[str, Any] | Path, key: str | None, **extra: Any) -> Any:
+        if isinstance(body, Path):
+            body = body.read_bytes()
+        elif isinstance(body, dict):
+            body = json.dumps(body).encode()
+        headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"} if key else {}
+        return api_client.post(
+            f"/api/v1/alerts/{source}/", data=body, content_type="application/json", **headers, **extra
+        )
+
+    return _post
+
+
+__all__ = ["Integration", "fixture_files", "fixture_path", "is_postgres"]

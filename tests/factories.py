@@ -1,0 +1,79 @@
+"""factory-boy factories: the defaults build the smallest valid object; traits give states."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import factory
+from django.contrib.auth import get_user_model
+
+from runs.models import Attempt, Job, JobTarget, Run, Tenant
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"person{n}")
+    password = factory.django.Password("correct-horse-battery")
+
+    class Params:
+        admin = factory.Trait(is_staff=True, is_superuser=True)
+
+
+class TenantFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Tenant
+
+    slug = factory.Sequence(lambda n: f"tenant-{n}")
+    name = factory.LazyAttribute(lambda o: o.slug.title())
+
+
+class JobFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Job
+
+    key = factory.Sequence(lambda n: f"job-{n}")
+    schedule = "0 2 * * *"
+    timezone = "Europe/Berlin"
+    window_alignment = "day"
+
+
+class JobTargetFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = JobTarget
+
+    job = factory.SubFactory(JobFactory)
+    tenant = factory.SubFactory(TenantFactory)
+    environment = "prod"
+
+
+class RunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Run
+
+    job = factory.SubFactory(JobFactory)
+    tenant = factory.SubFactory(TenantFactory)
+    environment = "prod"
+    window_start = factory.Sequence(lambda n: datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=n))
+    window_end = factory.LazyAttribute(lambda o: o.window_start + timedelta(days=1))
+    scheduled_for = factory.LazyAttribute(lambda o: o.window_end + timedelta(hours=1))
+    status = Run.Status.UNKNOWN
+
+    class Params:
+        failed = factory.Trait(status=Run.Status.FAILED)
+
+
+class AttemptFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Attempt
+
+    run = factory.SubFactory(RunFactory)
+    execution_id = factory.Sequence(lambda n: f"exec-{n}")
+    number = 1
+    status = Attempt.Status.RUNNING
+
+    class Params:
+        failed = factory.Trait(status=Attempt.Status.FAILED)
+        queued = factory.Trait(status=Attempt.Status.QUEUED)
