@@ -169,9 +169,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = HANDOVER_MAX_BODY_BYTES + 1024
 
 # --- REST framework -----------------------------------------------------------------------------
 REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header makes an unauthenticated call a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "knox.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "handover.pagination.DefaultPagination",
@@ -197,6 +198,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Several models have a `status`/`outcome`; name each enum after its model.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "runs.models.core._RunStatus",
+        "AttemptStatusEnum": "runs.models.core._AttemptStatus",
+        "AlertOutcomeEnum": "runs.models.core._AlertOutcome",
+        "DeliveryOutcomeEnum": "runs.models.core._DeliveryOutcome",
+    },
 }
 
 # --- Celery -------------------------------------------------------------------------------------

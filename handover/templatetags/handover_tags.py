@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -35,7 +36,7 @@ STATUS_ICONS = {
 def when(value: datetime | None, zone_name: str | None = None) -> str:
     """``<time>`` in the viewer's zone (or ``zone_name``) carrying the UTC ISO value; "—" for None."""
     if value is None:
-        return format_html('<span class="muted">—</span>')
+        return mark_safe('<span class="muted">—</span>')
     zone = zoneinfo.ZoneInfo(zone_name) if zone_name else timezone.get_current_timezone()
     local = value.astimezone(zone)
     utc = value.astimezone(zoneinfo.ZoneInfo("UTC"))

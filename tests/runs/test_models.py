@@ -1,0 +1,113 @@
+"""Constraints hold when rows are written directly through the ORM."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+
+from runs.models import Alert, Attempt, Run, Tenant, TimelineEvent
+from runs.services import timeline_event_record
+from tests.factories import AttemptFactory, JobFactory, RunFactory, TenantFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_run_identity_is_unique() -> None:
+    run = RunFactory()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Run.objects.create(
+            job=run.job,
+            tenant=run.tenant,
+            environment=run.environment,
+            window_start=run.window_start,
+            window_end=run.window_end,
+        )
+
+
+def test_run_window_must_not_be_empty() -> None:
+    run = RunFactory.build(job=JobFactory(), tenant=TenantFactory())
+    run.window_end = run.window_start
+    with pytest.raises(IntegrityError), transaction.atomic():
+        run.save()
+
+
+def test_attempt_is_unique_per_run_and_execution_id() -> None:
+    attempt = AttemptFactory()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Attempt.objects.create(run=attempt.run, execution_id=attempt.execution_id, status="failed")
+
+
+@pytest.mark.parametrize(("field", "value"), [("status", "exploded"), ("trigger", "whim")])
+def test_attempt_enums_are_checked_by_the_database(field: str, value: str) -> None:
+    attempt = AttemptFactory()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Attempt.objects.filter(pk=attempt.pk).update(**{field: value})
+
+
+def test_abandoned_attempt_needs_a_reason() -> None:
+    attempt = AttemptFactory()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Attempt.objects.filter(pk=attempt.pk).update(status="abandoned")
+
+
+def test_tenant_slugs_are_unique_case_insensitively_after_nfc() -> None:
+    Tenant.objects.create(slug="café-x", name="A")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Tenant.objects.create(slug="CAFE\u0301-X", name="B")
+
+
+def test_one_original_alert_per_integration_and_dedup_key(
+    story_tenants: object, make_key: object, post_alert: object
+) -> None:
+    from tests.conftest import fixture_path
+
+    key = make_key("generic", all_tenants=True)  # type: ignore[operator]
+    post_alert("generic", fixture_path("generic", "01-first-failure.json"), key)  # type: ignore[operator]
+    original = Alert.objects.get()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Alert.objects.create(
+            delivery=original.delivery,
+            integration=original.integration,
+            index=7,
+            source="generic",
+            dedup_hash=original.dedup_hash,
+            outcome="accepted",
+        )
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Alert.objects.create(
+            delivery=original.delivery,
+            integration=original.integration,
+            index=8,
+            source="generic",
+            dedup_hash="x",
+            outcome="duplicate",
+        )
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="the append-only trigger exists on PostgreSQL only")
+def test_the_timeline_refuses_update_and_delete_on_postgresql() -> None:
+    run = RunFactory()
+    event = timeline_event_record(job=run.job, run=run, kind="note", summary="kept forever")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        TimelineEvent.objects.filter(pk=event.pk).update(summary="rewritten")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        TimelineEvent.objects.filter(pk=event.pk).delete()
+    assert TimelineEvent.objects.get(pk=event.pk).summary == "kept forever"
+
+
+def test_a_person_actor_needs_a_user() -> None:
+    run = RunFactory()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        TimelineEvent.objects.create(
+            job=run.job,
+            kind="x",
+            summary="x",
+            occurred_at=run.window_start,
+            recorded_at=run.window_start + timedelta(seconds=1),
+            actor_kind="person",
+        )
+
+
+__all__ = ["connection"]
