@@ -168,3 +168,17 @@ def delivery_list_recent(*, integration: Integration, limit: int = 25) -> QueryS
         .annotate(alert_count=Count("alerts"))
         .order_by("-received_at", "-id")[:limit]
     )
+
+
+def delivery_list_rejected(*, limit: int = 20) -> QuerySet[Delivery]:
+    """The newest rejected posts (any integration): for admins, since a rejected post names no tenant."""
+    return (
+        Delivery.objects.filter(outcome=Delivery.Outcome.REJECTED)
+        .select_related("integration")
+        .order_by("-received_at", "-id")[:limit]
+    )
+
+
+def delivery_count_rejected() -> int:
+    """How many posts were rejected in all (the inbox's "rejected posts" figure)."""
+    return Delivery.objects.filter(outcome=Delivery.Outcome.REJECTED).count()

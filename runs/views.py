@@ -18,6 +18,8 @@ from runs.selectors import (
     alert_get,
     alert_inbox,
     delivery_list_recent,
+    delivery_count_rejected,
+    delivery_list_rejected,
     integration_list,
     run_get,
     run_list,
@@ -84,10 +86,17 @@ def alert_inbox_view(request: HttpRequest) -> HttpResponse:
     page = Paginator(alerts, 50).get_page(request.GET.get("page"))
     template = "runs/_inbox_rows.html" if request.htmx else "runs/alert_inbox.html"
     order = ["unmatched", "pending", "accepted", "duplicate", "rejected", "ignored"]
+    rejected = delivery_list_rejected(limit=20) if request.user.is_staff else None
     return render(
         request,
         template,
-        {"page": page, "counts": [(o, counts.get(o, 0)) for o in order], "ignore_form": AlertIgnoreForm()},
+        {
+            "page": page,
+            "counts": [(o, counts.get(o, 0)) for o in order],
+            "ignore_form": AlertIgnoreForm(),
+            "rejected_deliveries": list(rejected) if rejected is not None else None,
+            "rejected_delivery_count": delivery_count_rejected() if rejected is not None else 0,
+        },
     )
 
 

@@ -80,3 +80,9 @@ def safe_link(url: str) -> str:
     if url and url.startswith(("http://", "https://")):
         return format_html('<a href="{}" rel="noopener noreferrer nofollow" target="_blank">{}</a>', url, url)
     return url or ""
+
+
+@register.filter
+def reasons(text: str) -> list[str]:
+    """Split an alert's reason (``"; "``-joined, as ingestion writes it) into its separate reasons."""
+    return [part.strip() for part in (text or "").split("; ") if part.strip()]
