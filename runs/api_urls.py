@@ -5,12 +5,13 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from runs.api import AlertIngestView, AlertViewSet, RunViewSet
+from runs.api import AlertIngestView, AlertViewSet, IntegrationViewSet, RunViewSet
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False
 router.register("runs", RunViewSet, basename="run")
 router.register("alerts", AlertViewSet, basename="alert")
+router.register("integrations", IntegrationViewSet, basename="integration")
 
 app_name = "runs-api"
 urlpatterns = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from runs.api.alerts import AlertViewSet
 from runs.api.ingest import AlertIngestView
+from runs.api.integrations import IntegrationViewSet
 from runs.api.runs import RunViewSet
 
-__all__ = ["AlertIngestView", "AlertViewSet", "RunViewSet"]
+__all__ = ["AlertIngestView", "AlertViewSet", "IntegrationViewSet", "RunViewSet"]

@@ -154,3 +154,22 @@ def test_run_detail_query_count_does_not_grow_with_attempts(django_assert_max_nu
     with django_assert_max_num_queries(7):
         body = client.get(f"/api/v1/runs/{run.public_id}/").json()
     assert len(body["attempts"]) == 20
+
+
+def test_integrations_api_is_for_admins_and_never_shows_secrets(loaded: Any) -> None:
+    from runs.models import IntegrationKey
+
+    support = UserFactory()
+    role_grant(user=support, role="support", obj=loaded["acme-foods"])
+    assert token_client(support).get("/api/v1/integrations/").status_code == 403
+
+    admin = token_client(UserFactory(admin=True))
+    listing = admin.get("/api/v1/integrations/").json()
+    generic = next(i for i in listing["results"] if i["source"] == "generic")
+    detail = admin.get(f"/api/v1/integrations/{generic['id']}/").json()
+
+    key = IntegrationKey.objects.get(integration__source="generic")
+    assert detail["keys"][0]["prefix"] == key.prefix and "secret_hash" not in detail["keys"][0]
+    assert detail["settings_in_force"]["default_environment"] == "prod"
+    assert {d["outcome"] for d in detail["recent_deliveries"]} == {"processed", "rejected"}
+    assert len(detail["recent_deliveries"]) == 9
