@@ -167,6 +167,17 @@ HANDOVER_MAX_BATCH_ALERTS = env.int("HANDOVER_MAX_BATCH_ALERTS", default=1000)
 HANDOVER_PENDING_SWEEP_AFTER_SECONDS = env.int("HANDOVER_PENDING_SWEEP_AFTER_SECONDS", default=60)
 DATA_UPLOAD_MAX_MEMORY_SIZE = HANDOVER_MAX_BODY_BYTES + 1024
 
+# --- work ledger loads ----------------------------------------------------------------------------
+# Largest accepted record-id file (population, runner report, destination or provider export), bytes.
+HANDOVER_LEDGER_MAX_UPLOAD_BYTES = env.int("HANDOVER_LEDGER_MAX_UPLOAD_BYTES", default=128 * 1024 * 1024)
+# Files up to this size load inside the request; larger ones run as a Celery task with a progress bar.
+HANDOVER_LEDGER_SYNC_MAX_BYTES = env.int("HANDOVER_LEDGER_SYNC_MAX_BYTES", default=1024 * 1024)
+
+# --- cache --------------------------------------------------------------------------------------
+# Load progress is written by the worker and polled by the web process, so the default must be
+# shared across processes: a file-based cache in var/ (Redis in production via CACHE_URL).
+CACHES = {"default": env.cache_url("CACHE_URL", default=f"filecache://{VAR_DIR / 'cache'}")}
+
 # --- REST framework -----------------------------------------------------------------------------
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes an unauthenticated call a 401, not a 403.
@@ -204,6 +215,9 @@ SPECTACULAR_SETTINGS = {
         "AttemptStatusEnum": "runs.models.core._AttemptStatus",
         "AlertOutcomeEnum": "runs.models.core._AlertOutcome",
         "DeliveryOutcomeEnum": "runs.models.core._DeliveryOutcome",
+        "HandoverStatusEnum": "handover.models.handovers._HandoverStatus",
+        "HandoverSectionEnum": "handover.models.handovers._HandoverSection",
+        "HandoverNotificationStatusEnum": "handover.models.handovers._NotificationStatus",
     },
 }
 
@@ -238,7 +252,38 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE = {
     # Every minute: finish alerts a crash left `pending`, and write the beat heartbeat for /healthz.
     "runs-alert-sweep": {"task": "runs.alert_sweep_pending", "schedule": 60.0},
+    # Every minute: settle next-run checks past their deadline or with a success of the next run.
+    "runs-next-run-check-sweep": {"task": "runs.next_run_check_sweep", "schedule": 60.0},
+    # Every minute: one `missed` run per fire time of a success-reporting target that never reported.
+    "runs-missed-run-sweep": {"task": "runs.run_sweep_missed", "schedule": 60.0},
+    # Every minute: resolve verifying handovers whose next-run checks passed or were waived; reopen failed ones.
+    "handover-verifying-sweep": {"task": "handover.handover_sweep_verifying", "schedule": 60.0},
 }
+# How far back the missed-run sweep re-checks fire times each tick (a longer outage is walked from
+# the target's latest run), in seconds.
+HANDOVER_MISSED_RUN_LOOKBACK_SECONDS = env.int("HANDOVER_MISSED_RUN_LOOKBACK_SECONDS", default=2 * 24 * 3600)
+
+# --- e-mail: failed next-run checks (console backend unless EMAIL_URL is set) -------------------
+EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
+vars().update(EMAIL_CONFIG)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="handover@localhost")
+
+# --- handovers ------------------------------------------------------------------------------------
+# The mail backend class may also be named directly (it wins over the one EMAIL_URL chose); console by default.
+EMAIL_BACKEND = env.str(
+    "EMAIL_BACKEND", default=EMAIL_CONFIG.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+)
+# Absolute links in e-mail and chat messages start with this.
+HANDOVER_BASE_URL = env.str("HANDOVER_BASE_URL", default="http://localhost:8000")
+# Optional chat-compatible webhook (Slack/Mattermost `{"text": ...}`) told when a handover is handed over.
+HANDOVER_CHAT_WEBHOOK_URL = env.str("HANDOVER_CHAT_WEBHOOK_URL", default="")
+# Hosts the chat webhook may reach although they resolve to a private or loopback address.
+HANDOVER_CHAT_WEBHOOK_ALLOWED_HOSTS = env.list("HANDOVER_CHAT_WEBHOOK_ALLOWED_HOSTS", default=[])
+# "Needs attention": a run unresolved for longer than this (seconds since it was scheduled) is listed.
+HANDOVER_UNRESOLVED_AGE_SECONDS = env.int("HANDOVER_UNRESOLVED_AGE_SECONDS", default=24 * 3600)
+# "Needs attention": a job target with this many failures among its last N settled runs fails repeatedly.
+HANDOVER_REPEATED_FAILURES = env.int("HANDOVER_REPEATED_FAILURES", default=3)
+HANDOVER_REPEATED_FAILURES_OF = env.int("HANDOVER_REPEATED_FAILURES_OF", default=5)
 
 # --- logging: never secrets or personal data (DESIGN.md rule 8) --------------------------------
 LOGGING = {

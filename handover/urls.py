@@ -18,8 +18,10 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("runs.api_urls", namespace="runs-api")),
+    path("api/v1/", include("handover.api_urls", namespace="handover-api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("", include("runs.urls", namespace="runs")),
+    path("", include("handover.app_urls", namespace="handover")),
 ]

@@ -5,13 +5,14 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from runs.api import AlertIngestView, AlertViewSet, IntegrationViewSet, RunViewSet
+from runs.api import AlertIngestView, AlertViewSet, IntegrationViewSet, NextRunCheckViewSet, RunViewSet
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False
 router.register("runs", RunViewSet, basename="run")
 router.register("alerts", AlertViewSet, basename="alert")
 router.register("integrations", IntegrationViewSet, basename="integration")
+router.register("checks", NextRunCheckViewSet, basename="check")
 
 app_name = "runs-api"
 urlpatterns = [

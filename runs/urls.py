@@ -16,4 +16,11 @@ urlpatterns = [
     path("alerts/<uuid:id>/ignore/", views.alert_ignore_view, name="alert-ignore"),
     path("integrations/", views.integration_list_view, name="integration-list"),
     path("integrations/<uuid:id>/", views.integration_detail_view, name="integration-detail"),
+    path("checks/", views.check_list_view, name="check-list"),
+    path("checks/create/", views.check_create_view, name="check-create"),
+    path("checks/<uuid:id>/", views.check_detail_view, name="check-detail"),
+    path("checks/<uuid:id>/waive/", views.check_waive_view, name="check-waive"),
+    path("checks/<uuid:id>/confirm/", views.check_confirm_view, name="check-confirm"),
+    path("jobs/", views.job_list_view, name="job-list"),
+    path("jobs/<uuid:id>/", views.job_detail_view, name="job-detail"),
 ]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import factory
 from django.contrib.auth import get_user_model
 
-from runs.models import Attempt, Job, JobTarget, Run, Tenant
+from runs.models import Attempt, Job, JobTarget, NextRunCheck, Run, Tenant
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -77,3 +77,36 @@ class AttemptFactory(factory.django.DjangoModelFactory):
     class Params:
         failed = factory.Trait(status=Attempt.Status.FAILED)
         queued = factory.Trait(status=Attempt.Status.QUEUED)
+
+
+class NextRunCheckFactory(factory.django.DjangoModelFactory):
+    """A scheduled check of a target's fire time (deadline = expected + 30 min); traits for the other states."""
+
+    class Meta:
+        model = NextRunCheck
+
+    target = factory.SubFactory(JobTargetFactory)
+    expected_at = factory.Sequence(lambda n: datetime(2026, 6, 1, 0, 0, tzinfo=UTC) + timedelta(days=n))
+    deadline_at = factory.LazyAttribute(lambda o: o.expected_at + timedelta(minutes=30))
+    status = NextRunCheck.Status.SCHEDULED
+
+    class Params:
+        passed = factory.Trait(
+            status=NextRunCheck.Status.PASSED,
+            passed_at=factory.LazyAttribute(lambda o: o.expected_at + timedelta(minutes=10)),
+            evidence_attempt=factory.SubFactory(AttemptFactory, status=Attempt.Status.SUCCEEDED),
+            duplicate_check=NextRunCheck.DuplicateCheck.CHECKED,
+        )
+        failed = factory.Trait(
+            status=NextRunCheck.Status.FAILED,
+            failed_at=factory.LazyAttribute(lambda o: o.deadline_at),
+            failure_reason=NextRunCheck.FailureReason.DEADLINE_PASSED,
+        )
+        waived = factory.Trait(
+            status=NextRunCheck.Status.WAIVED,
+            waived_at=factory.LazyAttribute(lambda o: o.expected_at - timedelta(days=1)),
+            waived_by=factory.SubFactory(UserFactory),
+            waiver_owner=factory.SubFactory(UserFactory),
+            waiver_checkpoint=factory.LazyAttribute(lambda o: o.expected_at.date()),
+            waiver_reason="the next run is a quarter away",
+        )

@@ -29,6 +29,14 @@ STATUS_ICONS = {
     "duplicate": "≡",
     "ignored": "–",
     "abandoned": "–",
+    # handover statuses
+    "draft": "✎",
+    "handed_over": "➜",
+    "recovering": "⟳",
+    "verifying": "…",
+    "resolved": "✔",
+    "closed": "■",
+    "paused": "⏸",
 }
 
 
@@ -86,3 +94,11 @@ def safe_link(url: str) -> str:
 def reasons(text: str) -> list[str]:
     """Split an alert's reason (``"; "``-joined, as ingestion writes it) into its separate reasons."""
     return [part.strip() for part in (text or "").split("; ") if part.strip()]
+
+
+@register.filter
+def utc(value: datetime | None) -> str:
+    """Plain UTC text for exports (``2026-11-28 01:03:11Z``); "—" for None."""
+    if value is None:
+        return "—"
+    return f"{value.astimezone(zoneinfo.ZoneInfo('UTC')):%Y-%m-%d %H:%M:%S}Z"

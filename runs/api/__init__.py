@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from runs.api.alerts import AlertViewSet
+from runs.api.checks import NextRunCheckViewSet
 from runs.api.ingest import AlertIngestView
 from runs.api.integrations import IntegrationViewSet
 from runs.api.runs import RunViewSet
 
-__all__ = ["AlertIngestView", "AlertViewSet", "IntegrationViewSet", "RunViewSet"]
+__all__ = ["AlertIngestView", "AlertViewSet", "IntegrationViewSet", "NextRunCheckViewSet", "RunViewSet"]

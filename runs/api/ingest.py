@@ -155,7 +155,11 @@ class AlertIngestView(APIView):
     def _answer(self, adapter: Any, result: IngestResult, oversized: bool) -> tuple[int, dict[str, Any]]:
         delivery_id = str(result.delivery.public_id)
         if hasattr(adapter, "render_response") and not oversized:
-            return adapter.render_response(delivery_id=delivery_id, alerts=_alert_rows(result), error=result.error)
+            # ``response`` carries what the sender's own shape echoes (PagerDuty's dedup_key, generated
+            # by the parser when the event has none).
+            return adapter.render_response(
+                delivery_id=delivery_id, alerts=_alert_rows(result), error=result.error, response=result.response
+            )
         if oversized:
             limit = settings.HANDOVER_MAX_BODY_BYTES
             return 413, problem(

@@ -137,6 +137,11 @@ def demo_load(*, log: Callable[[str], None] = lambda _: None) -> DemoReport:
             )
             report.posts[source].append((path.name, response.status_code))
             log(f"  {source}/{path.name}: {response.status_code}")
+
+    # The handover for acme-foods' partially committed run (window 2026-11-27); once only.
+    from handover.demo import demo_handover_load
+
+    demo_handover_load(log=log)
     return report
 
 

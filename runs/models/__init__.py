@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from runs.models.checks import NextRunCheck
 from runs.models.core import (
     Alert,
     Attempt,
@@ -19,6 +20,7 @@ from runs.models.core import (
     TimelineEvent,
     normalise_slug,
 )
+from runs.models.ledger import WorkItem, WorkItemChange, WorkItemLoad
 
 __all__ = [
     "Alert",
@@ -29,11 +31,15 @@ __all__ = [
     "IntegrationKey",
     "Job",
     "JobTarget",
+    "NextRunCheck",
     "Run",
     "RunnerCredential",
     "RunnerReport",
     "SideEffect",
     "Tenant",
     "TimelineEvent",
+    "WorkItem",
+    "WorkItemChange",
+    "WorkItemLoad",
     "normalise_slug",
 ]

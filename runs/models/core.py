@@ -314,6 +314,14 @@ class _RunStatus(models.TextChoices):
     UNKNOWN = "unknown", "Unknown"
 
 
+class _RunFailureClass(models.TextChoices):
+    NEVER_STARTED = "never_started", "Never started"
+    FAILED_IN_PREPARATION = "failed_in_preparation", "Failed in preparation"
+    PARTIALLY_COMMITTED = "partially_committed", "Partially committed"
+    COMPLETED_ACK_LOST = "completed_ack_lost", "Completed, acknowledgement lost"
+    UNDETERMINED = "undetermined", "Undetermined"
+
+
 class Run(TimeStampedModel):
     """A logical run: one job's work for one target and processing window ``[window_start, window_end)``.
 
@@ -322,6 +330,7 @@ class Run(TimeStampedModel):
     """
 
     Status = _RunStatus
+    FailureClass = _RunFailureClass
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="runs")
@@ -341,6 +350,20 @@ class Run(TimeStampedModel):
     rejected_count = models.PositiveIntegerField(default=0)
     unresolved_count = models.PositiveIntegerField(default=0)
     possible_duplicate_count = models.PositiveIntegerField(default=0)
+    # the parts of unresolved_count, for the run page's stacked bar
+    unverified_count = models.PositiveIntegerField(default=0, help_text="part of unresolved_count")
+    absent_count = models.PositiveIntegerField(default=0, help_text="part of unresolved_count")
+    uncertain_count = models.PositiveIntegerField(default=0, help_text="part of unresolved_count")
+    ledger_updated_at = models.DateTimeField(
+        null=True, blank=True, help_text="when a work-ledger load or change last stored the totals"
+    )
+    # failure class: suggested from the ledger's evidence, confirmed by a person (runs.services.ledger)
+    failure_class_suggested = models.CharField(max_length=30, choices=FailureClass.choices, blank=True)
+    failure_class = models.CharField(max_length=30, choices=FailureClass.choices, blank=True)
+    failure_class_confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    failure_class_confirmed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -355,6 +378,21 @@ class Run(TimeStampedModel):
                 violation_error_code="empty_window",
             ),
             _choices_check("runs_run_status_valid", "status", _RunStatus),
+            models.CheckConstraint(
+                condition=Q(failure_class="") | Q(failure_class__in=_RunFailureClass.values),
+                name="runs_run_failure_class_valid",
+                violation_error_code="invalid_choice",
+            ),
+            models.CheckConstraint(
+                condition=Q(failure_class_suggested="") | Q(failure_class_suggested__in=_RunFailureClass.values),
+                name="runs_run_failure_suggested_valid",
+                violation_error_code="invalid_choice",
+            ),
+            models.CheckConstraint(
+                condition=Q(failure_class="") | Q(failure_class_confirmed_by__isnull=False),
+                name="runs_run_failure_class_confirmed",
+                violation_error_code="confirmed_by_required",
+            ),
         ]
         indexes = [
             # the runs list: newest first, filtered by tenant

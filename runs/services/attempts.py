@@ -7,7 +7,7 @@ abandoned). Terminal states never move back; a late earlier-state report is *sta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from handover.errors import InvalidTransition
 from runs.models import Alert, Attempt, Integration, Run
+from runs.services.checks import attempt_overlap_record
 from runs.services.timeline import timeline_event_record
 
 RUN_STATUS_FOR_ATTEMPT = {
@@ -76,6 +77,8 @@ def _event_time(report: AttemptReport, fallback: datetime) -> datetime:
 
 def _attempt_summary(attempt: Attempt, status: str) -> str:
     text = f"Attempt {attempt.number} ({attempt.execution_id}) {STATUS_WORDS.get(status, status)}"
+    if status == Attempt.Status.QUEUED and attempt.scheduled_at:
+        text += f" for {attempt.scheduled_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z"
     if attempt.error_summary and status in (Attempt.Status.FAILED, Attempt.Status.TIMED_OUT):
         text += f": {attempt.error_summary[:200]}"
     return text
@@ -117,6 +120,8 @@ def attempt_report_apply(
     refreshed by the caller (``run_status_refresh``) once all reports of an alert are applied.
     An event's time is the report's own (end, start or scheduled time for the status), else
     ``occurred_at`` (when the source says the reported thing happened), else ``received_at``.
+    An attempt that starts running records any overlap with an earlier run of its target
+    (``runs.services.checks.attempt_overlap_record``).
     """
     fallback = occurred_at or received_at
     created = False
@@ -156,6 +161,8 @@ def attempt_report_apply(
             actor_integration=actor_integration,
             data=data,
         )
+        if report.status == Attempt.Status.RUNNING:
+            attempt_overlap_record(attempt=attempt, occurred_at=_event_time(report, fallback))
         return AttemptReportResult(attempt=attempt, created=True, changed=True, stale=False)
 
     changed = stale = False
@@ -214,6 +221,7 @@ def attempt_transition(
     and the attempt already has ``status``, it is returned unchanged (idempotent); otherwise
     ``InvalidTransition`` (HTTP 409) names the current status. ``abandoned`` needs ``reason`` and
     ``actor_user``. Refreshes the run's status. Runs in its own transaction (or the caller's).
+    Moving to ``running`` records any overlap with an earlier run (``attempt_overlap_record``).
     """
     action = Attempt.ACTION_FOR_STATUS[Attempt.Status(status)]
     allowed_from, target = Attempt.TRANSITIONS[action]
@@ -258,6 +266,8 @@ def attempt_transition(
             actor_integration=actor_integration,
             data=data,
         )
+        if target == Attempt.Status.RUNNING:
+            attempt_overlap_record(attempt=attempt, occurred_at=occurred_at or now)
         run_status_refresh(run=attempt.run)
     return attempt
 

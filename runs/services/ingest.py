@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -53,6 +54,9 @@ from runs.services.timeline import timeline_event_record
 logger = logging.getLogger(__name__)
 
 NEUTRAL_TENANT_REASON = "tenant {slug!r} is not available to this integration key"
+NEUTRAL_TENANT_ALIAS_HINT = (
+    " (a label that cannot spell a tenant's slug needs an entry in this integration's `tenant_aliases`)"
+)
 
 
 @dataclass
@@ -237,16 +241,28 @@ class _Identity:
     notes: list[str] = field(default_factory=list)
 
 
-def _tenant_for(slug: str | None, key: IntegrationKey, settings: dict[str, Any], problems: list[str]) -> Tenant | None:
+def _tenant_for(
+    slug: str | None,
+    key: IntegrationKey,
+    settings: dict[str, Any],
+    problems: list[str],
+    *,
+    report_absent: bool = True,
+) -> Tenant | None:
     slug = slug or settings.get("default_tenant")
     if not slug:
-        problems.append("no tenant: the alert names none and the integration has no default tenant")
+        if report_absent:  # else the parser already said why, in its own terms
+            problems.append("no tenant: the alert names none and the integration has no default tenant")
         return None
     tenant = Tenant.objects.filter(slug_key=normalise_slug(slug).casefold()).first()
     allowed = tenant is not None and (key.all_tenants or key.tenants.filter(pk=tenant.pk).exists())
     if not allowed:
-        # Unknown and unbound read the same, so a key cannot probe for tenants (DESIGN.md).
-        problems.append(NEUTRAL_TENANT_REASON.format(slug=slug))
+        # Unknown and unbound read the same, so a key cannot probe for tenants (DESIGN.md). The alias
+        # hint depends only on the source's settings, never on whether the tenant exists.
+        reason = NEUTRAL_TENANT_REASON.format(slug=slug)
+        if "tenant_aliases" in settings:
+            reason += NEUTRAL_TENANT_ALIAS_HINT
+        problems.append(reason)
         return None
     return tenant
 
@@ -267,27 +283,64 @@ def _schedule_in_force(job: Job, tenant: Tenant | None, environment: str | None)
     return cron, zone, kwargs
 
 
+def _mentions_window(problems: list[str]) -> bool:
+    """True when a parser problem already explains a missing window (a garbled window or scheduled time)."""
+    return any("window" in p.lower() or "scheduled" in p.lower() for p in problems)
+
+
 def _identity(record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any], *, need_window: bool) -> _Identity:
+    """Resolve job, tenant, environment and (when ``need_window``) the window; collect every reason it fails.
+
+    Parsers list missing or garbled convention fields themselves (``runs/ingest/base.py``), so the
+    mechanism's own "nothing named" reasons for job, tenant and environment are only a safety net for a
+    record that came with no problem at all: the inbox never lists one missing label twice. Lookups only
+    the mechanism can do are always added: job not registered, tenant not available, no window.
+    """
     ident = _Identity(problems=list(record.problems))
+    parser_reported = bool(record.problems)
     if record.job_key:
         ident.job = Job.objects.filter(key=record.job_key).first()
         if ident.job is None:
             ident.problems.append(f"job {record.job_key!r} is not registered (register it, then reprocess)")
-    else:
+    elif not parser_reported:
         ident.problems.append("no job key in the alert")
-    ident.tenant = _tenant_for(record.tenant, key, settings, ident.problems)
+    ident.tenant = _tenant_for(record.tenant, key, settings, ident.problems, report_absent=not parser_reported)
     ident.environment = record.environment or settings.get("default_environment")
-    if not ident.environment:
+    if not ident.environment and not parser_reported:
         ident.problems.append("no environment: the alert names none and the integration has no default")
-    if not need_window or ident.job is None:
+    if not need_window:
         return ident
     job = ident.job
+    rule = record.details.get("scheduled_for_rule")
+    if job is not None:
+        _place_in_window(ident, record, job, rule)
+    # "No window" is a reason of its own whenever the alert names a job (registered or not) and neither
+    # carries a window or scheduled time nor has a rule that derives one -- unless a parser problem already
+    # says why (a garbled window or scheduled time). Without a job key there is nothing to place.
+    derivable = rule == "latest_fire_at_or_before_starts_at" and job is None
+    if (
+        record.job_key
+        and ident.window_start is None
+        and not (record.window_start and record.window_end)
+        and record.scheduled_for is None
+        and not derivable
+        and not _mentions_window(record.problems)
+    ):
+        reason = "no window: the alert carries neither a window nor a scheduled time"
+        if record.details.get("manual_run_outside_approval"):
+            reason += " (a manual run, outside the approval process: no replay key)"
+        ident.problems.append(reason)
+    return ident
+
+
+def _place_in_window(ident: _Identity, record: ParsedAlert, job: Job, rule: str | None) -> None:
+    """Fill the scheduled time and window of ``ident`` from the record and the schedule in force."""
     cron, zone, kwargs = _schedule_in_force(job, ident.tenant, ident.environment)
     ident.scheduled_for = record.scheduled_for
     if (
         ident.scheduled_for is None
         and not (record.window_start and record.window_end)
-        and record.details.get("scheduled_for_rule") == "latest_fire_at_or_before_starts_at"
+        and rule == "latest_fire_at_or_before_starts_at"
         and record.details.get("starts_at")
     ):
         # Grafana names no run: its rule counts failures in the latest processing window, so the
@@ -309,16 +362,13 @@ def _identity(record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any]
         ident.window_start, ident.window_end = start.astimezone(UTC), end.astimezone(UTC)
         previous = schedule.previous_fire_time(cron, zone, ident.scheduled_for, **kwargs)
         if previous is None or previous.astimezone(UTC) != ident.scheduled_for.astimezone(UTC):
+            # Shown, not corrected: the window it falls in places the run without a guess.
+            at = ident.scheduled_for.astimezone(UTC)
+            local = at.astimezone(ZoneInfo(zone))
             ident.notes.append(
-                f"scheduled time {ident.scheduled_for.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z is not a fire time "
-                f"of {cron!r} ({zone})"
+                f"scheduled time {at:%Y-%m-%d %H:%M:%S}Z ({local:%H:%M} in {zone}) is not a fire time of "
+                f"{cron!r} ({zone}); the run is the one whose window contains it"
             )
-    elif not ident.problems:
-        reason = "no window: the alert carries neither a window nor a scheduled time"
-        if record.details.get("manual_run_outside_approval"):
-            reason += " (a manual run, outside the approval process: no replay key)"
-        ident.problems.append(reason)
-    return ident
 
 
 def _run_for(ident: _Identity) -> tuple[Run, bool]:
@@ -396,7 +446,7 @@ def alert_apply(*, alert: Alert, record: ParsedAlert, key: IntegrationKey, setti
             return _finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
         assert ident.job is not None
         if record.kind == AlertKind.DEFINITION:
-            return _apply_definition(alert, record, ident.job, integration, received_at)
+            return _apply_definition(alert, record, ident, integration, received_at)
 
         run, _ = _run_for(ident)
         if record.kind == AlertKind.RUN:
@@ -501,7 +551,7 @@ def _apply_attempts(
             alert=alert,
             kind="retries_exhausted",
             summary=f"Retries exhausted ({exhausted})"
-            + (f"; {earlier} earlier invocation(s) also failed" if earlier else ""),
+            + (f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""),
             occurred_at=record.occurred_at or received_at,
             actor_integration=integration,
         )
@@ -575,8 +625,10 @@ def _apply_signal(
         attempt=attempt,
         alert=alert,
         kind=word,
+        # The sender's own line (PagerDuty's "acknowledged by on-call") says who or why; keep it.
         summary=f"{alert.source}: {word} on attempt {attempt.number} ({attempt.execution_id})"
-        + (" — a resolve is not a success" if word == "resolved" else ""),
+        + (" — a resolve is not a success" if word == "resolved" else "")
+        + (f" — {alert.summary}" if alert.summary else ""),
         occurred_at=record.occurred_at or received_at,
         actor_integration=alert.integration,
     )
@@ -584,19 +636,29 @@ def _apply_signal(
 
 
 def _apply_definition(
-    alert: Alert, record: ParsedAlert, job: Job, integration: Integration, received_at: datetime
+    alert: Alert, record: ParsedAlert, ident: _Identity, integration: Integration, received_at: datetime
 ) -> Alert:
-    """A job definition (Kubernetes CronJob): compare its schedule and zone with the job's."""
+    """A job definition (Kubernetes CronJob): compare its schedule and zone with the schedule in force.
+
+    The schedule in force is the job's with the target's overrides (``_schedule_in_force``) for the
+    alert's tenant and environment. Agreement records nothing; a mismatch writes one job-level timeline
+    event (with the tenant) and is named in the alert's reason. A definition without a time zone runs
+    in the controller's zone (usually UTC), so it is compared as UTC. Never creates a run or attempt.
+    """
+    job = ident.job
+    assert job is not None
+    cron, zone, _ = _schedule_in_force(job, ident.tenant, ident.environment)
     seen_schedule = record.details.get("schedule")
     seen_zone = record.details.get("timezone") or record.details.get("timeZone") or "UTC"
     mismatches = []
-    if seen_schedule and seen_schedule.split() != job.schedule.split():
-        mismatches.append(f"schedule {seen_schedule!r} (registered {job.schedule!r})")
-    if seen_schedule and seen_zone != job.timezone:
-        mismatches.append(f"time zone {seen_zone!r} (registered {job.timezone!r})")
+    if seen_schedule and str(seen_schedule).split() != cron.split():
+        mismatches.append(f"schedule {seen_schedule!r} (registered {cron!r})")
+    if seen_schedule and seen_zone != zone:
+        mismatches.append(f"time zone {seen_zone!r} (registered {zone!r})")
     if mismatches:
         timeline_event_record(
             job=job,
+            tenant=ident.tenant,
             alert=alert,
             kind="definition_mismatch",
             summary=f"{integration.source} reports {', '.join(mismatches)}",

@@ -1,4 +1,4 @@
-"""Shared model base and per-person preferences. Handover records themselves arrive with the handover issue."""
+"""Shared model base (``TimeStampedModel``) and per-person display preferences."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Writes of the handover app (handovers arrive with their issue; preferences live here now)."""
+"""A person's display preferences."""
 
 from __future__ import annotations
 

@@ -33,8 +33,9 @@ def preferences(request: HttpRequest) -> HttpResponse:
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
-    """Database, broker configuration, beat heartbeat age and the pending-alert backlog, as JSON."""
-    from runs.models import Alert
+    """Database, broker, beat heartbeat age and the backlogs (pending alerts, overdue next-run checks), as JSON."""
+    from handover.celery import app
+    from runs.models import Alert, NextRunCheck
     from runs.tasks import beat_heartbeat_age_seconds
 
     report: dict[str, object] = {"time": timezone.now().isoformat()}
@@ -44,8 +45,19 @@ def healthz(request: HttpRequest) -> HttpResponse:
             cursor.execute("SELECT 1")
         report["database"] = "ok"
         report["pending_alerts"] = Alert.objects.filter(outcome=Alert.Outcome.PENDING).count()
+        # scheduled checks past their deadline: the next-run sweep has not settled them yet
+        report["overdue_next_run_checks"] = NextRunCheck.objects.filter(
+            status=NextRunCheck.Status.SCHEDULED, evidence_attempt__isnull=True, deadline_at__lte=timezone.now()
+        ).count()
     except Exception as exc:  # noqa: BLE001 - a health check reports any failure
         report["database"] = f"error: {type(exc).__name__}"
+        status = 503
+    try:
+        with app.connection_for_write() as broker:
+            broker.ensure_connection(max_retries=1, timeout=2)
+        report["broker"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - a health check reports any failure
+        report["broker"] = f"error: {type(exc).__name__}"
         status = 503
     report["beat_age_seconds"] = beat_heartbeat_age_seconds()
     return JsonResponse(report, status=status)

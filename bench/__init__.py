@@ -1,0 +1,1 @@
+"""Benchmarks (never run in CI). ``python bench/ingest.py --help``."""

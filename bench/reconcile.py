@@ -1,0 +1,127 @@
+#!/usr/bin/env python
+"""Work-ledger benchmark: load + reconcile a large run on PostgreSQL, beside a ``sort | comm`` baseline.
+
+Usage (from the repository root; never run in CI)::
+
+    .venv/bin/python bench/reconcile.py                 # 1,000,000 eligible ids (the issue's size)
+    .venv/bin/python bench/reconcile.py --rows 100000   # scaled down
+    .venv/bin/python bench/reconcile.py --keep          # keep the database afterwards
+
+What it does, all on 127.0.0.1:
+
+1. creates a throw-away database on the server of ``--database-url`` (default
+   ``postgres://postgres@127.0.0.1:5432/postgres``), migrates it, and creates one failed run;
+2. writes the files (``bench/ledger_setup.py``): the eligible population (``--rows`` ids), a runner
+   report (every id attempted, 99.5 % claimed done, 0.1 % failed) and a destination export of
+   99 % as many ids, 0.05 % of them not eligible (990,000 with 500 not eligible at 1,000,000);
+3. times the three loads through the service (``work_item_load_create``, run inline: parse, COPY
+   into the staging table, anti-joins, the derived-outcome UPDATE, totals, one timeline event
+   each), the destination declared complete so the missing ids become ``absent``;
+4. times the baseline on the same ids: ``LC_ALL=C sort`` of both id files, then ``comm`` for the
+   missing and the not-eligible ids;
+5. checks the run's stored totals against the files.
+
+Targets (issue 4): at most 20 s and at most 400 MB peak memory (this process's peak resident
+set; the PostgreSQL server's own memory is not included). The last line printed is::
+
+    reconcile rows=N seconds=S baseline_seconds=B ratio=R peak_mb=M
+
+Exit status 0 when the totals are right (targets met or not), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.ledger_setup import DEFAULT_SERVER_URL, BenchDatabase, load_file, log, make_world, write_files  # noqa: E402
+
+
+def baseline_seconds(population_ids: Path, destination_ids: Path, folder: Path) -> float:
+    """Seconds for ``sort`` of both id files and ``comm`` of the sorted files (missing, not eligible)."""
+    script = (
+        "set -e; export LC_ALL=C; "
+        f"sort {population_ids} > {folder}/pop.sorted; sort {destination_ids} > {folder}/dest.sorted; "
+        f"comm -23 {folder}/pop.sorted {folder}/dest.sorted > {folder}/missing; "
+        f"comm -13 {folder}/pop.sorted {folder}/dest.sorted > {folder}/not_eligible"
+    )
+    started = time.perf_counter()
+    subprocess.run(["sh", "-c", script], check=True)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="eligible ids (default 1,000,000)")
+    parser.add_argument("--database-url", default=DEFAULT_SERVER_URL, help="PostgreSQL server (127.0.0.1 only)")
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    args = parser.parse_args()
+    if args.rows < 1000:
+        parser.error("--rows must be at least 1,000")
+
+    db = BenchDatabase(args.database_url, keep=args.keep)
+    ok = False
+    try:
+        db.create()
+        db.setup_django()
+        run, person = make_world()
+        log(f"writing files for {args.rows:,} eligible ids")
+        files = write_files(db.tmp, args.rows)
+
+        log("loading population, runner report and destination export")
+        phases: list[tuple[str, float]] = []
+        started = time.perf_counter()
+        for kind, path, extra in (
+            ("population", files.population, {}),
+            ("runner_report", files.runner_report, {}),
+            ("destination", files.destination, {"is_destination_complete": True}),
+        ):
+            phase_start = time.perf_counter()
+            load = load_file(run, person, kind, path, **extra)
+            phases.append((kind, time.perf_counter() - phase_start))
+            if load.status != "committed":
+                raise SystemExit(f"{kind} load ended {load.status}: {load.error}")
+        seconds = time.perf_counter() - started
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+        base = baseline_seconds(files.population_ids, files.destination_ids, db.tmp)
+
+        run.refresh_from_db()
+        expected_completed = files.present - files.not_eligible
+        expected = {
+            "eligible_count": files.rows,
+            "completed_count": expected_completed,
+            "unresolved_count": files.rows - expected_completed - run.rejected_count,
+            "possible_duplicate_count": files.not_eligible,
+        }
+        actual = {name: getattr(run, name) for name in expected}
+        ok = actual == expected
+        for kind, phase_seconds in phases:
+            print(f"  {kind:<14} {phase_seconds:8.2f} s")
+        print(
+            f"  totals: eligible {run.eligible_count:,}, attempted {run.attempted_count:,}, "
+            f"completed {run.completed_count:,}, rejected {run.rejected_count:,}, absent {run.absent_count:,}, "
+            f"unresolved {run.unresolved_count:,}, possible duplicates {run.possible_duplicate_count:,}"
+            + ("" if ok else f"  MISMATCH expected {expected}")
+        )
+        print(f"  targets: seconds <= 20 ({'met' if seconds <= 20 else 'MISSED'}), ", end="")
+        print(f"peak_mb <= 400 ({'met' if peak_mb <= 400 else 'MISSED'})")
+        print(
+            f"reconcile rows={args.rows} seconds={seconds:.2f} baseline_seconds={base:.2f} "
+            f"ratio={seconds / base:.1f} peak_mb={peak_mb:.0f}"
+        )
+    finally:
+        db.drop()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
