@@ -150,7 +150,10 @@ class ReplayRequest(TimeStampedModel):
             ),
             models.CheckConstraint(
                 condition=(
-                    (Q(status__in=["completed", "failed", "rejected", "cancelled", "expired"]) & Q(closed_at__isnull=False))
+                    (
+                        Q(status__in=["completed", "failed", "rejected", "cancelled", "expired"])
+                        & Q(closed_at__isnull=False)
+                    )
                     | (Q(status__in=["pending", "approved", "dispatched"]) & Q(closed_at__isnull=True))
                 ),
                 name="approvals_replayrequest_closed_stamp",

@@ -31,7 +31,8 @@ class BaselineIngestView(APIView):
     parser_classes = [RawBodyParser]
 
     def post(self, request: Request, source: str) -> Response:
-        body, size, _oversized = _read_body(request)
+        read = _read_body(request)  # a BodyRead since the view's hardening
+        body, size = read.body, read.size
         key = integration_key_authenticate(bearer_from_request(request._request))
         if key is None:
             return problem_response(problem(401, "Not authenticated", "Send a valid integration key."))

@@ -11,6 +11,7 @@ time, since they have exited when the measurement ends), this process, and other
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -63,15 +64,49 @@ class CpuUse:
         self.known = self.known or other.known
 
 
+def process_cpu(pid: int) -> float | None:
+    """CPU-seconds a live process has used, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    rest = text[text.rfind(")") + 2 :].split()
+    return (int(rest[11]) + int(rest[12])) / TICK
+
+
+class BackendTracker:
+    """The latest CPU time seen of each of our PostgreSQL backends, polled during a measurement.
+
+    Backends come and go (``CONN_MAX_AGE`` recycles a connection after its age), and an exited
+    process's CPU time can no longer be read: polling about once a second loses at most the last
+    second of a backend that exits.
+    """
+
+    def __init__(self, list_pids: Callable[[], set[int]]) -> None:
+        self.list_pids = list_pids
+        self.seen: dict[int, float] = {}
+
+    def poll(self) -> None:
+        for pid in self.list_pids():
+            cpu = process_cpu(pid)
+            if cpu is not None:
+                self.seen[pid] = cpu
+
+
 def usage(
     before: Snapshot | None,
     after: Snapshot | None,
     masters: set[int],
     clients_cpu: float,
     wall: float,
-    backends: set[int] | None = None,
+    backends: dict[int, float] | None = None,
 ) -> CpuUse:
-    """Attribute the CPU used between two snapshots; ``backends``: pids of our PostgreSQL backends."""
+    """Attribute the CPU used between two snapshots.
+
+    ``backends``: our PostgreSQL backends' pids with the latest CPU time seen (``BackendTracker``);
+    without it, every process named ``postgres`` counts as ours.
+    """
     if before is None or after is None:
         return CpuUse(wall=wall)
     use = CpuUse(wall=wall, clients=clients_cpu, known=True)
@@ -88,5 +123,10 @@ def usage(
         else:
             continue
         accounted += delta
+    for pid, cpu in (backends or {}).items():
+        if pid not in after.processes:  # exited during the measurement: its last seen CPU time
+            delta = cpu - before.processes.get(pid, (0.0, 0, ""))[0]
+            use.postgres += delta
+            accounted += delta
     use.other = max(0.0, (after.busy - before.busy) - accounted)
     return use

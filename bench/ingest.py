@@ -49,6 +49,7 @@ accepted (targets missed or not), 1 otherwise, 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import secrets
 import shutil
@@ -58,7 +59,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -135,12 +135,13 @@ class Gunicorn:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"gunicorn ({self.name}) exited with {self.process.returncode}; see {self.logfile}")
-            try:
-                with urllib.request.urlopen(f"http://{HOST}:{self.port}/healthz", timeout=2):
-                    return
-            except urllib.error.HTTPError:
-                return  # it answers: that is all we wait for
-            except OSError:
+            try:  # http.client, not urllib: no proxy from the environment, only 127.0.0.1
+                conn = http.client.HTTPConnection(HOST, self.port, timeout=2)
+                conn.request("GET", "/healthz")
+                conn.getresponse().read()
+                conn.close()
+                return  # it answers (whatever the status): that is all we wait for
+            except (OSError, http.client.HTTPException):
                 time.sleep(0.1)
         raise RuntimeError(f"gunicorn ({self.name}) did not answer within 60 s; see {self.logfile}")
 
@@ -181,6 +182,7 @@ class Benchmark:
         self.keys: dict[str, str] = {}
         self.info: dict[str, str] = {}
         self.app_alerts_sent = 0
+        self.monitor = None  # an admin connection polling pg_stat_activity during measurements
 
     # --- database -------------------------------------------------------------------------------
 
@@ -208,11 +210,12 @@ class Benchmark:
     def backend_pids(self) -> set[int]:
         """The PostgreSQL backends connected to the benchmark's database (for the CPU table)."""
         try:
-            with self._admin() as conn:
-                rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [self.db_name]).fetchall()
+            if self.monitor is None or self.monitor.closed:
+                self.monitor = self._admin()
+            rows = self.monitor.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [self.db_name])
+            return {row[0] for row in rows.fetchall()}
         except Exception:  # noqa: BLE001 - the CPU table is a diagnostic
             return set()
-        return {row[0] for row in rows}
 
     def setup_django(self) -> None:
         os.environ.update(self.env)
@@ -377,6 +380,8 @@ class Benchmark:
 
     def cleanup(self) -> None:
         self.load.stop()
+        if self.monitor is not None:
+            self.monitor.close()
         for server in self.servers:
             try:
                 server.stop()
@@ -441,6 +446,16 @@ def report(
         print(
             "(cores in use on average; postgres = the backends of the benchmark's database; 'other' is CPU not "
             "used by this benchmark, e.g. other work on the machine: noise)"
+        )
+
+        def cpu_ms(r: PhaseResult) -> float:
+            return (r.cpu.workers + r.cpu.postgres + r.cpu.clients) / r.alerts * 1000
+
+        base_ms, app_ms, batch_ms = (cpu_ms(results[k]) for k in ("baseline", "single", "batched"))
+        print(
+            f"CPU per alert (workers + postgres + clients): baseline {base_ms:.2f} ms, app {app_ms:.2f} ms "
+            f"(1 per post), {batch_ms:.2f} ms ({args.batch_size} per post); CPU-bound ratio "
+            f"{base_ms / app_ms:.2f} (less sensitive to other load than the throughput ratio)"
         )
         print()
     header = (

@@ -197,14 +197,13 @@ def make_world() -> tuple[Any, Any]:
     return run, person
 
 
-def load_file(run: Any, person: Any, kind: str, path: Path, **extra: Any) -> Any:
-    """Load one file through the service, inside the process (no Celery), and return the load."""
+def load_files(run: Any, person: Any, files: dict[str, Path], **extra: Any) -> list[Any]:
+    """Load files together through the service, inside the process (no Celery); return the loads."""
     from django.conf import settings
 
-    from runs.services.ledger import work_item_load_create
+    from runs.services.ledger import LoadFile, work_item_loads_create
 
     settings.HANDOVER_LEDGER_SYNC_MAX_BYTES = 1 << 40  # run inline: the benchmark times the load itself
     settings.HANDOVER_LEDGER_MAX_UPLOAD_BYTES = 1 << 40
-    return work_item_load_create(
-        user=person, run=run, kind=kind, content=path.read_bytes(), file_name=path.name, **extra
-    )
+    uploads = [LoadFile(kind=kind, content=path.read_bytes(), file_name=path.name) for kind, path in files.items()]
+    return work_item_loads_create(user=person, run=run, files=uploads, **extra)

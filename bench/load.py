@@ -148,7 +148,7 @@ class LoadGenerator:
         """Send ``posts`` posts of ``per_post`` alerts each, alerts numbered from ``first_alert``.
 
         ``masters``: gunicorn master pids, whose workers' CPU is counted as ``workers``;
-        ``backends``: returns the pids of the PostgreSQL backends serving them (asked at the end).
+        ``backends``: returns the pids of the PostgreSQL backends serving them (polled every second).
         """
         specs = [(first_alert + n * per_post, per_post) for n in range(posts)]
         barrier = self.context.Barrier(self.processes + 1)
@@ -165,20 +165,24 @@ class LoadGenerator:
             )
             child.start()
             self.children.append(child)
+        tracker = cpustat.BackendTracker(backends) if backends is not None else None
         before = cpustat.snapshot()
         wall_start = time.monotonic()
         barrier.wait(timeout=300)
         collected = []
         while len(collected) < self.processes:
+            if tracker is not None:
+                tracker.poll()
             try:
                 collected.append(results.get(timeout=1))
             except queue.Empty:
                 dead = [c for c in self.children if not c.is_alive() and c.exitcode not in (0, None)]
                 if dead:
                     raise RuntimeError(f"a client process failed (exit code {dead[0].exitcode})") from None
+        if tracker is not None:
+            tracker.poll()
         after = cpustat.snapshot()
         wall = time.monotonic() - wall_start
-        backend_pids = backends() if backends is not None else None
         self.stop()
         latencies: list[float] = []
         statuses: Counter = Counter()
@@ -197,7 +201,12 @@ class LoadGenerator:
             statuses=statuses,
             errors=errors[:5],
             cpu=cpustat.usage(
-                before, after, masters or set(), sum(c[0] for c in collected), wall, backends=backend_pids
+                before,
+                after,
+                masters or set(),
+                sum(c[0] for c in collected),
+                wall,
+                backends=tracker.seen if tracker else None,
             ),
         )
 

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -111,6 +112,10 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     """DRF EXCEPTION_HANDLER: turn every error into RFC 9457 problem details."""
     if isinstance(exc, DomainError):
         return problem_response(problem(exc.status, exc.title, exc.detail, type_=exc.type, errors=exc.errors))
+    if isinstance(exc, RequestDataTooBig):  # Django refused to read a body over DATA_UPLOAD_MAX_MEMORY_SIZE
+        return problem_response(problem(413, "Request body too large", str(exc)))
+    if isinstance(exc, SuspiciousOperation):  # e.g. TooManyFieldsSent: a malformed request, not our error
+        return problem_response(problem(400, "Bad request", str(exc) or "The request is malformed."))
     if isinstance(exc, DjangoValidationError):
         errors = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
         exc = exceptions.ValidationError(errors)

@@ -55,13 +55,16 @@ def handover_markdown(*, handover: Handover, conditions: list[ClosingCondition])
 
     Generated text is marked as such; times are UTC. No queries beyond what was prefetched.
     """
-    return render_to_string(
-        "handover/export.md",
-        {
-            "handover": handover,
-            "sections": handover_sections(handover),
-            "links": list(handover.links.all()),
-            "exceptions": list(handover.residual_exceptions.all()),
-            "conditions": conditions,
-        },
-    ).strip() + "\n"
+    return (
+        render_to_string(
+            "handover/export.md",
+            {
+                "handover": handover,
+                "sections": handover_sections(handover),
+                "links": list(handover.links.all()),
+                "exceptions": list(handover.residual_exceptions.all()),
+                "conditions": conditions,
+            },
+        ).strip()
+        + "\n"
+    )

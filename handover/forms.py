@@ -30,7 +30,9 @@ class UsernameField(forms.CharField):
 class HandoverEditForm(forms.Form):
     """Every section and field of a handover, plus "confirm as is" for the generated sections."""
 
-    next_action = forms.CharField(required=False, widget=forms.Textarea(attrs=TEXTAREA), label="What is safe to do next")
+    next_action = forms.CharField(
+        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="What is safe to do next"
+    )
     definitely_happened = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 8}), label="What definitely happened"
     )
@@ -46,7 +48,9 @@ class HandoverEditForm(forms.Form):
     deadlines = forms.CharField(
         required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Deadlines and waiting downstream tasks"
     )
-    affected = forms.CharField(required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Affected tenants and users")
+    affected = forms.CharField(
+        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Affected tenants and users"
+    )
     expected_output = forms.CharField(
         required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Expected output and how to verify it"
     )

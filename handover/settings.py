@@ -58,6 +58,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "guardian",
     "django_htmx",
+    "csp",
+    "axes",
     "handover",
     "runs",
     "approvals",
@@ -65,15 +67,19 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "runs.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "handover.middleware.ViewerTimeZoneMiddleware",
+    # last, as django-axes asks: it turns a locked-out login into its lockout response
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "handover.urls"
@@ -109,6 +115,8 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
+    # first: refuses a locked-out login before any password is checked (django-axes)
+    "handover.login_throttle.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
@@ -153,9 +161,40 @@ CSRF_COOKIE_SECURE = PRODUCTION
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+# Only forms post the CSRF token (htmx takes it from the page), so scripts need not read the cookie.
+CSRF_COOKIE_HTTPONLY = True
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Content Security Policy (django-csp): nothing inline and nothing from elsewhere. htmx is served
+# from static; the API docs use the Swagger UI page whose script is a separate file.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "worker-src": ["'self'", "blob:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    }
+}
+# Login throttling (django-axes): after HANDOVER_LOGIN_FAILURES failed logins for one username
+# from one address, that pair is refused for HANDOVER_LOGIN_COOLOFF_SECONDS. Counts live in the
+# cache, not the database, and log lines name no username (DESIGN.md rule 8).
+AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+AXES_FAILURE_LIMIT = env.int("HANDOVER_LOGIN_FAILURES", default=5)
+AXES_COOLOFF_TIME = timedelta(seconds=env.int("HANDOVER_LOGIN_COOLOFF_SECONDS", default=15 * 60))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_STR_CALLABLE = "handover.login_throttle.client_str"
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 if PRODUCTION:
     SECURE_HSTS_SECONDS = env.int("HANDOVER_HSTS_SECONDS", default=31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = env.bool("HANDOVER_HSTS_PRELOAD", default=True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env.bool("HANDOVER_SSL_REDIRECT", default=True)
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
@@ -166,6 +205,15 @@ HANDOVER_KEPT_OVERSIZE_BYTES = 64 * 1024  # what an oversized body keeps (DESIGN
 HANDOVER_MAX_BATCH_ALERTS = env.int("HANDOVER_MAX_BATCH_ALERTS", default=1000)
 HANDOVER_PENDING_SWEEP_AFTER_SECONDS = env.int("HANDOVER_PENDING_SWEEP_AFTER_SECONDS", default=60)
 DATA_UPLOAD_MAX_MEMORY_SIZE = HANDOVER_MAX_BODY_BYTES + 1024
+# Per-key rate limit of ingestion posts (sliding window in the cache; 429 with Retry-After above
+# it). High by default: an alert storm of a whole cluster must not be refused.
+HANDOVER_INGEST_RATE_LIMIT = env.int("HANDOVER_INGEST_RATE_LIMIT", default=6000)
+HANDOVER_INGEST_RATE_WINDOW_SECONDS = env.int("HANDOVER_INGEST_RATE_WINDOW_SECONDS", default=60)
+
+# --- retention ------------------------------------------------------------------------------------
+# Raw delivery bodies and work-ledger items older than this many days are purged by the beat
+# (bodies blanked, rows kept; ledger items nothing points at deleted). 0 turns the purge off.
+HANDOVER_RETENTION_DAYS = env.int("HANDOVER_RETENTION_DAYS", default=90)
 
 # --- work ledger loads ----------------------------------------------------------------------------
 # Largest accepted record-id file (population, runner report, destination or provider export), bytes.
@@ -177,6 +225,11 @@ HANDOVER_LEDGER_SYNC_MAX_BYTES = env.int("HANDOVER_LEDGER_SYNC_MAX_BYTES", defau
 # Load progress is written by the worker and polled by the web process, so the default must be
 # shared across processes: a file-based cache in var/ (Redis in production via CACHE_URL).
 CACHES = {"default": env.cache_url("CACHE_URL", default=f"filecache://{VAR_DIR / 'cache'}")}
+if CACHES["default"]["BACKEND"].endswith("FileBasedCache"):
+    # django-axes (login throttling) and the ingest rate limit count in this cache. A file cache may
+    # lose an increment when two processes race, which only allows a few more attempts; axes warns
+    # about it (W001). Fine for the embedded single-machine setup; production uses Redis.
+    SILENCED_SYSTEM_CHECKS = ["axes.W001"]
 
 # --- REST framework -----------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -209,12 +262,32 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # every operation's error answers (401/403/404/400) as problem details (handover/openapi.py)
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "handover.openapi.add_problem_responses",
+    ],
     # Several models have a `status`/`outcome`; name each enum after its model.
     "ENUM_NAME_OVERRIDES": {
+        "ReplayRequestKindEnum": "approvals.models._ReplayRequestKind",
+        "ReplayRequestStatusEnum": "approvals.models._ReplayRequestStatus",
+        "ApprovalKindEnum": "approvals.models._ApprovalKind",
+        "ApprovalDecisionEnum": "approvals.models._ApprovalDecision",
+        "DispatchChannelEnum": "approvals.models._DispatchChannel",
+        "DispatchStatusEnum": "approvals.models._DispatchStatus",
+        "WebhookDeliveryStatusEnum": "approvals.models._WebhookDeliveryStatus",
         "RunStatusEnum": "runs.models.core._RunStatus",
         "AttemptStatusEnum": "runs.models.core._AttemptStatus",
         "AlertOutcomeEnum": "runs.models.core._AlertOutcome",
         "DeliveryOutcomeEnum": "runs.models.core._DeliveryOutcome",
+        "RunFailureClassEnum": "runs.models.core._RunFailureClass",
+        "WorkItemOutcomeEnum": "runs.models.ledger._WorkItemOutcome",
+        "WorkItemEvidenceKindEnum": "runs.models.ledger._WorkItemEvidenceKind",
+        "WorkItemRunnerStatusEnum": "runs.models.ledger._WorkItemRunnerStatus",
+        "WorkItemChangeKindEnum": "runs.models.ledger._WorkItemChangeKind",
+        "WorkItemLoadKindEnum": "runs.models.ledger._WorkItemLoadKind",
+        "WorkItemLoadStatusEnum": "runs.models.ledger._WorkItemLoadStatus",
+        "WorkItemLoadFormatEnum": "runs.models.ledger._WorkItemLoadFormat",
         "HandoverStatusEnum": "handover.models.handovers._HandoverStatus",
         "HandoverSectionEnum": "handover.models.handovers._HandoverSection",
         "HandoverNotificationStatusEnum": "handover.models.handovers._NotificationStatus",
@@ -258,6 +331,13 @@ CELERY_BEAT_SCHEDULE = {
     "runs-missed-run-sweep": {"task": "runs.run_sweep_missed", "schedule": 60.0},
     # Every minute: resolve verifying handovers whose next-run checks passed or were waived; reopen failed ones.
     "handover-verifying-sweep": {"task": "handover.handover_sweep_verifying", "schedule": 60.0},
+    # Hourly: purge delivery bodies and work-ledger items older than HANDOVER_RETENTION_DAYS.
+    "runs-retention-purge": {"task": "runs.retention_purge", "schedule": 3600.0},
+    # Every minute: expire overdue replay requests, make lapsed dispatch leases `unknown`, dispatch approved
+    # requests (held or lost ones), complete replays the ledger confirms, deliver due replay webhooks.
+    "approvals-replay-sweep": {"task": "approvals.replay_sweep", "schedule": 60.0},
+    # Every 15 minutes: remind the eligible approvers of replay requests waiting too long.
+    "approvals-replay-remind": {"task": "approvals.replay_request_remind", "schedule": 900.0},
 }
 # How far back the missed-run sweep re-checks fire times each tick (a longer outage is walked from
 # the target's latest run), in seconds.
@@ -285,6 +365,26 @@ HANDOVER_UNRESOLVED_AGE_SECONDS = env.int("HANDOVER_UNRESOLVED_AGE_SECONDS", def
 HANDOVER_REPEATED_FAILURES = env.int("HANDOVER_REPEATED_FAILURES", default=3)
 HANDOVER_REPEATED_FAILURES_OF = env.int("HANDOVER_REPEATED_FAILURES_OF", default=5)
 
+# --- replays (approvals app) ----------------------------------------------------------------------
+# A replay request still pending after this long expires (its approvals are void), in seconds.
+HANDOVER_REPLAY_PENDING_EXPIRY_SECONDS = env.int("HANDOVER_REPLAY_PENDING_EXPIRY_SECONDS", default=3 * 24 * 3600)
+# Remind the eligible approvers of a request pending this long (and again after as long), in seconds.
+HANDOVER_REPLAY_REMIND_AFTER_SECONDS = env.int("HANDOVER_REPLAY_REMIND_AFTER_SECONDS", default=4 * 3600)
+# An approver's re-entered password counts this long before approving or rejecting, in seconds.
+HANDOVER_REPLAY_REAUTH_SECONDS = env.int("HANDOVER_REPLAY_REAUTH_SECONDS", default=300)
+# Wrong passwords allowed within 15 minutes before the re-entry answers 429.
+HANDOVER_REPLAY_REAUTH_MAX_FAILURES = env.int("HANDOVER_REPLAY_REAUTH_MAX_FAILURES", default=5)
+# A dispatch nobody claimed (and whose webhook was not delivered) within this long becomes `unknown`, seconds.
+HANDOVER_REPLAY_CLAIM_WINDOW_SECONDS = env.int("HANDOVER_REPLAY_CLAIM_WINDOW_SECONDS", default=3600)
+# The lease: a claimed or delivered replay must report its attempt as started within this long, seconds.
+HANDOVER_REPLAY_LEASE_SECONDS = env.int("HANDOVER_REPLAY_LEASE_SECONDS", default=15 * 60)
+# Replay webhooks: hosts allowed although they resolve to a private or loopback address.
+HANDOVER_REPLAY_WEBHOOK_ALLOWED_HOSTS = env.list("HANDOVER_REPLAY_WEBHOOK_ALLOWED_HOSTS", default=[])
+# Replay webhooks: seconds to wait for an answer; deliveries per dispatch in all; first retry delay (doubles).
+HANDOVER_REPLAY_WEBHOOK_TIMEOUT_SECONDS = env.int("HANDOVER_REPLAY_WEBHOOK_TIMEOUT_SECONDS", default=10)
+HANDOVER_REPLAY_WEBHOOK_MAX_DELIVERIES = env.int("HANDOVER_REPLAY_WEBHOOK_MAX_DELIVERIES", default=6)
+HANDOVER_REPLAY_WEBHOOK_BACKOFF_SECONDS = env.int("HANDOVER_REPLAY_WEBHOOK_BACKOFF_SECONDS", default=30)
+
 # --- logging: never secrets or personal data (DESIGN.md rule 8) --------------------------------
 LOGGING = {
     "version": 1,
@@ -292,5 +392,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("HANDOVER_LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # axes: its start-up banner and per-login lines are noise; lockouts are still logged (WARNING)
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
 }

@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from handover import views
 
@@ -19,9 +19,17 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("runs.api_urls", namespace="runs-api")),
     path("api/v1/", include("handover.api_urls", namespace="handover-api")),
+    path("api/v1/", include("approvals.api_urls", namespace="approvals-api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # the split view serves its start-up script as a file: the CSP allows no inline script
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
     path("", include("runs.urls", namespace="runs")),
+    path("", include("approvals.urls", namespace="approvals")),
     path("", include("handover.app_urls", namespace="handover")),
+    path("", include("runs.urls_admin", namespace="manage")),
 ]
+
+# Malformed ids never reach a view; API clients still get problem details (handover.error_views).
+handler404 = "handover.error_views.not_found"
+handler500 = "handover.error_views.server_error"

@@ -18,6 +18,7 @@ from runs.models import (
     IntegrationKey,
     Job,
     JobTarget,
+    NextRunCheck,
     Run,
     RunnerCredential,
     RunnerReport,
@@ -149,3 +150,12 @@ class RunnerReportAdmin(ReadOnlyAdmin):
 class TimelineEventAdmin(ReadOnlyAdmin):
     list_display = ["occurred_at", "job", "tenant", "kind", "actor_kind", "summary"]
     list_filter = ["kind", "actor_kind"]
+
+
+@admin.register(NextRunCheck)
+class NextRunCheckAdmin(ReadOnlyAdmin):
+    """Read-only: checks change through their services (sweep, waive, confirm), never by hand."""
+
+    list_display = ["target", "expected_at", "deadline_at", "status", "failure_reason", "duplicate_check"]
+    list_filter = ["status", "failure_reason", "duplicate_check"]
+    list_select_related = ["target__job", "target__tenant"]

@@ -5,14 +5,18 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from runs.api import AlertIngestView, AlertViewSet, IntegrationViewSet, NextRunCheckViewSet, RunViewSet
+from runs.api import AlertIngestView, AlertViewSet, IntegrationViewSet, NextRunCheckViewSet, RunViewSet, workitems
+from runs.api.audit import AuditEventViewSet
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False
+# JSON only: no ``.json`` twins of every route (custom actions take no ``format`` argument: a 500)
+router.include_format_suffixes = False
 router.register("runs", RunViewSet, basename="run")
 router.register("alerts", AlertViewSet, basename="alert")
 router.register("integrations", IntegrationViewSet, basename="integration")
 router.register("checks", NextRunCheckViewSet, basename="check")
+router.register("audit-events", AuditEventViewSet, basename="audit-event")
 
 app_name = "runs-api"
 urlpatterns = [
@@ -20,4 +24,28 @@ urlpatterns = [
     # apart: the router comes first, so only a non-UUID segment reaches the ingestion view.
     *router.urls,
     path("alerts/<slug:source>/", AlertIngestView.as_view(), name="alert-ingest"),
+    # the work ledger of a run (issue 4); every path contains "items". Ids are checked in the view,
+    # so a malformed one answers a problem-details 404 like any unknown run (not the HTML 404).
+    path("runs/<str:id>/items/", workitems.WorkItemListView.as_view(), name="work-item-list"),
+    path("runs/<str:id>/items/summary/", workitems.RunLedgerView.as_view(), name="run-ledger"),
+    path("runs/<str:id>/items/changes/", workitems.WorkItemChangeListView.as_view(), name="work-item-change-list"),
+    path("runs/<str:id>/items/change/", workitems.WorkItemChangeView.as_view(), name="work-item-change"),
+    path("runs/<str:id>/items/verify/", workitems.WorkItemVerifyView.as_view(), name="work-item-verify"),
+    path(
+        "runs/<str:id>/items/failure-class/",
+        workitems.RunFailureClassConfirmView.as_view(),
+        name="run-failure-class-confirm",
+    ),
+    path("runs/<str:id>/items/loads/", workitems.WorkItemLoadListCreateView.as_view(), name="work-item-load-list"),
+    path(
+        "runs/<str:id>/items/loads/<str:load_id>/",
+        workitems.WorkItemLoadDetailView.as_view(),
+        name="work-item-load-detail",
+    ),
+    path(
+        "runs/<str:id>/items/loads/<str:load_id>/retry/",
+        workitems.WorkItemLoadRetryView.as_view(),
+        name="work-item-load-retry",
+    ),
+    path("items/", workitems.WorkItemSearchView.as_view(), name="work-item-search"),
 ]

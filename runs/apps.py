@@ -8,3 +8,9 @@ class RunsConfig(AppConfig):
 
     name = "runs"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The audit trail's receivers: permission rows, group memberships, admin log entries.
+        from runs import receivers
+
+        receivers.connect()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 from django.http import HttpRequest
+from django.utils import timezone
 
 from runs.models import IntegrationKey, RunnerCredential
 
@@ -55,7 +56,8 @@ def integration_key_authenticate(key: str | None) -> IntegrationKey | None:
     wanted = hash_secret(key)
     candidates = (
         IntegrationKey.objects.select_related("integration")
-        .filter(prefix=key[:PREFIX_LENGTH], revoked_at__isnull=True)
+        # A rotated key stays valid until its (future) revocation time: the grace period.
+        .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gt=timezone.now()), prefix=key[:PREFIX_LENGTH])
         .filter(Q(integration__is_active=True))
     )
     for candidate in candidates:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import itertools
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -98,17 +99,10 @@ class LedgerFileTooLarge(LedgerInputError):
     title = "The file is too large"
 
 
-@dataclass
-class LedgerRow:
-    """One record of a file. ``status`` is a runner status or ``found``/``not_found``, by kind."""
-
-    line: int
-    record_id: str
-    ref: str = ""
-    status: str = ""
-    skip_reason: str = ""
-    attributes: str | None = None  # JSON text of the population's other columns, or None
-
+# One record of a file: (line, record_id, ref, status, skip_reason, attributes JSON or None).
+# ``status`` is a runner status or found/not_found, by kind. Plain tuples: a million of them are
+# built per file, and they go straight into COPY's write_row.
+LedgerRow = tuple[int, str, str, str, str, "str | None"]
 
 Progress = Callable[[int, int], None]
 
@@ -182,20 +176,20 @@ def _norm(name: str) -> str:
     return name.strip().casefold()
 
 
-def _check_id(record_id: str, line: int, column: str) -> str:
-    record_id = record_id.strip()
+def _id_error(record_id: str, line: int, column: str) -> LedgerInputError:
     if not record_id:
-        raise LedgerInputError("the record id is empty.", line=line, column=column)
-    if len(record_id) > MAX_RECORD_ID_LENGTH:
-        raise LedgerInputError(
-            f"the record id is {len(record_id)} characters long; at most {MAX_RECORD_ID_LENGTH} are allowed.",
-            line=line,
-            column=column,
-        )
-    return record_id
+        return LedgerInputError("the record id is empty.", line=line, column=column)
+    return LedgerInputError(
+        f"the record id is {len(record_id)} characters long; at most {MAX_RECORD_ID_LENGTH} are allowed.",
+        line=line,
+        column=column,
+    )
 
 
 def _word(value: str, words: dict[str, str], line: int, column: str, default: str) -> str:
+    found = words.get(value)
+    if found is not None:
+        return found
     key = value.strip().casefold()
     if not key:
         return default
@@ -225,34 +219,52 @@ def _columns(kind: str, id_column: str, options: dict[str, Any]) -> _Columns:
     return _Columns(id_column=(id_column or "record_id").strip(), named=named, explicit=explicit)
 
 
-def _row_from_values(
-    kind: str,
-    line: int,
-    record_id: str,
-    cols: _Columns,
-    get: Callable[[str], str | None],
-    attributes: dict[str, Any] | None,
-) -> LedgerRow:
-    row = LedgerRow(line=line, record_id=_check_id(record_id, line, cols.id_column))
-    if kind == "population":
-        row.skip_reason = (get(cols.named["skip_column"]) or "").strip()[:MAX_TEXT_LENGTH]
-        row.attributes = json.dumps(attributes, ensure_ascii=False, sort_keys=True) if attributes else None
-    elif kind == "runner_report":
-        name = cols.named["status_column"]
-        row.status = _word(get(name) or "", RUNNER_STATUS_WORDS, line, name, "attempted")
-    elif kind == "destination":
-        row.ref = (get(cols.named["ref_column"]) or "").strip()[:MAX_TEXT_LENGTH]
-    elif kind == "provider_lookup":
-        name = cols.named["found_column"]
-        row.status = _word(get(name) or "", FOUND_WORDS, line, name, "found")
-        row.ref = (get(cols.named["ref_column"]) or "").strip()[:MAX_TEXT_LENGTH]
-        if row.status == "found" and not row.ref:
+class _RowMaker:
+    """Turns one record's values into a LedgerRow for a kind; the column positions are fixed up front.
+
+    ``positions`` maps an option (``skip_column``, ``status_column``, ``ref_column``,
+    ``found_column``) to its index in the values, or to its key for JSON lines.
+    """
+
+    def __init__(self, kind: str, cols: _Columns, positions: dict[str, Any]) -> None:
+        self.kind = kind
+        self.cols = cols
+        self.skip = positions.get("skip_column")
+        self.status = positions.get("status_column")
+        self.ref = positions.get("ref_column")
+        self.found = positions.get("found_column")
+
+    def make(
+        self, line: int, record_id: str, get: Callable[[Any], str], attributes: dict[str, Any] | None
+    ) -> LedgerRow:
+        if not record_id or len(record_id) > MAX_RECORD_ID_LENGTH:
+            stripped = record_id.strip()
+            if not stripped or len(stripped) > MAX_RECORD_ID_LENGTH:
+                raise _id_error(stripped, line, self.cols.id_column)
+            record_id = stripped
+        elif record_id[0].isspace() or record_id[-1].isspace():
+            record_id = record_id.strip()
+        kind = self.kind
+        if kind == "runner_report":
+            status = "attempted" if self.status is None else get(self.status)
+            name = self.cols.named["status_column"]
+            return (line, record_id, "", _word(status, RUNNER_STATUS_WORDS, line, name, "attempted"), "", None)
+        if kind == "destination":
+            ref = "" if self.ref is None else get(self.ref).strip()[:MAX_TEXT_LENGTH]
+            return (line, record_id, ref, "", "", None)
+        if kind == "population":
+            skip = "" if self.skip is None else get(self.skip).strip()[:MAX_TEXT_LENGTH]
+            return (line, record_id, "", "", skip, json.dumps(attributes) if attributes else None)
+        found = "found" if self.found is None else get(self.found)
+        found = _word(found, FOUND_WORDS, line, self.cols.named["found_column"], "found")
+        ref = "" if self.ref is None else get(self.ref).strip()[:MAX_TEXT_LENGTH]
+        if found == "found" and not ref:
             raise LedgerInputError(
                 "a record the provider found needs its reference (the provider's operation id).",
                 line=line,
-                column=cols.named["ref_column"],
+                column=self.cols.named["ref_column"],
             )
-    return row
+        return (line, record_id, ref, found, "", None)
 
 
 def _sniff_delimiter(header_line: str) -> str:
@@ -269,34 +281,54 @@ def _looks_like_header(cell: str, text: str) -> bool:
     return any(any(ch.isdigit() for ch in value) for value in following)
 
 
+def _csv_records(text: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line, values)`` per physical record. Without any quote character a plain split does (fast
+    path); otherwise the csv module parses quoting (and values spanning lines) strictly."""
+    if '"' not in text:
+        crlf = "\r\n" in text
+        for number, raw in enumerate(text.split("\n"), start=1):
+            if crlf and raw.endswith("\r"):
+                raw = raw[:-1]
+            yield number, raw.split(delimiter)
+        return
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    while True:
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise LedgerInputError(f"not valid CSV ({exc}).", line=reader.line_num) from exc
+        yield reader.line_num, values
+
+
 def _read_csv(text: str, kind: str, cols: _Columns, progress: Progress | None) -> Iterator[LedgerRow]:
     total_lines = max(text.count("\n"), 1)
     first_line = text.split("\n", 1)[0]
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=_sniff_delimiter(first_line), strict=True)
-    try:
-        first = next(reader, None)
-    except csv.Error as exc:
-        raise LedgerInputError(f"not valid CSV ({exc}).", line=1) from exc
-    if first is None:
+    records = _csv_records(text, _sniff_delimiter(first_line))
+    first_record = next(records, None)
+    if first_record is None:
         return
+    first = first_record[1]
     header = [_norm(c) for c in first]
     wanted = _norm(cols.id_column)
+    pending: list[tuple[int, list[str]]] = []
     if wanted in header:
-        positions = {name: index for index, name in reversed(list(enumerate(header)))}
-        id_index = positions[wanted]
+        index_of = {name: index for index, name in reversed(list(enumerate(header)))}
+        id_index = index_of[wanted]
         for option in cols.explicit:
-            if _norm(cols.named[option]) not in positions:
+            if _norm(cols.named[option]) not in index_of:
                 raise LedgerInputError(
                     f"no column named {cols.named[option]!r} in the header (columns: {', '.join(first)}).",
                     line=1,
                     column=cols.named[option],
                 )
-        named_indexes = {_norm(cols.named[o]) for o in cols.named if _norm(cols.named[o]) in positions}
-        extra = [(i, first[i].strip()) for i in range(len(first)) if i != id_index and header[i] not in named_indexes]
-        pending: list[str] | None = None
+        positions = {o: index_of[_norm(n)] for o, n in cols.named.items() if _norm(n) in index_of}
+        used = {id_index, *positions.values()}
+        extra = [(i, first[i].strip()) for i in range(len(first)) if i not in used] if kind == "population" else []
     elif len(first) == 1 and not cols.explicit and not _looks_like_header(first[0], text):
         # No header: a bare list of ids, one a line; line 1 is already a record.
-        positions, id_index, extra, pending = {}, 0, [], first
+        positions, id_index, extra, pending = {}, 0, [], [first_record]
     else:
         raise LedgerInputError(
             f"no column named {cols.id_column!r} in the header (columns: {', '.join(c.strip() for c in first)}). "
@@ -305,31 +337,24 @@ def _read_csv(text: str, kind: str, cols: _Columns, progress: Progress | None) -
             column=cols.id_column,
         )
     width = len(first)
-    while True:
-        if pending is not None:
-            values, pending = pending, None
-        else:
-            try:
-                values = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                raise LedgerInputError(f"not valid CSV ({exc}).", line=reader.line_num) from exc
-        line = reader.line_num
-        if not any(v.strip() for v in values):
-            continue  # blank line
-        if len(values) > width:
+    maker = _RowMaker(kind, cols, positions)
+    for line, values in itertools.chain(pending, records):
+        count = len(values)
+        if count == width:
+            record_id = values[id_index]
+        elif count > width:
             raise LedgerInputError(
-                f"{len(values)} values, but the header has {width} columns (is the delimiter right?).", line=line
+                f"{count} values, but the header has {width} columns (is the delimiter right?).", line=line
             )
-
-        def get(name: str, values: list[str] = values) -> str | None:
-            index = positions.get(_norm(name))
-            return values[index] if index is not None and index < len(values) else None
-
-        record_id = values[id_index] if id_index < len(values) else ""
-        attributes = {name: values[i] for i, name in extra if i < len(values) and values[i] != ""} or None
-        yield _row_from_values(kind, line, record_id, cols, get, attributes)
+        else:
+            if not any(v.strip() for v in values):
+                continue  # a blank line
+            values = values + [""] * (width - count)
+            record_id = values[id_index]
+        if not record_id and not any(v.strip() for v in values):
+            continue  # a blank line
+        attributes = {name: values[i] for i, name in extra if values[i] != ""} if extra else None
+        yield maker.make(line, record_id, values.__getitem__, attributes)
         if progress is not None and line % 50_000 == 0:
             progress(line, total_lines)
 
@@ -337,6 +362,7 @@ def _read_csv(text: str, kind: str, cols: _Columns, progress: Progress | None) -
 def _read_jsonl(text: str, kind: str, cols: _Columns, progress: Progress | None) -> Iterator[LedgerRow]:
     total_lines = max(text.count("\n"), 1)
     named = {cols.named[o] for o in cols.named}
+    maker = _RowMaker(kind, cols, {option: name for option, name in cols.named.items()})
     for number, raw in enumerate(text.split("\n"), start=1):
         raw = raw.rstrip("\r")
         if not raw.strip():
@@ -356,15 +382,20 @@ def _read_jsonl(text: str, kind: str, cols: _Columns, progress: Progress | None)
         value = document[cols.id_column]
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             raise LedgerInputError("the record id must be a string or an integer.", line=number, column=cols.id_column)
+        for option in cols.explicit:
+            if cols.named[option] not in document:
+                raise LedgerInputError(f"no key named {cols.named[option]!r}.", line=number, column=cols.named[option])
 
-        def get(name: str, document: dict[str, Any] = document) -> str | None:
+        def get(name: str, document: dict[str, Any] = document) -> str:
             found = document.get(name)
             if found is None:
-                return None
+                return ""
             return ("true" if found else "false") if isinstance(found, bool) else str(found)
 
-        attributes = {k: v for k, v in document.items() if k != cols.id_column and k not in named} or None
-        yield _row_from_values(kind, number, str(value), cols, get, attributes)
+        attributes = None
+        if kind == "population":
+            attributes = {k: v for k, v in document.items() if k != cols.id_column and k not in named} or None
+        yield maker.make(number, str(value), get, attributes)
         if progress is not None and number % 50_000 == 0:
             progress(number, total_lines)
 

@@ -188,6 +188,105 @@ def delivery_list_recent(*, integration: Integration, limit: int = 25) -> QueryS
     )
 
 
+# What support needs from an alert (issue 9): the share of an integration's alerts that carried each.
+# Alert.fields holds only the values a parser found (empty ones are left out), so "carried" is a key test.
+COMPLETENESS_FIELDS: dict[str, tuple[str, Q]] = {
+    "execution_id": ("an execution id", ~Q(execution_id="")),
+    "window": ("a window", Q(fields__has_key="window_start") & Q(fields__has_key="window_end")),
+    "scheduled_for": ("a scheduled time", Q(fields__has_key="scheduled_for")),
+    "correlation_ref": ("a correlation reference", Q(fields__has_key="correlation_ref")),
+    "log_url": ("a log link", Q(fields__has_key="log_url")),
+}
+
+
+@dataclass
+class CompletenessCell:
+    """How many alerts of a row carried one field, and the share in whole percent."""
+
+    field: str
+    label: str
+    count: int
+    percent: int
+
+
+@dataclass
+class CompletenessRow:
+    """One job's alerts of an integration (``job_key`` "" for alerts that named no job)."""
+
+    job_key: str
+    alert_count: int
+    cells: list[CompletenessCell]
+
+
+@dataclass
+class AlertCompleteness:
+    """Completeness of an integration's alerts: per job, in total, and the fields most often missing."""
+
+    jobs: list[CompletenessRow]
+    total: CompletenessRow
+    most_missing: list[CompletenessCell]  # missing count and share, most missing first; only fields ever missing
+
+
+def _completeness_row(job_key: str, alert_count: int, counts: dict[str, int]) -> CompletenessRow:
+    cells = [
+        CompletenessCell(
+            field=name,
+            label=label,
+            count=counts[name],
+            percent=round(100 * counts[name] / alert_count) if alert_count else 0,
+        )
+        for name, (label, _) in COMPLETENESS_FIELDS.items()
+    ]
+    return CompletenessRow(job_key=job_key, alert_count=alert_count, cells=cells)
+
+
+def alert_completeness(*, integration: Integration) -> AlertCompleteness:
+    """The share of an integration's attempt alerts that carried each field support needs, per job.
+
+    Counts original alerts (duplicates and rejected items left out) that report an attempt, grouped
+    by the job key they named, with one aggregate query over the ``execution_id`` column and the keys
+    of ``Alert.fields``: execution id, window (both ends), scheduled time, correlation reference, log
+    link. ``most_missing`` lists the fields by how many alerts lacked them, most first.
+    """
+    counts = {f"{name}_count": Count("id", filter=condition) for name, (_, condition) in COMPLETENESS_FIELDS.items()}
+    rows = (
+        Alert.objects.filter(integration=integration, duplicate_of__isnull=True, kind="attempt")
+        .exclude(outcome=Alert.Outcome.REJECTED)
+        .values("job_key")
+        .annotate(alert_count=Count("id"), **counts)
+        .order_by("job_key")
+    )
+    jobs = []
+    totals = dict.fromkeys(COMPLETENESS_FIELDS, 0)
+    total_count = 0
+    for row in rows:
+        found = {name: row[f"{name}_count"] for name in COMPLETENESS_FIELDS}
+        jobs.append(_completeness_row(row["job_key"], row["alert_count"], found))
+        total_count += row["alert_count"]
+        for name, value in found.items():
+            totals[name] += value
+    total = _completeness_row("", total_count, totals)
+    missing = [
+        CompletenessCell(
+            field=cell.field,
+            label=cell.label,
+            count=total_count - cell.count,
+            percent=round(100 * (total_count - cell.count) / total_count),
+        )
+        for cell in total.cells
+        if cell.count < total_count
+    ]
+    missing.sort(key=lambda c: (-c.count, list(COMPLETENESS_FIELDS).index(c.field)))
+    return AlertCompleteness(jobs=jobs, total=total, most_missing=missing)
+
+
+def alert_count_unmatched(*, integration: Integration) -> int:
+    """How many original alerts of this integration are ``unmatched`` (what "reprocess" would retry)."""
+    return Alert.objects.filter(
+        integration=integration, outcome=Alert.Outcome.UNMATCHED, duplicate_of__isnull=True
+    ).count()
+
+
 def delivery_list_rejected(*, limit: int = 20) -> QuerySet[Delivery]:
     """The newest rejected posts (any integration): for admins, since a rejected post names no tenant."""
     return (

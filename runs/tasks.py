@@ -69,6 +69,29 @@ def next_run_check_sweep() -> dict[str, int]:
     }
 
 
+@shared_task(name="runs.retention_purge")
+def retention_purge() -> dict[str, int]:
+    """Beat tick (hourly): blank delivery bodies and remove work-ledger items past the retention age.
+
+    Set-based, in small batches; safe to overlap and to repeat. Returns the counts.
+    """
+    from runs.services.retention import retention_purge as purge
+
+    result = purge()
+    if result.total:
+        logger.info(
+            "retention purge: %d delivery bodies, %d work items, %d ledger files",
+            result.delivery_bodies,
+            result.work_items,
+            result.load_files,
+        )
+    return {
+        "delivery_bodies": result.delivery_bodies,
+        "work_items": result.work_items,
+        "load_files": result.load_files,
+    }
+
+
 @shared_task(name="runs.run_sweep_missed")
 def run_sweep_missed() -> int:
     """Beat tick: create one ``missed`` run per fire time of a success-reporting target that never reported."""
@@ -96,3 +119,29 @@ def next_run_check_notify_failed(check_ids: list[int]) -> int:
     from runs.services import next_run_check_notify_failed as notify
 
     return notify(check_ids=check_ids)
+
+
+@shared_task(name="runs.work_item_load_run", soft_time_limit=1800, time_limit=1900)
+def work_item_load_run(load_id: int) -> str:
+    """Run a large work-ledger upload (the batch of ``load_id``) that the request queued; return its status.
+
+    Idempotent: a batch already ``committed`` or ``failed`` is left alone (a redelivered message
+    changes nothing), and the service serialises two runners of one batch. Bad input is recorded
+    on the loads (``failed``, with line and column), not retried; an unexpected error is recorded
+    too and the bytes kept, so a person can retry it. Time limits: 30 minutes (a million-row load
+    takes well under one).
+    """
+    from runs.ledger_files import LedgerInputError
+    from runs.models import WorkItemLoad
+    from runs.services.ledger import work_item_load_run as run_load
+
+    load = WorkItemLoad.objects.filter(pk=load_id).defer("content").first()
+    if load is None:
+        logger.warning("work-ledger load %s is gone", load_id)
+        return "missing"
+    if load.status in (WorkItemLoad.Status.COMMITTED, WorkItemLoad.Status.FAILED):
+        return load.status
+    try:
+        return run_load(load_id=load_id).status
+    except LedgerInputError:
+        return WorkItemLoad.Status.FAILED

@@ -2,29 +2,44 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import slugify
 from django.views.decorators.http import require_POST
 
 from handover.errors import DomainError
 from runs.forms import (
     AlertIgnoreForm,
+    IntegrationCustomCreateForm,
+    IntegrationKeyCreateForm,
+    IntegrationMappingForm,
     NextRunCheckConfirmForm,
     NextRunCheckCreateForm,
     NextRunCheckWaiveForm,
+    RunFailureClassForm,
     RunFilterForm,
+    WorkItemChangeForm,
+    WorkItemLoadForm,
+    WorkItemSearchForm,
+    WorkItemVerifyForm,
 )
-from runs.ingest import get_adapter
+from runs.ingest import custom, get_adapter
 from runs.ingest.base import merged_settings
-from runs.models import NextRunCheck, Run
+from runs.ledger_files import LedgerInputError
+from runs.models import Integration, NextRunCheck, Run, WorkItem, WorkItemLoad
 from runs.selectors import (
+    alert_completeness,
+    alert_count_unmatched,
     alert_get,
     alert_inbox,
     check_get,
@@ -38,15 +53,24 @@ from runs.selectors import (
     job_get,
     job_list_visible,
     run_get,
+    run_get_for_ledger,
+    run_ledger_writable,
     run_list,
     target_list_visible,
     target_may_act,
     target_outage_list,
     tenant_list_visible,
+    work_item_list,
+    work_item_load_get,
+    work_item_load_list,
+    work_item_load_progress,
+    work_item_page,
+    work_item_search,
 )
 from runs.services import (
     alert_ignore,
     alert_reprocess,
+    integration_key_create,
     job_schedule,
     next_run_check_confirm,
     next_run_check_schedule,
@@ -54,6 +78,26 @@ from runs.services import (
     schedule_dst_sentences,
     schedule_fire_times,
     target_schedule,
+)
+from runs.services.catalog import IssuedKey
+from runs.services.ledger import (
+    OPTION_NAMES,
+    LoadFile,
+    run_failure_class_confirm,
+    work_item_change,
+    work_item_loads_create,
+    work_item_verify,
+)
+from runs.services.mapping import (
+    MappingInvalid,
+    Sample,
+    integration_custom_create_with_key,
+    integration_custom_update,
+    integration_mapping_export,
+    integration_reprocess_unmatched,
+    mapping_from_json,
+    mapping_preview,
+    samples_from_deliveries,
 )
 
 
@@ -105,6 +149,7 @@ def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "config_changed": len(versions) > 1,
             "first_config": next((a.config_version for a in attempts if a.config_version), ""),
             **_run_schedule_context(run),
+            **_run_ledger_context(request, run),
         },
     )
 
@@ -196,16 +241,203 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     adapter = get_adapter(integration.source)
     effective = merged_settings(adapter.DEFAULT_SETTINGS, integration.settings) if adapter else integration.settings
     keys = integration.keys.prefetch_related("tenants").order_by("-created_at")
+    is_custom = integration.source == custom.SOURCE
     return render(
         request,
         "runs/integration_detail.html",
         {
             "integration": integration,
-            "settings": sorted(effective.items()),
+            # a custom integration's mapping is shown as JSON below, not as one settings row
+            "settings": sorted((k, v) for k, v in effective.items() if not (is_custom and k == "mapping")),
             "keys": keys,
             "deliveries": delivery_list_recent(integration=integration),
+            # issue 9: custom mappings, completeness, keys issued from the page
+            "is_custom": is_custom,
+            "mapping_json": _pretty(effective.get("mapping") or {}) if is_custom else "",
+            "completeness": alert_completeness(integration=integration),
+            "unmatched_count": alert_count_unmatched(integration=integration),
+            "key_form": IntegrationKeyCreateForm(),
         },
     )
+
+
+# --- custom integrations: create, keys, the mapping editor, reprocess (issue 9) ----------------------
+
+
+def _pretty(document: object) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def _key_issued(request: HttpRequest, integration: Integration, issued: IssuedKey) -> HttpResponse:
+    # The secret is shown in this response and nowhere else: it is never stored (not even in the
+    # session), so this page answers the POST directly instead of redirecting.
+    response = render(
+        request,
+        "runs/integration_key_issued.html",
+        {"integration": integration, "issued": issued, "endpoint": f"/api/v1/alerts/{integration.source}/"},
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@staff_member_required
+def integration_create_view(request: HttpRequest) -> HttpResponse:
+    """Admins: create a custom integration (name + mapping) and issue its first key, shown once."""
+    form = IntegrationCustomCreateForm(request.POST or None, initial={"mapping": _pretty(custom.STARTER_MAPPING)})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        samples = [Sample(label="pasted sample", body=data["sample"])] if data.get("sample") else []
+        try:
+            integration, issued = integration_custom_create_with_key(
+                name=data["name"],
+                mapping=mapping_from_json(data["mapping"]),
+                samples=samples,
+                tenants=data["key_tenants"],
+                all_tenants=data["key_all_tenants"],
+                label=data["key_label"],
+                created_by=request.user,
+            )
+        except DomainError as exc:
+            for path, errors in (exc.errors or {"__all__": [exc.detail]}).items():
+                target = "name" if path == "name" else "mapping" if path.startswith("mapping") else None
+                for error in errors:
+                    form.add_error(target if target in form.fields else None, f"{path}: {error}")
+        else:
+            messages.success(request, f"Integration {integration.name!r} created.")
+            return _key_issued(request, integration, issued)
+    return render(
+        request,
+        "runs/integration_create.html",
+        {"form": form, "fields": custom.FIELD_HELP, "reference": _mapping_reference()},
+    )
+
+
+@staff_member_required
+@require_POST
+def integration_key_create_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: issue another key for an integration; the secret is shown once, on the answer to this post."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    form = IntegrationKeyCreateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        return redirect("runs:integration-detail", id=integration.public_id)
+    data = form.cleaned_data
+    try:
+        issued = integration_key_create(
+            integration=integration,
+            tenants=data["key_tenants"],
+            all_tenants=data["key_all_tenants"],
+            label=data["key_label"],
+            created_by=request.user,
+        )
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return redirect("runs:integration-detail", id=integration.public_id)
+    return _key_issued(request, integration, issued)
+
+
+def _mapping_reference() -> dict[str, object]:
+    return {
+        "fields": custom.FIELD_HELP,
+        "required": custom.REQUIRED,
+        "statuses": custom.STATUSES,
+        "signals": tuple(custom.SIGNALS),
+        "triggers": custom.TRIGGERS,
+        "time_formats": custom.TIME_FORMATS,
+        "window_rules": custom.WINDOW_RULES,
+        "scheduled_for_rules": custom.SCHEDULED_FOR_RULES,
+        "functions": sorted(custom.FUNCTION_NAMES),
+    }
+
+
+@staff_member_required
+def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: a custom integration's mapping editor.
+
+    GET shows the mapping, a box for a pasted payload and the integration's recent deliveries
+    (``?delivery=<id>`` picks one). An htmx POST answers the result fragment: every sample mapped,
+    with each field and every error. A plain POST with ``action=save`` saves the mapping only when it
+    has no error and every chosen sample maps (at least one sample); otherwise the page shows why.
+    """
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    if integration.source != custom.SOURCE:
+        raise Http404("Only custom integrations have a mapping editor")
+    recent = list(delivery_list_recent(integration=integration, limit=10))
+    picked = [
+        s.delivery_id
+        for s in samples_from_deliveries(integration=integration, delivery_ids=[request.GET.get("delivery")])
+    ]
+    if picked and not any(str(d.public_id) == picked[0] for d in recent):
+        recent += list(integration.deliveries.filter(public_id=picked[0]))
+    choices = [
+        (str(d.public_id), f"{d.received_at:%Y-%m-%d %H:%M:%S}Z · {d.outcome} · {d.size_bytes} B") for d in recent
+    ]
+    current = (integration.settings or {}).get("mapping") or {}
+    initial = {"mapping": _pretty(current), "deliveries": picked or [str(d.public_id) for d in recent[:1]]}
+    form = IntegrationMappingForm(request.POST or None, initial=initial, delivery_choices=choices)
+    context: dict[str, object] = {
+        "integration": integration,
+        "form": form,
+        "reference": _mapping_reference(),
+        "unmatched_count": alert_count_unmatched(integration=integration),
+    }
+    if request.method != "POST":
+        samples = samples_from_deliveries(integration=integration, delivery_ids=initial["deliveries"])
+        context["preview"] = mapping_preview(mapping=current, samples=samples)
+        return render(request, "runs/integration_mapping.html", context)
+    if not form.is_valid():
+        context["preview"] = None
+        return render(request, "runs/integration_mapping.html", context, status=400)
+    data = form.cleaned_data
+    samples = samples_from_deliveries(integration=integration, delivery_ids=data["deliveries"])
+    if data.get("sample", "").strip():
+        samples.insert(0, Sample(label="pasted sample", body=data["sample"]))
+    try:
+        mapping = mapping_from_json(data["mapping"])
+    except MappingInvalid as exc:
+        context.update(preview=None, json_error=exc.detail)
+    else:
+        context["preview"] = mapping_preview(mapping=mapping, samples=samples)
+        if data.get("action") == "save" and not request.htmx:
+            try:
+                integration_custom_update(
+                    integration=integration, mapping=mapping, samples=samples, require_samples=True, actor=request.user
+                )
+            except DomainError as exc:
+                context["save_errors"] = exc.errors or {"": [exc.detail]}
+            else:
+                messages.success(
+                    request, f"Mapping saved: {len(samples)} sample(s) map. Reprocess unmatched alerts now."
+                )
+                return redirect("runs:integration-detail", id=integration.public_id)
+    if request.htmx:
+        return render(request, "runs/_integration_mapping_result.html", context)
+    return render(request, "runs/integration_mapping.html", context, status=400 if context.get("save_errors") else 200)
+
+
+@staff_member_required
+def integration_mapping_export_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: download the integration's mapping as JSON (paste it into another integration's editor to import)."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    response = JsonResponse(
+        integration_mapping_export(integration=integration), json_dumps_params={"indent": 2, "ensure_ascii": False}
+    )
+    response["Content-Disposition"] = (
+        f'attachment; filename="{slugify(integration.name) or "integration"}-mapping.json"'
+    )
+    return response
+
+
+@staff_member_required
+@require_POST
+def integration_reprocess_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: reprocess this integration's unmatched alerts with its settings as they are now."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    summary = integration_reprocess_unmatched(integration=integration, actor=request.user)
+    messages.success(request, summary.sentence())
+    for failure in summary.failures[:5]:
+        messages.warning(request, failure)
+    return redirect("runs:integration-detail", id=integration.public_id)
 
 
 # --- next-run checks and jobs -----------------------------------------------------------------
@@ -384,3 +616,239 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "beat_warning": _beat_warning(),
         },
     )
+
+
+# --- work ledger (issue 4) -------------------------------------------------------------------------
+
+LEDGER_PAGE_SIZE = 50
+# the stacked bar's segments, in order: settled work first, then what still needs a person
+LEDGER_SEGMENTS = [
+    ("completed", "completed_count"),
+    ("rejected", "rejected_count"),
+    ("uncertain", "uncertain_count"),
+    ("absent", "absent_count"),
+    ("unverified", "unverified_count"),
+    ("skipped", "skipped_count"),
+]
+
+
+def _ledger_headline(run: Run) -> tuple[str, str]:
+    """``(css class, sentence)`` saying where the ledger stands; never "fine" while anything is unresolved."""
+    if run.ledger_updated_at is None:
+        return "muted", "No work ledger yet: load the eligible population to see which records reached the destination."
+    if run.unresolved_count:
+        parts = [
+            f"{n:,} {word}"
+            for n, word in (
+                (run.uncertain_count, "uncertain"),
+                (run.absent_count, "absent"),
+                (run.unverified_count, "unverified"),
+            )
+            if n
+        ]
+        total = f"{run.unresolved_count:,} of {run.eligible_count:,}"
+        return (
+            "bad",
+            f"Not reconciled: {total} eligible records unresolved ({', '.join(parts)}).",
+        )
+    if run.possible_duplicate_count:
+        return "warn", (
+            f"Nothing unresolved, but {run.possible_duplicate_count:,} possible duplicates need explaining."
+        )
+    if run.rejected_count:
+        return "warn", f"Nothing unresolved; {run.rejected_count:,} rejected records need their cause fixed."
+    return "ok", "Reconciled: every eligible record is confirmed in the destination or skipped."
+
+
+def _run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
+    """The run page's ledger section: totals and bar, possible duplicates, loads, one page of items.
+
+    Queries: the item page (none when the filtered outcome's stored count is zero), the possible
+    duplicates (none when there are none), the recent loads, and the permission check.
+    """
+    outcome = request.GET.get("outcome") or ""
+    if outcome not in WorkItem.Outcome.values:
+        outcome = ""
+    only_duplicates = request.GET.get("duplicates") == "1"
+    stored = {name: getattr(run, field) for name, field in LEDGER_SEGMENTS}
+    # The stored counts answer an empty filter without a query (items not in the population are
+    # completed but counted only as possible duplicates).
+    known = stored.get(outcome, 0) + (run.possible_duplicate_count if outcome == "completed" else 0)
+    empty = (
+        run.ledger_updated_at is None
+        or (bool(outcome) and not known)
+        or (only_duplicates and not run.possible_duplicate_count)
+    )
+    page = (
+        None
+        if empty
+        else work_item_page(
+            run=run,
+            outcome=outcome or None,
+            possible_duplicate=True if only_duplicates else None,
+            after=request.GET.get("after") or None,
+            before=request.GET.get("before") or None,
+            limit=LEDGER_PAGE_SIZE,
+        )
+    )
+    population = sum(stored.values())
+    segments = [
+        {"outcome": name, "count": count, "percent": round(100 * count / population, 2)}
+        for name, count in stored.items()
+        if count and population
+    ]
+    css, headline = _ledger_headline(run)
+    writable = run_ledger_writable(user=request.user, run=run)
+    loads = list(work_item_load_list(run=run)[:5])
+    return {
+        "ledger": {
+            "headline": headline,
+            "headline_class": css,
+            "segments": segments,
+            "duplicates": list(work_item_list(run=run, possible_duplicate=True)[:20])
+            if run.possible_duplicate_count
+            else [],
+            "page": page,
+            "outcome": outcome,
+            "only_duplicates": only_duplicates,
+            "outcomes": WorkItem.Outcome.choices,
+            "loads": [(load, work_item_load_progress(load=load)) for load in loads],
+            "writable": writable,
+            "load_form": WorkItemLoadForm() if writable else None,
+            "change_form": WorkItemChangeForm() if writable else None,
+            "failure_form": RunFailureClassForm(initial={"failure_class": run.failure_class_suggested})
+            if writable
+            else None,
+            "failure_classes": dict(Run.FailureClass.choices),
+        }
+    }
+
+
+def _ledger_run(request: HttpRequest, id: str) -> Run:
+    run = run_get_for_ledger(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    if not run_ledger_writable(user=request.user, run=run):
+        raise PermissionDenied("You may read this run's ledger but not change it.")
+    return run
+
+
+def _to_ledger(run: Run) -> HttpResponse:
+    return redirect(f"{reverse('runs:run-detail', kwargs={'id': run.public_id})}#ledger")
+
+
+@login_required
+@require_POST
+def work_item_load_create_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Upload record-id files for a run (support, technical owners, admins); 403 for readers."""
+    run = _ledger_run(request, id)
+    form = WorkItemLoadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        return _to_ledger(run)
+    data = form.cleaned_data
+    try:
+        loads = work_item_loads_create(
+            user=request.user,
+            run=run,
+            files=[
+                LoadFile(kind=kind, content=data[kind].read(), file_name=data[kind].name or kind)
+                for kind in WorkItemLoad.Kind.values
+                if data.get(kind)
+            ],
+            file_format=data["file_format"] or WorkItemLoad.Format.AUTO,
+            id_column=data["id_column"],
+            options={name: data.get(name) or "" for name in (*OPTION_NAMES, "destination_id_column")},
+            is_destination_complete=data["is_destination_complete"],
+        )
+    except LedgerInputError as exc:
+        messages.error(request, f"Nothing was loaded. {exc.detail}")
+        return _to_ledger(run)
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return _to_ledger(run)
+    if all(load.status == WorkItemLoad.Status.COMMITTED for load in loads):
+        messages.success(request, "Loaded: " + ", ".join(f"{ld.get_kind_display()} ({ld.row_count:,})" for ld in loads))
+    else:
+        messages.info(request, "The files are large: they load in the background (progress below).")
+    return _to_ledger(run)
+
+
+@login_required
+def work_item_load_progress_view(request: HttpRequest, id: str, load_id: str) -> HttpResponse:
+    """The progress bar of one load (htmx polls it every second while the load is pending or running)."""
+    run = run_get_for_ledger(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    load = work_item_load_get(run=run, public_id=load_id)
+    if load is None:
+        raise Http404("No such load")
+    response = render(
+        request,
+        "runs/_ledger_load_progress.html",
+        {"run": run, "load": load, "progress": work_item_load_progress(load=load)},
+    )
+    if request.htmx and load.status == WorkItemLoad.Status.COMMITTED and request.GET.get("polling") == "1":
+        response["HX-Refresh"] = "true"  # the totals, bar and table changed: show the new page
+    return response
+
+
+@login_required
+@require_POST
+def work_item_change_view(request: HttpRequest, id: str) -> HttpResponse:
+    """A person changes one item's outcome, saying why."""
+    run = _ledger_run(request, id)
+    form = WorkItemChangeForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Give the record id, the new outcome and why.")
+        return _to_ledger(run)
+    try:
+        item = work_item_change(user=request.user, run=run, **form.cleaned_data)
+        messages.success(request, f"{item.record_id} is now {item.outcome}.")
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    return _to_ledger(run)
+
+
+@login_required
+@require_POST
+def work_item_verify_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Record a provider lookup for one uncertain item."""
+    run = _ledger_run(request, id)
+    form = WorkItemVerifyForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Give the record id and whether the provider found it.")
+        return _to_ledger(run)
+    try:
+        item = work_item_verify(user=request.user, run=run, **form.cleaned_data)
+        messages.success(request, f"{item.record_id} verified: {item.outcome}.")
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    return _to_ledger(run)
+
+
+@login_required
+@require_POST
+def run_failure_class_confirm_view(request: HttpRequest, id: str) -> HttpResponse:
+    """A person confirms the run's failure class."""
+    run = _ledger_run(request, id)
+    form = RunFailureClassForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose a failure class.")
+        return _to_ledger(run)
+    try:
+        run_failure_class_confirm(user=request.user, run=run, **form.cleaned_data)
+        messages.success(request, "Failure class confirmed.")
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    return _to_ledger(run)
+
+
+@login_required
+def work_item_search_view(request: HttpRequest) -> HttpResponse:
+    """What happened to a record? Every item with that id in the runs the viewer may see."""
+    form = WorkItemSearchForm(request.GET or None)
+    items = None
+    if form.is_valid():
+        items = list(work_item_search(user=request.user, record_id=form.cleaned_data["record_id"])[:100])
+    return render(request, "runs/work_item_search.html", {"form": form, "items": items})

@@ -40,6 +40,8 @@ UNICODE_TENANT = "café-lumière-münchen"
 def pytest_configure(config: pytest.Config) -> None:
     # Django's default hasher costs ~0.3 s a check; manifest storage needs collectstatic (TOOLCHAIN.md).
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Rate limits high in tests: concurrency tests post in bursts (a rate-limit test sets its own).
+    settings.HANDOVER_INGEST_RATE_LIMIT = 1_000_000
     settings.STORAGES = {
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -121,11 +121,14 @@ class HandoverViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Handover]):
             raise PermissionDenied("Only support on every tenant of this handover, or the job's technical owner.")
         return handover
 
-    def _detail(self, handover: Handover, status_code: int = status.HTTP_200_OK) -> Response:
-        fresh = handover_get(user=self.request.user, public_id=handover.public_id)
-        assert fresh is not None
-        conditions = handover_closing_conditions(handover=fresh)
-        data = HandoverDetailSerializer(fresh, context={"closing_conditions": conditions}).data
+    def _detail(self, handover: Handover, status_code: int = status.HTTP_200_OK, *, reload: bool = True) -> Response:
+        """The detail shape; ``reload`` reads the handover again with everything prefetched (after a write)."""
+        if reload:
+            fresh = handover_get(user=self.request.user, public_id=handover.public_id)
+            assert fresh is not None
+            handover = fresh
+        conditions = handover_closing_conditions(handover=handover)
+        data = HandoverDetailSerializer(handover, context={"closing_conditions": conditions}).data
         return Response(data, status=status_code)
 
     @extend_schema(
@@ -160,7 +163,7 @@ class HandoverViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Handover]):
         responses={200: HandoverDetailSerializer, 404: PROBLEMS[404]},
     )
     def retrieve(self, request: Request, id: str) -> Response:
-        return self._detail(self.get_object())
+        return self._detail(self.get_object(), reload=False)
 
     @extend_schema(
         summary="Edit sections and fields; confirm generated sections",
@@ -236,9 +239,11 @@ class HandoverViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Handover]):
     )
     @action(detail=True, methods=["post"])
     def reopen(self, request: Request, id: str) -> Response:
+        handover = self._writable()
         data = HandoverReopenInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return self._act(handover_reopen, reason=data.validated_data["reason"])
+        moved = handover_reopen(handover=handover, actor=request.user, reason=data.validated_data["reason"])
+        return self._detail(moved)
 
     @extend_schema(
         summary="Generate the still-generated sections again from the current evidence",

@@ -350,7 +350,9 @@ class HandoverNotification(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["handover", "channel", "key"], name="handover_notification_once", violation_error_code="duplicate"
+                fields=["handover", "channel", "key"],
+                name="handover_notification_once",
+                violation_error_code="duplicate",
             ),
             _choices_check("handover_notification_channel_valid", "channel", _NotificationChannel),
             _choices_check("handover_notification_status_valid", "status", _NotificationStatus),

@@ -45,6 +45,10 @@ def handover_message(handover: Handover) -> tuple[str, str]:
         f"You are the escalation owner of this handover ({owner}).",
         f"Status: {handover.get_status_display()}",
         f"Open it: {handover_url(handover)}",
+    ]
+    if handover.status == Handover.Status.RECOVERING and handover.reopen_reason:
+        lines.append(f"Reopened: {handover.reopen_reason}")
+    lines += [
         "",
         "What is safe to do next:",
         handover.next_action or "—",

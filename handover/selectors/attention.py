@@ -103,9 +103,7 @@ def attention_sections(*, user: User, now: datetime) -> dict[str, list[Attention
         .filter(
             Q(unresolved_count__gt=0)
             | Q(possible_duplicate_count__gt=0)
-            | Exists(
-                open_links.exclude(handover__status__in=[Handover.Status.RESOLVED, Handover.Status.CLOSED])
-            )
+            | Exists(open_links.exclude(handover__status__in=[Handover.Status.RESOLVED, Handover.Status.CLOSED]))
         )
         .annotate(
             open_owner=Subquery(open_links.values("handover__escalation_owner__username")[:1]),
@@ -130,9 +128,7 @@ def attention_sections(*, user: User, now: datetime) -> dict[str, list[Attention
             )
         )
         .filter(rank__lte=window.of)
-        .values_list(
-            "job_id", "job__key", "job__paused_at", "tenant__slug", "environment", "status", "window_start"
-        )
+        .values_list("job_id", "job__key", "job__paused_at", "tenant__slug", "environment", "status", "window_start")
     )
     unmatched = list(
         alert_list(user=user, outcome=Alert.Outcome.UNMATCHED)

@@ -125,7 +125,8 @@ def handover_evidence(*, runs: list[Run]) -> tuple[JobEvidence, list[RunEvidence
         events[event.run_id].append(event)  # type: ignore[index]
     samples: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     ranked = (
-        WorkItem.objects.filter(run_id__in=ids)
+        # items found in the destination but not eligible count as possible duplicates, not as outcomes
+        WorkItem.objects.filter(run_id__in=ids, is_in_population=True)
         .exclude(outcome=WorkItem.Outcome.SKIPPED)
         .annotate(rank=Window(RowNumber(), partition_by=[F("run_id"), F("outcome")], order_by=F("record_id").asc()))
         .filter(rank__lte=SAMPLE_SIZE)

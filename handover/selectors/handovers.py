@@ -59,9 +59,7 @@ def handover_list(
         handovers = handovers.filter(links__run=run)
     return (
         handovers.select_related("job", "escalation_owner", "customer_update_owner", "job__paused_by")
-        .prefetch_related(
-            Prefetch("links", queryset=HandoverRun.objects.select_related("run__tenant").order_by("id"))
-        )
+        .prefetch_related(Prefetch("links", queryset=HandoverRun.objects.select_related("run__tenant").order_by("id")))
         .order_by("-created_at", "-id")
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from handover.services.checks import (
     handover_checks_schedule,
+    handover_escalation_owners_for_check,
     handover_reopen_for_failed_check,
     handover_resolve_if_settled,
     handover_sweep_verifying,
@@ -35,8 +36,8 @@ from handover.services.notifications import (
     handover_notification_send,
     handover_notifications_create,
 )
-from handover.services.prefill import GENERATED_SECTIONS, handover_prefill, handover_title
 from handover.services.preferences import user_preference_set
+from handover.services.prefill import GENERATED_SECTIONS, handover_prefill, handover_title
 
 __all__ = [
     "EDITABLE_FIELDS",
@@ -48,6 +49,7 @@ __all__ = [
     "handover_closing_conditions",
     "handover_closing_missing",
     "handover_create",
+    "handover_escalation_owners_for_check",
     "handover_event_record",
     "handover_hand_over",
     "handover_notification_fail",

@@ -4,7 +4,8 @@
   run's target (requested by the handover) and links it to the run.
 - ``handover_resolve_if_settled`` resolves a verifying handover whose checks all passed or were waived.
 - ``handover_reopen_for_failed_check`` is the hook the next-run check follow-up calls for a failed
-  check: the open handover of the recovered run goes back to ``recovering`` (idempotent).
+  check: the open handover of the recovered run goes back to ``recovering`` (idempotent) and its
+  escalation owner is told; ``handover_escalation_owners_for_check`` names who else to mail.
 - ``handover_sweep_verifying`` (Celery beat) does both for every verifying handover, so nothing
   depends on a single message arriving.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
@@ -23,6 +25,7 @@ from handover.errors import DomainError, InvalidTransition
 from handover.models import Handover, HandoverRun
 from handover.services.closing import SETTLED_CHECK_STATUSES, handover_checks_settled
 from handover.services.handovers import handover_reopen, handover_resolve
+from handover.services.notifications import handover_notifications_create
 from runs.models import NextRunCheck
 from runs.services import CheckRequester, next_run_check_schedule
 
@@ -57,7 +60,9 @@ def handover_checks_schedule(*, handover: Handover, actor: AbstractBaseUser | No
                 actor=actor,
             )
         except DomainError as exc:
-            raise DomainError(f"{link.run.tenant.slug} / {link.run.environment}: {exc.detail}", errors=exc.errors) from exc
+            raise DomainError(
+                f"{link.run.tenant.slug} / {link.run.environment}: {exc.detail}", errors=exc.errors
+            ) from exc
         HandoverRun.objects.filter(pk=link.pk).update(next_run_check=check)
         checks.append(check)
     return checks
@@ -84,7 +89,8 @@ def handover_reopen_for_failed_check(*, check: NextRunCheck) -> list[Handover]:
     Handovers are found through their run links (the check the handover scheduled) or, for a check
     another party scheduled, through its recovered run's open handover. Idempotent: a handover
     already recovering is left alone; the system is the actor and the check's result the reason.
-    Returns the handovers reopened now.
+    Side effects: the transition and its events; a notification of the escalation owner (sent
+    after commit). Returns the handovers reopened now.
     """
     if check.status != NextRunCheck.Status.FAILED:
         return []
@@ -97,11 +103,42 @@ def handover_reopen_for_failed_check(*, check: NextRunCheck) -> list[Handover]:
         .distinct()
         .order_by("id")
     ):
-        try:
-            reopened.append(handover_reopen(handover=handover, actor=None, reason=_failure_reason(check)))
-        except InvalidTransition:  # moved meanwhile
-            continue
+        with transaction.atomic():
+            try:
+                moved = handover_reopen(handover=handover, actor=None, reason=_failure_reason(check))
+            except InvalidTransition:  # moved meanwhile
+                continue
+            if moved.escalation_owner_id:
+                # once per reopening: the key carries the reopen count
+                handover_notifications_create(
+                    handover=moved,
+                    reason=f"reopened_{moved.reopen_count}",
+                    recipient=moved.escalation_owner,
+                )
+        reopened.append(moved)
     return reopened
+
+
+def handover_escalation_owners_for_check(*, check: NextRunCheck) -> list[AbstractBaseUser]:
+    """The escalation owners of the handovers a next-run check is about (for the check's failure e-mail).
+
+    Handovers linked to the check, or open handovers of its recovered run; distinct, active, in
+    handover order. Queries: one.
+    """
+    match = Q(links__next_run_check=check)
+    if check.recovered_run_id:
+        match |= Q(links__run_id=check.recovered_run_id, links__is_open=True)
+    owners: list[AbstractBaseUser] = []
+    for handover in (
+        Handover.objects.filter(match, escalation_owner__isnull=False)
+        .select_related("escalation_owner")
+        .distinct()
+        .order_by("id")
+    ):
+        owner = handover.escalation_owner
+        if owner is not None and owner.is_active and owner.pk not in {o.pk for o in owners}:
+            owners.append(owner)
+    return owners
 
 
 @dataclass

@@ -58,9 +58,7 @@ def _uncovered(handover: Handover, items: QuerySet[WorkItem]) -> QuerySet[WorkIt
     return items.filter(~Exists(covered))
 
 
-def _item_lines(
-    handover: Handover, runs: list[Run], items: QuerySet[WorkItem], what: str, advice: str
-) -> list[str]:
+def _item_lines(handover: Handover, runs: list[Run], items: QuerySet[WorkItem], what: str, advice: str) -> list[str]:
     """One line per run with uncovered items: the count and the first record ids. Queries: two."""
     several = len(runs) > 1
     uncovered = _uncovered(handover, items)
@@ -159,7 +157,7 @@ def handover_closing_conditions(*, handover: Handover) -> list[ClosingCondition]
             )
 
     for exception in ResidualException.objects.filter(handover=handover).order_by("created_at", "id"):
-        text = exception.description[:60] + ("…" if len(exception.description) > 60 else "")
+        text = exception.description[:80] + ("…" if len(exception.description) > 80 else "")
         if exception.owner_id is None:
             conditions["exceptions_owned"].missing.append(f"Residual exception “{text}” has no named owner.")
         if exception.due_date is None:

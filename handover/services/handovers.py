@@ -134,7 +134,9 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
                 f" ({existing.handover.public_id})."
             )
         job_evidence, run_evidence = handover_evidence(runs=runs)
-        texts = {section: _clean(text) for section, text in handover_prefill(job=job_evidence, runs=run_evidence).items()}
+        texts = {
+            section: _clean(text) for section, text in handover_prefill(job=job_evidence, runs=run_evidence).items()
+        }
         handover = Handover.objects.create(
             job=job_evidence.job,
             title=handover_title(job=job_evidence, runs=run_evidence),
@@ -147,9 +149,7 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
         try:
             with transaction.atomic():
                 HandoverRun.objects.bulk_create(
-                    HandoverRun(
-                        handover=handover, run=e.run, attempt=e.latest_attempt, is_open=True, created_at=now
-                    )
+                    HandoverRun(handover=handover, run=e.run, attempt=e.latest_attempt, is_open=True, created_at=now)
                     for e in run_evidence
                 )
         except IntegrityError as exc:  # another handover for one of the runs was opened meanwhile
@@ -217,8 +217,10 @@ def handover_update(
             if isinstance(value, str) and name != "is_supportability_defect":
                 value = _clean(value)[:500]
             current = getattr(locked, name)
-            same = (getattr(current, "pk", None) == getattr(value, "pk", None)) if name.endswith("_owner") else (
-                current == value
+            same = (
+                (getattr(current, "pk", None) == getattr(value, "pk", None))
+                if name.endswith("_owner")
+                else (current == value)
             )
             if not same:
                 field_changes[name] = {"from": _field_value(current), "to": _field_value(value)}
@@ -289,7 +291,8 @@ def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | 
         handover_event_record(
             handover=locked,
             kind="handover_regenerated",
-            summary="Generated text refreshed from the evidence: " + ", ".join(SECTION_WORDS[s].lower() for s in changed),
+            summary="Generated text refreshed from the evidence: "
+            + ", ".join(SECTION_WORDS[s].lower() for s in changed),
             actor=actor,
             data={"sections": list(changed)},
             occurred_at=now,
@@ -311,6 +314,8 @@ def _transition(
 ) -> tuple[Handover, bool]:
     """Move ``handover`` along ``Handover.TRANSITIONS``; returns (handover, whether it moved)."""
     allowed_from, target = Handover.TRANSITIONS[action]
+    if action == "reopen" and not reason:
+        raise DomainError("Say why the handover is reopened.", errors={"reason": ["This field is required."]})
     now = timezone.now()
     values: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": now}
     values.update(STATUS_STAMPS[action](now, actor))

@@ -43,7 +43,7 @@ def handover_notifications_create(
     if recipient is not None and getattr(recipient, "email", ""):
         wanted.append((HandoverNotification.Channel.EMAIL, recipient))
     elif recipient is not None:
-        logger.warning("escalation owner %s of handover %s has no e-mail address", recipient.pk, handover.public_id)
+        logger.info("escalation owner %s of handover %s has no e-mail address", recipient.pk, handover.public_id)
     if chat_channel.is_configured():
         wanted.append((HandoverNotification.Channel.CHAT, recipient))
     created: list[HandoverNotification] = []
@@ -125,4 +125,3 @@ def _record_failure(pk: int, error: str) -> None:
 def handover_notification_fail(*, notification_id: int, error: str) -> None:
     """Mark a notification ``failed`` after its last retry (idempotent: only a pending row changes)."""
     _record_failure(notification_id, error)
-

@@ -156,7 +156,9 @@ def _definitely_lines(evidence: RunEvidence) -> list[str]:
             lines.append(f"Skipped by rule (not eligible): {run.skipped_count:,}.")
     if run.failure_class:
         who = run.failure_class_confirmed_by.get_username() if run.failure_class_confirmed_by else "a person"
-        lines.append(f"Failure class: {FAILURE_CLASS_WORDS.get(run.failure_class, run.failure_class)} (confirmed by {who}).")
+        lines.append(
+            f"Failure class: {FAILURE_CLASS_WORDS.get(run.failure_class, run.failure_class)} (confirmed by {who})."
+        )
     return lines
 
 
@@ -227,9 +229,7 @@ def prefill_next_action(*, job: JobEvidence, runs: list[RunEvidence]) -> str:
     lines = []
     the_job = job.job
     if the_job.paused_at:
-        lines.append(
-            f"The job is paused ({the_job.pause_reason}): nothing is replayed or rerun until it is resumed."
-        )
+        lines.append(f"The job is paused ({the_job.pause_reason}): nothing is replayed or rerun until it is resumed.")
     active = [(r, a) for r in runs for a in r.active_attempts]
     duplicates = sum(r.run.possible_duplicate_count for r in runs)
     unsettled = sum(r.run.uncertain_count + r.run.unverified_count for r in runs if r.has_ledger)
@@ -245,9 +245,7 @@ def prefill_next_action(*, job: JobEvidence, runs: list[RunEvidence]) -> str:
         )
     elif safety == SideEffect.RepeatSafety.UNKNOWN:
         why = "no side effect is recorded for the job" if not job.side_effects else "a side effect is unclassified"
-        lines.append(
-            f"Escalate to the technical owner; do not rerun. The job's repeat safety is unknown ({why})."
-        )
+        lines.append(f"Escalate to the technical owner; do not rerun. The job's repeat safety is unknown ({why}).")
     elif duplicates:
         lines.append(
             f"Explain the {duplicates:,} possible duplicate(s) first"
@@ -300,9 +298,7 @@ def prefill_affected(*, job: JobEvidence, runs: list[RunEvidence]) -> str:
         tenant = evidence.run.tenant
         tenants.setdefault(tenant.slug, (tenant.name, []))[1].append(evidence.run.environment)
     lines = [
-        "Tenants: "
-        + "; ".join(f"{name} ({slug}) in {', '.join(envs)}" for slug, (name, envs) in tenants.items())
-        + "."
+        "Tenants: " + "; ".join(f"{name} ({slug}) in {', '.join(envs)}" for slug, (name, envs) in tenants.items()) + "."
     ]
     for evidence in runs:
         run = evidence.run

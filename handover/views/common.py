@@ -33,9 +33,10 @@ def preferences(request: HttpRequest) -> HttpResponse:
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
-    """Database, broker, beat heartbeat age and the backlogs (pending alerts, overdue next-run checks), as JSON."""
+    """Database, broker, beat heartbeat age and the backlogs (pending alerts, deliveries not finished,
+    overdue next-run checks), as JSON."""
     from handover.celery import app
-    from runs.models import Alert, NextRunCheck
+    from runs.models import Alert, Delivery, NextRunCheck
     from runs.tasks import beat_heartbeat_age_seconds
 
     report: dict[str, object] = {"time": timezone.now().isoformat()}
@@ -45,6 +46,8 @@ def healthz(request: HttpRequest) -> HttpResponse:
             cursor.execute("SELECT 1")
         report["database"] = "ok"
         report["pending_alerts"] = Alert.objects.filter(outcome=Alert.Outcome.PENDING).count()
+        # posts being applied right now, or left by a crash for the alert sweep to finish
+        report["unfinished_deliveries"] = Delivery.objects.filter(outcome=Delivery.Outcome.RECEIVED).count()
         # scheduled checks past their deadline: the next-run sweep has not settled them yet
         report["overdue_next_run_checks"] = NextRunCheck.objects.filter(
             status=NextRunCheck.Status.SCHEDULED, evidence_attempt__isnull=True, deadline_at__lte=timezone.now()

@@ -134,9 +134,7 @@ def handover_new_view(request: HttpRequest) -> HttpResponse:
     if run.pk not in {c.pk for c in candidates}:
         candidates.insert(0, run)
     choices = [(str(c.public_id), f"{c.tenant.slug} / {c.environment} ({c.status})") for c in candidates]
-    form = HandoverCreateForm(
-        request.POST or None, choices=choices, initial={"runs": [str(run.public_id)]}
-    )
+    form = HandoverCreateForm(request.POST or None, choices=choices, initial={"runs": [str(run.public_id)]})
     if request.method == "POST" and form.is_valid():
         chosen = [c for c in candidates if str(c.public_id) in form.cleaned_data["runs"]]
         if not runs_may_write(user=request.user, runs=chosen):
@@ -179,9 +177,7 @@ def handover_detail_view(request: HttpRequest, id: str) -> HttpResponse:
 
 
 def _allowed_actions(handover: Handover) -> set[str]:
-    return {action for action, (sources, _) in Handover.TRANSITIONS.items() if handover.status in sources} - {
-        "resolve"
-    }
+    return {action for action, (sources, _) in Handover.TRANSITIONS.items() if handover.status in sources} - {"resolve"}
 
 
 @login_required
@@ -208,9 +204,7 @@ def handover_history_view(request: HttpRequest, id: str) -> HttpResponse:
     handover = _visible(request, id)
     section = request.GET.get("section") or None
     revisions = list(
-        handover_revision_list(
-            handover=handover, section=section if section in Handover.Section.values else None
-        )
+        handover_revision_list(handover=handover, section=section if section in Handover.Section.values else None)
     )
     titles = dict(Handover.Section.choices)
     grouped: dict[str, list[Any]] = {}

@@ -7,5 +7,33 @@ from runs.api.checks import NextRunCheckViewSet
 from runs.api.ingest import AlertIngestView
 from runs.api.integrations import IntegrationViewSet
 from runs.api.runs import RunViewSet
+from runs.api.workitems import (
+    RunFailureClassConfirmView,
+    RunLedgerView,
+    WorkItemChangeListView,
+    WorkItemChangeView,
+    WorkItemListView,
+    WorkItemLoadDetailView,
+    WorkItemLoadListCreateView,
+    WorkItemLoadRetryView,
+    WorkItemSearchView,
+    WorkItemVerifyView,
+)
 
-__all__ = ["AlertIngestView", "AlertViewSet", "IntegrationViewSet", "NextRunCheckViewSet", "RunViewSet"]
+__all__ = [
+    "AlertIngestView",
+    "AlertViewSet",
+    "IntegrationViewSet",
+    "NextRunCheckViewSet",
+    "RunFailureClassConfirmView",
+    "RunLedgerView",
+    "RunViewSet",
+    "WorkItemChangeListView",
+    "WorkItemChangeView",
+    "WorkItemListView",
+    "WorkItemLoadDetailView",
+    "WorkItemLoadListCreateView",
+    "WorkItemLoadRetryView",
+    "WorkItemSearchView",
+    "WorkItemVerifyView",
+]

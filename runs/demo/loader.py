@@ -10,6 +10,7 @@ import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -138,11 +139,67 @@ def demo_load(*, log: Callable[[str], None] = lambda _: None) -> DemoReport:
             report.posts[source].append((path.name, response.status_code))
             log(f"  {source}/{path.name}: {response.status_code}")
 
+    # The work ledger of acme-foods' failed run (window 2026-11-27): every outcome kind; once only.
+    demo_ledger_load(log=log)
+
     # The handover for acme-foods' partially committed run (window 2026-11-27); once only.
     from handover.demo import demo_handover_load
 
     demo_handover_load(log=log)
+
+    # The replays of dunmore-pharmacy's failed run (window 2026-11-27): one refused (rule 2), one approved
+    # by both owners, claimed by a simulated runner through the API and completed; once only.
+    from approvals.demo import demo_replay_load
+
+    demo_replay_load(log=log)
     return report
 
 
-__all__ = ["DemoReport", "demo_load"]
+LEDGER_DIR = Path(__file__).resolve().parent / "ledger"
+LEDGER_TENANT = "acme-foods"
+LEDGER_WINDOW_START = datetime(2026, 11, 26, 23, 0, tzinfo=UTC)  # 2026-11-27 00:00 Europe/Berlin
+
+
+def demo_ledger_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
+    """Give the acme-foods run of 2026-11-27 its demo ledger (``runs/demo/ledger/README.md``).
+
+    Loads through the services as the demo ``support`` person: population, runner report and
+    destination export together, then the provider lookup as a bulk verification. Idempotent: a
+    run that already has a committed load is left alone. Returns whether anything was loaded.
+    """
+    from runs.models import Run, WorkItemLoad
+    from runs.services.ledger import LoadFile, work_item_loads_create
+
+    run = Run.objects.filter(
+        job__key=DEMO_JOB["key"], tenant__slug=LEDGER_TENANT, environment="prod", window_start=LEDGER_WINDOW_START
+    ).first()
+    person = get_user_model().objects.filter(username="support").first()
+    if run is None or person is None:
+        log("  ledger: the acme-foods run of 2026-11-27 or the support person is missing; skipped")
+        return False
+    if WorkItemLoad.objects.filter(run=run, status=WorkItemLoad.Status.COMMITTED).exists():
+        log("  ledger: already loaded")
+        return False
+
+    def upload(kind: str, name: str) -> LoadFile:
+        return LoadFile(kind=kind, content=(LEDGER_DIR / name).read_bytes(), file_name=name)
+
+    work_item_loads_create(
+        user=person,
+        run=run,
+        files=[
+            upload("population", "population.csv"),
+            upload("runner_report", "runner-report.csv"),
+            upload("destination", "destination.csv"),
+        ],
+    )
+    work_item_loads_create(user=person, run=run, files=[upload("provider_lookup", "provider-lookup.csv")])
+    run.refresh_from_db()
+    log(
+        f"  ledger: {run.eligible_count} eligible, {run.completed_count} completed, {run.unresolved_count} "
+        f"unresolved, {run.possible_duplicate_count} possible duplicates"
+    )
+    return True
+
+
+__all__ = ["DemoReport", "demo_ledger_load", "demo_load"]

@@ -14,6 +14,8 @@ _MODULES = {
     "airflow": "runs.ingest.airflow",
     "pagerduty": "runs.ingest.pagerduty",
     "kubernetes": "runs.ingest.kubernetes",
+    # any other format, mapped by each integration's own configuration (JMESPath; issue 9)
+    "custom": "runs.ingest.custom",
 }
 
 

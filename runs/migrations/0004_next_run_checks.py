@@ -117,6 +117,7 @@ class Migration(migrations.Migration):
                     "confirmed_by",
                     models.ForeignKey(
                         blank=True,
+                        db_index=False,
                         null=True,
                         on_delete=django.db.models.deletion.PROTECT,
                         related_name="+",
@@ -127,6 +128,7 @@ class Migration(migrations.Migration):
                     "created_by",
                     models.ForeignKey(
                         blank=True,
+                        db_index=False,
                         null=True,
                         on_delete=django.db.models.deletion.PROTECT,
                         related_name="+",
@@ -137,6 +139,7 @@ class Migration(migrations.Migration):
                     "evidence_attempt",
                     models.ForeignKey(
                         blank=True,
+                        db_index=False,
                         help_text="scheduled attempt of the next run, reported through a key bound to the tenant, that succeeded before the deadline",
                         null=True,
                         on_delete=django.db.models.deletion.PROTECT,
@@ -148,6 +151,7 @@ class Migration(migrations.Migration):
                     "late_success_attempt",
                     models.ForeignKey(
                         blank=True,
+                        db_index=False,
                         help_text="a success that came after the deadline: evidence only, the check stays failed",
                         null=True,
                         on_delete=django.db.models.deletion.PROTECT,
@@ -180,13 +184,17 @@ class Migration(migrations.Migration):
                 (
                     "target",
                     models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT, related_name="next_run_checks", to="runs.jobtarget"
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="next_run_checks",
+                        to="runs.jobtarget",
                     ),
                 ),
                 (
                     "waived_by",
                     models.ForeignKey(
                         blank=True,
+                        db_index=False,
                         null=True,
                         on_delete=django.db.models.deletion.PROTECT,
                         related_name="+",
@@ -197,6 +205,7 @@ class Migration(migrations.Migration):
                     "waiver_owner",
                     models.ForeignKey(
                         blank=True,
+                        db_index=False,
                         help_text="the named person who looks again at the checkpoint",
                         null=True,
                         on_delete=django.db.models.deletion.PROTECT,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from runs.models.audit import AuditEvent
 from runs.models.checks import NextRunCheck
 from runs.models.core import (
     Alert,
@@ -24,6 +25,7 @@ from runs.models.ledger import WorkItem, WorkItemChange, WorkItemLoad
 
 __all__ = [
     "Alert",
+    "AuditEvent",
     "Attempt",
     "AuthFailureCounter",
     "Delivery",

@@ -67,7 +67,8 @@ class NextRunCheck(TimeStampedModel):
     }
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    target = models.ForeignKey(JobTarget, on_delete=models.PROTECT, related_name="next_run_checks")
+    # No index of its own: the unique (target, expected_at) serves lookups by target.
+    target = models.ForeignKey(JobTarget, on_delete=models.PROTECT, related_name="next_run_checks", db_index=False)
     recovered_run = models.ForeignKey(
         Run,
         null=True,
@@ -80,8 +81,10 @@ class NextRunCheck(TimeStampedModel):
     requested_by_ref = models.CharField(
         max_length=200, blank=True, help_text="public id of the handover or replay request that asked for it"
     )
+    # Columns nobody filters on carry no index (``db_index=False``): a sweep UPDATE changes the
+    # indexed status, so PostgreSQL writes a new entry into every index of the table per check.
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     expected_at = models.DateTimeField(help_text="the target's next fire time (UTC, DST-correct)")
     deadline_at = models.DateTimeField(help_text="expected_at + the job's grace (UTC)")
@@ -101,6 +104,7 @@ class NextRunCheck(TimeStampedModel):
         blank=True,
         on_delete=models.PROTECT,
         related_name="+",
+        db_index=False,
         help_text="scheduled attempt of the next run, reported through a key bound to the tenant, "
         "that succeeded before the deadline",
     )
@@ -111,6 +115,7 @@ class NextRunCheck(TimeStampedModel):
         blank=True,
         on_delete=models.PROTECT,
         related_name="+",
+        db_index=False,
         help_text="a success that came after the deadline: evidence only, the check stays failed",
     )
     late_success_at = models.DateTimeField(null=True, blank=True)
@@ -128,13 +133,13 @@ class NextRunCheck(TimeStampedModel):
     # a person's confirmation that duplicates were checked outside a ledger
     confirmed_at = models.DateTimeField(null=True, blank=True)
     confirmed_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     confirmation_note = models.TextField(blank=True)
     # the waiver: for a next run far away, a checkpoint date, a reason and a named owner
     waived_at = models.DateTimeField(null=True, blank=True)
     waived_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     waiver_owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -142,6 +147,7 @@ class NextRunCheck(TimeStampedModel):
         blank=True,
         on_delete=models.PROTECT,
         related_name="+",
+        db_index=False,
         help_text="the named person who looks again at the checkpoint",
     )
     waiver_checkpoint = models.DateField(null=True, blank=True, help_text="the date the owner looks again")

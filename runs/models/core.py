@@ -299,6 +299,8 @@ class Delivery(TimeStampedModel):
         indexes = [
             # the integration page's "recent deliveries"
             models.Index(fields=["integration", "-received_at"], name="runs_delivery_recent_idx"),
+            # the sweep of deliveries a crash left unfinished (runs.services.delivery_sweep_received)
+            models.Index(fields=["received_at"], condition=Q(outcome="received"), name="runs_delivery_received_idx"),
         ]
 
     def __str__(self) -> str:

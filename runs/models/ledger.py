@@ -56,7 +56,15 @@ class WorkItem(models.Model):
     # Outcomes that count as "unresolved" in the run totals (DESIGN.md Run totals).
     UNRESOLVED = frozenset({Outcome.UNVERIFIED, Outcome.ABSENT, Outcome.UNCERTAIN})
 
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="work_items")
+    # No database foreign keys on the two references of a work item: PostgreSQL checks a foreign
+    # key row by row when the transaction commits, which for a million-row load cost more than the
+    # load itself (bench/reconcile.py: ~9 s per key). The app writes run_id only from the run it has
+    # locked, and evidence_by from the acting person; runs and people are never deleted (PROTECT,
+    # and the append-only timeline points at both).
+    # No index of its own either: the unique (run, record_id) index serves every lookup by run.
+    run = models.ForeignKey(
+        Run, on_delete=models.PROTECT, related_name="work_items", db_constraint=False, db_index=False
+    )
     record_id = models.CharField(max_length=300, help_text="the business record's stable id")
     outcome = models.CharField(max_length=20, choices=Outcome.choices, default=Outcome.UNVERIFIED)
     # facts contributed by the loads
@@ -76,7 +84,13 @@ class WorkItem(models.Model):
     evidence_kind = models.CharField(max_length=30, choices=EvidenceKind.choices, blank=True)
     evidence_ref = models.CharField(max_length=300, blank=True, help_text="provider operation or correlation id")
     evidence_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,  # never looked up by person; an index would take a million NULLs per load
     )
     evidence_at = models.DateTimeField(null=True, blank=True)
     evidence_note = models.TextField(blank=True)
@@ -113,9 +127,11 @@ class WorkItem(models.Model):
                 violation_error_code="skip_reason_required",
             ),
         ]
+        # No index on outcome: a load rewrites most outcomes of a run, and every index on a changed
+        # column makes each of those million-row updates several times dearer (bench/reconcile.py).
+        # Filtered pages walk the (run, record_id) key instead; the run's stored per-outcome counts
+        # let an empty filter answer without a query.
         indexes = [
-            # filtered item table pages: (run, outcome) then by key
-            models.Index(fields=["run", "outcome", "record_id"], name="runs_workitem_outcome_idx"),
             # "what happened to INV-1003?" across runs
             models.Index(fields=["record_id"], name="runs_workitem_record_idx"),
             # the prominent possible-duplicates list on the run page
@@ -126,6 +142,40 @@ class WorkItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.record_id} ({self.outcome})"
+
+    @property
+    def is_eligible(self) -> bool:
+        """In the population and not skipped: counted in the run's eligible total."""
+        return self.is_in_population and self.outcome != self.Outcome.SKIPPED
+
+    @property
+    def evidence_summary(self) -> str:
+        """Why the item has its outcome, in words: a person's note, else what the loads' facts say.
+
+        Derived from the row's own fields (reconciliation stores no per-row prose for a million rows).
+        """
+        if self.evidence_note:
+            return self.evidence_note
+        kind, outcome = self.evidence_kind, self.outcome
+        if outcome == self.Outcome.SKIPPED:
+            return f"not eligible: {self.skip_reason}" if self.skip_reason else "skipped"
+        if kind == self.EvidenceKind.DESTINATION_QUERY and outcome == self.Outcome.COMPLETED:
+            if not self.is_in_population:
+                return "in the destination but not in the eligible population"
+            if self.destination_count > 1:
+                return f"in the destination export {self.destination_count} times"
+            return "in the destination export"
+        if kind == self.EvidenceKind.DESTINATION_QUERY and outcome == self.Outcome.ABSENT:
+            return "not in the destination export declared complete for the window"
+        if kind == self.EvidenceKind.RUNNER_REPORT and outcome == self.Outcome.REJECTED:
+            return "the runner reported it failed"
+        if kind == self.EvidenceKind.RUNNER_REPORT and self.runner_status == self.RunnerStatus.COMPLETED:
+            return "the runner claims it done; the destination cannot confirm it"
+        if kind == self.EvidenceKind.RUNNER_REPORT:
+            return "attempted, and an attempt of the run timed out after sending"
+        if kind == self.EvidenceKind.PROVIDER_LOOKUP:
+            return "the provider found it" if outcome == self.Outcome.COMPLETED else "the provider did not find it"
+        return "nothing confirmed yet"
 
 
 class _WorkItemChangeKind(models.TextChoices):
@@ -206,6 +256,9 @@ class WorkItemLoad(models.Model):
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="work_item_loads")
+    batch = models.UUIDField(
+        default=uuid.uuid4, db_index=True, help_text="files uploaded together share it and load in one transaction"
+    )
     kind = models.CharField(max_length=20, choices=Kind.choices)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     format = models.CharField(max_length=10, choices=Format.choices, default=Format.AUTO)
@@ -218,7 +271,9 @@ class WorkItemLoad(models.Model):
     )
     file_name = models.CharField(max_length=255, blank=True)
     content = models.BinaryField(
-        blank=True, editable=False, help_text="the uploaded bytes, kept until the load commits (retries re-read it)"
+        blank=True,
+        editable=False,
+        help_text="the uploaded bytes, zlib-compressed, kept until the load commits (a retry re-reads them)",
     )
     size_bytes = models.PositiveBigIntegerField(default=0)
     sha256 = models.CharField(max_length=64, blank=True)

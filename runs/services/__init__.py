@@ -22,6 +22,7 @@ from runs.services.catalog import (
     tenant_get_or_create,
 )
 from runs.services.checks import (
+    CheckChange,
     CheckFacts,
     CheckRequester,
     CheckVerdict,
@@ -46,25 +47,41 @@ from runs.services.ingest import (
     alert_sweep_pending,
     delivery_receive,
     delivery_record_response,
+    delivery_sweep_received,
 )
 from runs.services.jobs import job_pause, job_resume
+from runs.services.ledger import (
+    LoadFile,
+    run_failure_class_confirm,
+    run_failure_class_suggest,
+    run_totals_refresh,
+    work_item_change,
+    work_item_load_create,
+    work_item_load_retry,
+    work_item_load_run,
+    work_item_loads_create,
+    work_item_verify,
+)
 from runs.services.timeline import timeline_event_record
 
 __all__ = [
     "AttemptReport",
+    "CheckChange",
     "CheckFacts",
     "CheckRequester",
     "CheckVerdict",
     "IngestResult",
+    "LoadFile",
     "alert_ignore",
     "alert_reprocess",
     "alert_sweep_pending",
-    "attempt_overlap_record",
     "attempt_abandon",
+    "attempt_overlap_record",
     "attempt_report_apply",
     "attempt_transition",
     "delivery_receive",
     "delivery_record_response",
+    "delivery_sweep_received",
     "integration_get_or_create",
     "integration_key_create",
     "integration_key_revoke",
@@ -82,8 +99,11 @@ __all__ = [
     "next_run_check_waive",
     "role_grant",
     "role_revoke",
+    "run_failure_class_confirm",
+    "run_failure_class_suggest",
     "run_status_refresh",
     "run_sweep_missed",
+    "run_totals_refresh",
     "runner_credential_create",
     "schedule_dst_sentences",
     "schedule_fire_times",
@@ -91,4 +111,10 @@ __all__ = [
     "tenant_create",
     "tenant_get_or_create",
     "timeline_event_record",
+    "work_item_change",
+    "work_item_load_create",
+    "work_item_load_retry",
+    "work_item_load_run",
+    "work_item_loads_create",
+    "work_item_verify",
 ]

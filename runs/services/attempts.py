@@ -11,12 +11,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from handover.errors import InvalidTransition
 from runs.models import Alert, Attempt, Integration, Run
 from runs.services.checks import attempt_overlap_record
+from runs.services.rows import row_insert_unless_conflict
 from runs.services.timeline import timeline_event_record
 
 RUN_STATUS_FOR_ATTEMPT = {
@@ -124,31 +125,27 @@ def attempt_report_apply(
     (``runs.services.checks.attempt_overlap_record``).
     """
     fallback = occurred_at or received_at
-    created = False
-    attempt = Attempt.objects.select_for_update().filter(run=run, execution_id=report.execution_id).first()
-    if attempt is None:
-        try:
-            with transaction.atomic():
-                attempt = Attempt.objects.create(
-                    run=run,
-                    execution_id=report.execution_id,
-                    number=report.number,
-                    trigger=report.trigger,
-                    status=report.status,
-                    status_changed_at=received_at,
-                    scheduled_at=report.scheduled_at,
-                    started_at=report.started_at,
-                    ended_at=report.ended_at,
-                    error_summary=report.error_summary,
-                    correlation_ref=report.correlation_ref[:300],
-                    log_url=report.log_url,
-                    config_version=report.config_version,
-                    replay_key=report.replay_key,
-                )
-            created = True
-        except IntegrityError:
-            # Another post created it between our read and insert: continue as an update.
-            attempt = Attempt.objects.select_for_update().get(run=run, execution_id=report.execution_id)
+    attempt = Attempt(
+        run=run,
+        execution_id=report.execution_id,
+        number=report.number,
+        trigger=report.trigger,
+        status=report.status,
+        status_changed_at=received_at,
+        scheduled_at=report.scheduled_at,
+        started_at=report.started_at,
+        ended_at=report.ended_at,
+        error_summary=report.error_summary,
+        correlation_ref=report.correlation_ref[:300],
+        log_url=report.log_url,
+        config_version=report.config_version,
+        replay_key=report.replay_key,
+    )
+    # Insert first (one statement for a new attempt); when (run, execution_id) is taken -- by an
+    # earlier report, or a concurrent post now committed -- continue as an update, under its row lock.
+    created = row_insert_unless_conflict(attempt)
+    if not created:
+        attempt = Attempt.objects.select_for_update().get(run=run, execution_id=report.execution_id)
     if created:
         timeline_event_record(
             job=run.job,

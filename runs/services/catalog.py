@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -15,6 +16,7 @@ from handover.errors import Conflict, DomainError
 from runs.authentication import generate_secret
 from runs.ingest import get_adapter
 from runs.models import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, Tenant, normalise_slug
+from runs.services.audit import audit_actor, audit_key_change
 
 # role name -> (model, permission codename). Groups are only bundles; these are checked per object.
 TENANT_ROLES = {
@@ -88,6 +90,7 @@ def integration_key_create(
     all_tenants: bool = False,
     created_by: AbstractBaseUser | None = None,
     label: str = "",
+    action: str = "key_create",
 ) -> IssuedKey:
     """Issue a key bound to ``integration`` and to ``tenants`` (or, by explicit choice, all tenants).
 
@@ -108,13 +111,26 @@ def integration_key_create(
         )
         if tenant_list:
             record.tenants.set(tenant_list)
+        # ``action`` is ``key_rotate`` when the key replaces another (runs.services.access).
+        audit_key_change(key=record, actor=created_by, action=action)
     return IssuedKey(record=record, key=secret.key)
 
 
-def integration_key_revoke(*, key: IntegrationKey) -> IntegrationKey:
-    """Revoke a key now; later posts with it get 401. Idempotent."""
-    IntegrationKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
-    key.refresh_from_db()
+def integration_key_revoke(
+    *, key: IntegrationKey, actor: AbstractBaseUser | None = None, at: datetime | None = None
+) -> IntegrationKey:
+    """Revoke a key now, or at ``at`` (UTC; a rotation's grace period); from then posts with it get 401.
+
+    Idempotent: a key already revoked keeps its time and nothing is recorded. Side effects: the
+    key's ``revoked_at``; an AuditEvent (``key_revoke``) attributed to ``actor``.
+    """
+    with transaction.atomic():
+        changed = IntegrationKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(
+            revoked_at=at or timezone.now()
+        )
+        key.refresh_from_db()
+        if changed:
+            audit_key_change(key=key, actor=actor, action="key_revoke")
     return key
 
 
@@ -129,19 +145,27 @@ def runner_credential_create(
     return record, secret.key
 
 
-def role_grant(*, user: AbstractBaseUser, role: str, obj: Tenant | Job) -> None:
+def role_grant(*, user: AbstractBaseUser, role: str, obj: Tenant | Job, actor: AbstractBaseUser | None = None) -> None:
     """Grant a role (``support``, ``business_owner``, ``auditor`` on a tenant; ``technical_owner`` on a job).
 
-    Raises ``DomainError`` for a role that does not fit the object.
+    Raises ``DomainError`` for a role that does not fit the object. Side effects: the guardian
+    object permission and, when it is new, an AuditEvent (``role_grant``) attributed to ``actor``
+    (else the request's person, else the system), written by ``runs.receivers`` -- the one place
+    that sees every grant, also those made on guardian's admin pages.
     """
     table = TENANT_ROLES if isinstance(obj, Tenant) else JOB_ROLES
     if role not in table:
         raise DomainError(f"The role {role!r} cannot be granted on a {type(obj).__name__.lower()}.")
-    assign_perm(table[role], user, obj)
+    with audit_actor(actor):
+        assign_perm(table[role], user, obj)
 
 
-def role_revoke(*, user: AbstractBaseUser, role: str, obj: Tenant | Job) -> None:
-    """Take a role back. No error when the person did not hold it."""
+def role_revoke(*, user: AbstractBaseUser, role: str, obj: Tenant | Job, actor: AbstractBaseUser | None = None) -> None:
+    """Take a role back. No error when the person did not hold it (then nothing is audited).
+
+    Side effects: the permission row deleted and an AuditEvent (``role_revoke``), as for ``role_grant``.
+    """
     table = TENANT_ROLES if isinstance(obj, Tenant) else JOB_ROLES
     if role in table:
-        remove_perm(table[role], user, obj)
+        with audit_actor(actor):
+            remove_perm(table[role], user, obj)

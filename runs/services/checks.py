@@ -18,13 +18,14 @@ import zoneinfo
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from enum import Enum
 from typing import Any, Literal
 
 from django.apps import apps
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -32,7 +33,7 @@ from django.utils import timezone
 from handover.errors import DomainError, InvalidTransition
 from runs import schedule
 from runs.models import Attempt, Job, JobTarget, NextRunCheck, Run, TimelineEvent
-from runs.services.timeline import timeline_event_record
+from runs.services.timeline import timeline_event_build, timeline_event_record, timeline_events_record
 
 logger = logging.getLogger(__name__)
 
@@ -225,7 +226,7 @@ def _local(value: datetime, zone: str) -> str:
     return f"{local:%Y-%m-%d %H:%M} {local.tzname()}"
 
 
-def _check_event(
+def _check_event_build(
     check: NextRunCheck,
     *,
     kind: str,
@@ -234,9 +235,9 @@ def _check_event(
     actor: AbstractBaseUser | None = None,
     data: dict[str, Any] | None = None,
 ) -> TimelineEvent:
-    """A check's timeline event: on the recovered run's timeline, else job-level with the tenant."""
+    """A check's (unsaved) timeline event: on the recovered run's timeline, else job-level with the tenant."""
     target = check.target
-    return timeline_event_record(
+    return timeline_event_build(
         job=target.job,
         tenant=target.tenant,
         run=check.recovered_run if check.recovered_run_id else None,
@@ -246,6 +247,10 @@ def _check_event(
         actor_user=actor,
         data={"check": str(check.public_id), "expected_at": check.expected_at.isoformat(), **(data or {})},
     )
+
+
+def _check_event(check: NextRunCheck, **kwargs: Any) -> TimelineEvent:
+    return timeline_events_record([_check_event_build(check, **kwargs)])[0]
 
 
 def next_run_check_schedule(
@@ -321,66 +326,151 @@ def next_run_check_schedule(
 # The one transition function
 
 
+def _update_each(
+    rows: Sequence[NextRunCheck], names: Iterable[str], *, statuses: Iterable[str], without_evidence: bool = False
+) -> int:
+    """UPDATE the ``names`` columns of each row from its attributes, guarded on its status (and, with
+    ``without_evidence``, on having no evidence yet). Returns how many rows changed.
+
+    One statement shape with one parameter set per row (``executemany``, pipelined by psycopg).
+    Django's ``bulk_update`` would build one CASE per column and row, which costs milliseconds per
+    row to compile; one ``QuerySet.update`` per row costs a round trip and a compile each.
+    """
+    meta = NextRunCheck._meta
+    fields = [meta.get_field(name) for name in sorted(set(names))]
+    quote = connection.ops.quote_name
+    allowed = [str(status) for status in statuses]
+    in_allowed = f"IN ({', '.join(['%s'] * len(allowed))})"
+    no_evidence = f" AND {quote('evidence_attempt_id')} IS NULL" if without_evidence else ""
+    table, pk = quote(meta.db_table), quote(meta.pk.column)
+    values = []
+    for row in rows:
+        prepared = [f.get_db_prep_save(getattr(row, f.attname), connection) for f in fields]
+        # choices enums go to the driver as their plain value
+        values.append([row.pk, *(v.value if isinstance(v, Enum) else v for v in prepared)])
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            # One statement for the batch: the rows to write joined in from a VALUES list (each
+            # column cast, since VALUES of parameters are untyped).
+            columns = ", ".join(quote(f.column) for f in fields)
+            sets = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}::{f.cast_db_type(connection)}" for f in fields)
+            row_sql = f"({', '.join(['%s'] * (len(fields) + 1))})"
+            cursor.execute(
+                f"UPDATE {table} AS t SET {sets} FROM (VALUES {', '.join([row_sql] * len(values))})"
+                f" AS v(id, {columns}) WHERE t.{pk} = v.id::bigint AND t.{quote('status')} {in_allowed}"
+                + no_evidence.replace(" AND ", " AND t.", 1),
+                [param for row_values in values for param in row_values] + allowed,
+            )
+        else:
+            sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
+            cursor.executemany(
+                f"UPDATE {table} SET {sets} WHERE {pk} = %s AND {quote('status')} {in_allowed}{no_evidence}",
+                [[*row_values[1:], row_values[0], *allowed] for row_values in values],
+            )
+        return cursor.rowcount
+
+
 _STAMP = {"pass": "passed_at", "fail": "failed_at", "waive": "waived_at"}
+
+
+@dataclass
+class CheckChange:
+    """One check in a transition: the summary of its timeline event and the columns it writes.
+
+    ``values`` maps field names (or ``*_id`` attnames) to values: evidence, failure reason, waiver.
+    """
+
+    check: NextRunCheck
+    summary: str
+    values: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
 
 
 def next_run_check_transition(
     *,
-    check: NextRunCheck,
     action: str,
-    summary: str,
-    values: dict[str, Any] | None = None,
+    changes: Sequence[CheckChange],
     at: datetime | None = None,
     actor: AbstractBaseUser | None = None,
-    data: dict[str, Any] | None = None,
     enqueue_follow_ups: bool = True,
-) -> NextRunCheck:
-    """Move a check along ``NextRunCheck.TRANSITIONS`` (``pass``, ``fail``, ``waive``) with a guarded UPDATE.
+) -> list[NextRunCheck]:
+    """Move checks along ``NextRunCheck.TRANSITIONS`` (``pass``, ``fail``, ``waive``): the only status writer.
 
-    The UPDATE is filtered on the primary key and the allowed source statuses, and sets the status,
-    its ``*_at`` stamp and ``values`` (evidence, failure reason, waiver fields) together. If no row
-    changed and the check already has the target status, it is returned unchanged (idempotent);
-    otherwise ``InvalidTransition`` (409) names the current status. In the same transaction it
-    writes a ``next_run_check_<status>`` timeline event. A failed check enqueues, on commit, the
-    follow-up task (``runs.next_run_check_notify_failed``: e-mail, handover reopen) unless
-    ``enqueue_follow_ups`` is False (the sweep enqueues one task per claimed batch instead).
+    One guarded UPDATE for all ``changes`` (a bulk update filtered on the allowed source statuses)
+    sets the status, its ``*_at`` stamp and each check's ``values``; one INSERT writes their
+    ``next_run_check_<status>`` timeline events, in the same transaction. All or nothing: if the
+    guard leaves out any row, nothing is written. For a single check that already has the target
+    status, it is returned unchanged (idempotent); otherwise ``InvalidTransition`` (409) names the
+    current status. The sweep passes the rows its claim transaction holds locked, so the guard
+    matches them all. Failed checks enqueue, on commit, one follow-up task for all of them
+    (``runs.next_run_check_notify_failed``: e-mail, handover reopen) unless ``enqueue_follow_ups``
+    is False. Returns the checks, updated in memory.
     """
     allowed_from, target_status = NextRunCheck.TRANSITIONS[action]
+    if not changes:
+        return []
     now = at or timezone.now()
-    update: dict[str, Any] = {
-        **(values or {}),
-        "status": target_status,
-        "status_changed_at": now,
-        _STAMP[action]: now,
-        "updated_at": timezone.now(),
-    }
-    # No savepoint: inside the sweep's claim transaction this saves two queries per check; the
-    # InvalidTransition below is raised outside the block, so it never poisons a caller's transaction.
+    stamp = _STAMP[action]
+    meta = NextRunCheck._meta
+    names = {"status", "status_changed_at", stamp, "updated_at"}
+    checks = [change.check for change in changes]
+    for change in changes:
+        for name, value in change.values.items():
+            names.add(meta.get_field(name).name)
+            setattr(change.check, name, value)
+        change.check.status = target_status
+        change.check.status_changed_at = now
+        setattr(change.check, stamp, now)
+        change.check.updated_at = timezone.now()
+    # No savepoint: inside the sweep's claim transaction that would cost two statements per batch.
+    # A partial write is undone by raising inside the block; a refusal without any write is raised
+    # after it, so it never poisons a caller's transaction.
     with transaction.atomic(savepoint=False):
-        updated = NextRunCheck.objects.filter(pk=check.pk, status__in=allowed_from).update(**update)
-        if updated:
-            for name, value in update.items():
-                setattr(check, name, value)
-            _check_event(
-                check,
-                kind=f"next_run_check_{target_status}",
-                summary=summary,
-                occurred_at=now,
-                actor=actor,
-                data=data,
+        updated = _update_each(checks, names, statuses=allowed_from)
+        if updated == len(checks):
+            timeline_events_record(
+                [
+                    _check_event_build(
+                        change.check,
+                        kind=f"next_run_check_{target_status}",
+                        summary=change.summary,
+                        occurred_at=now,
+                        actor=actor,
+                        data=change.data,
+                    )
+                    for change in changes
+                ]
             )
             if target_status == NextRunCheck.Status.FAILED and enqueue_follow_ups:
-                ids = [check.pk]
+                ids = [check.pk for check in checks]
                 transaction.on_commit(lambda: _enqueue_failed_follow_ups(ids))
-    if not updated:
-        current = NextRunCheck.objects.get(pk=check.pk)
+        elif updated:
+            raise InvalidTransition("Some of the checks moved meanwhile; none was changed.")
+    if updated == len(checks):
+        return checks
+    if len(checks) == 1:
+        current = NextRunCheck.objects.get(pk=checks[0].pk)
         if current.status == target_status:
-            return current
+            return [current]
         raise InvalidTransition(
             f"The next-run check is {current.status}; it cannot become {target_status} "
             f"(allowed from: {', '.join(sorted(allowed_from))})."
         )
-    return check
+    raise InvalidTransition(f"None of the checks can become {target_status}.")
+
+
+def _transition_one(
+    check: NextRunCheck,
+    *,
+    action: str,
+    summary: str,
+    values: dict[str, Any] | None = None,
+    actor: AbstractBaseUser | None = None,
+    data: dict[str, Any] | None = None,
+    at: datetime | None = None,
+) -> NextRunCheck:
+    change = CheckChange(check=check, summary=summary, values=values or {}, data=data or {})
+    return next_run_check_transition(action=action, changes=[change], at=at, actor=actor)[0]
 
 
 def _enqueue_failed_follow_ups(check_ids: list[int]) -> None:
@@ -583,78 +673,116 @@ def _ledger_exists(run_ref: OuterRef) -> Exists | Value:
     return Exists(work_item.objects.filter(run_id=run_ref))
 
 
-def _with_facts(checks: QuerySet[NextRunCheck]) -> QuerySet[NextRunCheck]:
-    """Annotate each check with the facts ``CheckFacts`` needs, in the same query."""
-    found = OuterRef("found_run_id")
-    return checks.annotate(found_run_id=Subquery(_runs_for_check().order_by("id").values("pk")[:1])).annotate(
-        success_attempt_id=Subquery(_qualifying_successes(found).values("pk")[:1]),
-        success_at=Subquery(_qualifying_successes(found).values("success_at")[:1]),
-        found_duplicate_count=Subquery(Run.objects.filter(pk=found).values("possible_duplicate_count")[:1]),
-        has_ledger=_ledger_exists(found),
+def _with_next_run(checks: QuerySet[NextRunCheck]) -> QuerySet[NextRunCheck]:
+    """Annotate each check with the run for its fire time (``found_run_id``) and whether an attempt
+    of its recovered run is still queued (``has_stale_retry``)."""
+    return checks.annotate(
+        found_run_id=Subquery(_runs_for_check().order_by("id").values("pk")[:1]),
         has_stale_retry=Exists(
             Attempt.objects.filter(run_id=OuterRef("recovered_run_id"), status=Attempt.Status.QUEUED)
         ),
     )
 
 
-def _facts(row: NextRunCheck, now: datetime) -> CheckFacts:
+@dataclass(frozen=True)
+class _RunEvidence:
+    success_attempt_id: int | None
+    success_at: datetime | None
+    has_ledger: bool
+    possible_duplicate_count: int
+
+
+def _run_evidence(run_ids: Iterable[int]) -> dict[int, _RunEvidence]:
+    """One set query: each run's earliest qualifying success, whether it has a ledger, its duplicates.
+
+    Kept apart from the check query on purpose: referring to the found run from several subqueries
+    of one query would inline its lookup into each of them, which is slow to compile and to run.
+    """
+    ids = {pk for pk in run_ids if pk is not None}
+    if not ids:
+        return {}
+    rows = (
+        Run.objects.filter(pk__in=ids)
+        .annotate(
+            success_attempt_id=Subquery(_qualifying_successes(OuterRef("pk")).values("pk")[:1]),
+            success_at=Subquery(_qualifying_successes(OuterRef("pk")).values("success_at")[:1]),
+            has_ledger=_ledger_exists(OuterRef("pk")),
+        )
+        .values_list("pk", "success_attempt_id", "success_at", "has_ledger", "possible_duplicate_count")
+    )
+    return {
+        pk: _RunEvidence(attempt_id, success_at, bool(ledger), duplicates or 0)
+        for pk, attempt_id, success_at, ledger, duplicates in rows
+    }
+
+
+_NO_RUN = _RunEvidence(None, None, False, 0)
+
+
+def _facts(row: NextRunCheck, evidence: dict[int, _RunEvidence], now: datetime) -> CheckFacts:
+    run_id = row.found_run_id  # type: ignore[attr-defined]
+    found = evidence.get(run_id, _NO_RUN) if run_id is not None else _NO_RUN
     return CheckFacts(
         now=now,
         expected_at=row.expected_at,
         deadline_at=row.deadline_at,
-        next_run_id=row.found_run_id,  # type: ignore[attr-defined]
-        success_attempt_id=row.success_attempt_id,  # type: ignore[attr-defined]
-        success_at=row.success_at,  # type: ignore[attr-defined]
-        has_ledger=bool(row.has_ledger),  # type: ignore[attr-defined]
-        possible_duplicate_count=row.found_duplicate_count or 0,  # type: ignore[attr-defined]
+        next_run_id=run_id,
+        success_attempt_id=found.success_attempt_id,
+        success_at=found.success_at,
+        has_ledger=found.has_ledger,
+        possible_duplicate_count=found.possible_duplicate_count,
         stale_retry_queued=bool(row.has_stale_retry),  # type: ignore[attr-defined]
         is_confirmed=row.confirmed_at is not None,
     )
 
 
 def next_run_check_facts(*, check: NextRunCheck, now: datetime | None = None) -> CheckFacts:
-    """The facts about one check now (one query); for pages and the confirm action."""
-    row = _with_facts(NextRunCheck.objects.filter(pk=check.pk)).get()
-    return _facts(row, now or timezone.now())
+    """The facts about one check now (two queries); for pages and the confirm action."""
+    row = _with_next_run(NextRunCheck.objects.filter(pk=check.pk)).get()
+    return _facts(row, _run_evidence([row.found_run_id]), now or timezone.now())  # type: ignore[attr-defined]
 
 
-def _apply_verdict(
-    check: NextRunCheck,
-    verdict: CheckVerdict,
-    facts: CheckFacts,
-    *,
-    actor: AbstractBaseUser | None = None,
-    enqueue_follow_ups: bool = True,
-) -> str:
-    """Write a verdict: a transition, or the awaiting-confirmation evidence. Returns what happened."""
-    if verdict.action == "wait":
-        return "waiting"
-    if verdict.action == "await_confirmation":
-        updated = NextRunCheck.objects.filter(
-            pk=check.pk, status=NextRunCheck.Status.SCHEDULED, evidence_attempt__isnull=True
-        ).update(**verdict.values(facts), updated_at=timezone.now())
-        if not updated:
-            return "skipped"
-        _check_event(
-            check,
-            kind="next_run_check_awaiting_confirmation",
-            summary=verdict.summary,
-            occurred_at=facts.now,
-            data={"duplicate_check": verdict.duplicate_check},
-        )
-        return "awaiting_confirmation"
-    action = "pass" if verdict.action == "pass" else "fail"
-    next_run_check_transition(
-        check=check,
-        action=action,
+def _change(row: NextRunCheck, verdict: CheckVerdict, facts: CheckFacts) -> CheckChange:
+    return CheckChange(
+        check=row,
         summary=verdict.summary,
         values=verdict.values(facts),
-        at=facts.now,
-        actor=actor,
         data={"reasons": list(verdict.reasons), "duplicate_check": verdict.duplicate_check},
-        enqueue_follow_ups=enqueue_follow_ups,
     )
-    return "passed" if action == "pass" else "failed"
+
+
+def _record_awaiting(items: Sequence[tuple[NextRunCheck, CheckVerdict, CheckFacts]], now: datetime) -> None:
+    """Keep the in-time success of checks whose next run has no ledger: evidence, not a status change.
+
+    One bulk UPDATE guarded on the checks still being scheduled without evidence, and one INSERT of
+    their ``next_run_check_awaiting_confirmation`` events; call with the rows the claim holds.
+    """
+    if not items:
+        return
+    meta = NextRunCheck._meta
+    names = {"updated_at"}
+    rows = []
+    for row, verdict, facts in items:
+        for name, value in verdict.values(facts).items():
+            names.add(meta.get_field(name).name)
+            setattr(row, name, value)
+        row.updated_at = now
+        rows.append(row)
+    updated = _update_each(rows, names, statuses=[NextRunCheck.Status.SCHEDULED], without_evidence=True)
+    if updated != len(rows):  # only if a row escaped the claim's lock; undo the batch
+        raise InvalidTransition("A claimed next-run check changed during the sweep.")
+    timeline_events_record(
+        [
+            _check_event_build(
+                row,
+                kind="next_run_check_awaiting_confirmation",
+                summary=verdict.summary,
+                occurred_at=now,
+                data={"duplicate_check": verdict.duplicate_check},
+            )
+            for row, verdict, _ in items
+        ]
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -701,23 +829,48 @@ def _due_check_ids(now: datetime, limit: int) -> list[int]:
     )
 
 
+# The columns the sweep reads or writes on a claimed check; the rest stay unloaded (a batch of
+# checks with every column costs more to build than to settle).
+_CLAIM_FIELDS = (
+    "id",
+    "public_id",
+    "target_id",
+    "recovered_run_id",
+    "expected_at",
+    "deadline_at",
+    "status",
+    "confirmed_at",
+)
+
+
 def _claim(ids: Sequence[int]) -> list[NextRunCheck]:
     """Lock the still-due rows of ``ids`` with their facts; call inside the claim transaction.
 
     PostgreSQL: ``FOR UPDATE OF`` the check rows only, ``SKIP LOCKED``, so a concurrent sweep
     takes the other rows instead of waiting. SQLite ignores the clause: its immediate transaction
-    already holds the one write lock, and the guarded UPDATEs decide anyway.
+    already holds the one write lock, and the guarded UPDATEs decide anyway. The rows' targets
+    (with job and tenant) and recovered runs come from one query each, shared by the batch.
     """
-    return list(
-        _with_facts(
+    rows = list(
+        _with_next_run(
             NextRunCheck.objects.filter(
                 pk__in=list(ids), status=NextRunCheck.Status.SCHEDULED, evidence_attempt__isnull=True
             )
         )
-        .select_related("target__job", "target__tenant", "recovered_run")
+        .only(*_CLAIM_FIELDS)
         .select_for_update(skip_locked=True, of=("self",))
         .order_by("pk")
     )
+    if not rows:
+        return rows
+    targets = JobTarget.objects.select_related("job", "tenant").in_bulk({row.target_id for row in rows})
+    recovered_ids = {row.recovered_run_id for row in rows if row.recovered_run_id}
+    recovered = Run.objects.in_bulk(recovered_ids) if recovered_ids else {}
+    for row in rows:
+        row.target = targets[row.target_id]
+        if row.recovered_run_id:
+            row.recovered_run = recovered[row.recovered_run_id]
+    return rows
 
 
 def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, batch_size: int = 100) -> SweepResult:
@@ -726,8 +879,10 @@ def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, ba
     One query finds the due checks (scheduled, past the deadline or with a success of the next run);
     each batch of ``batch_size`` ids is claimed in one short transaction that locks the rows and
     reads their facts (one query), evaluates each (``next_run_check_evaluate``) and writes the
-    outcome (guarded UPDATE + timeline event per check). Safe to run twice or concurrently: locked
-    rows are skipped, settled rows no longer match, and every write is guarded on the status.
+    outcomes: per batch one guarded UPDATE and one INSERT of timeline events for the passes, the
+    same for the failures and for the checks now awaiting a person's confirmation. Safe to run
+    twice or concurrently: locked rows are skipped, settled rows no longer match, and every write
+    is guarded on the status.
     Side effects: check transitions and timeline events; per batch with failures, one
     ``runs.next_run_check_notify_failed`` task enqueued on commit (e-mail, handover reopen).
     Returns a ``SweepResult``.
@@ -740,24 +895,38 @@ def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, ba
         chunk = ids[start : start + batch_size]
         failed: list[int] = []
         with transaction.atomic():
+            if connection.vendor == "postgresql":
+                # A batch's outcome is recomputed from the database by the next tick, so it need not
+                # wait for its WAL flush: a crash can lose only the last batches (never part of one),
+                # which the next sweep settles again; their follow-up task then finds no failed check.
+                with connection.cursor() as cursor:
+                    cursor.execute("SET LOCAL synchronous_commit TO OFF")
             rows = _claim(chunk)
             result.skipped += len(chunk) - len(rows)
+            evidence = _run_evidence(row.found_run_id for row in rows)  # type: ignore[attr-defined]
+            passing: list[CheckChange] = []
+            failing: list[CheckChange] = []
+            awaiting: list[tuple[NextRunCheck, CheckVerdict, CheckFacts]] = []
             for row in rows:
-                facts = _facts(row, now)
-                outcome = _apply_verdict(row, next_run_check_evaluate(facts), facts, enqueue_follow_ups=False)
-                if outcome == "failed":
-                    failed.append(row.pk)
-                    result.failed += 1
-                elif outcome == "passed":
-                    result.passed += 1
-                elif outcome == "awaiting_confirmation":
-                    result.awaiting_confirmation += 1
-                elif outcome == "waiting":
-                    result.waiting += 1
+                facts = _facts(row, evidence, now)
+                verdict = next_run_check_evaluate(facts)
+                if verdict.action == "pass":
+                    passing.append(_change(row, verdict, facts))
+                elif verdict.action == "fail":
+                    failing.append(_change(row, verdict, facts))
+                elif verdict.action == "await_confirmation":
+                    awaiting.append((row, verdict, facts))
                 else:
-                    result.skipped += 1
+                    result.waiting += 1
+            next_run_check_transition(action="pass", changes=passing, at=now)
+            next_run_check_transition(action="fail", changes=failing, at=now, enqueue_follow_ups=False)
+            _record_awaiting(awaiting, now)
+            failed = [change.check.pk for change in failing]
             if failed:
                 transaction.on_commit(lambda failed=failed: _enqueue_failed_follow_ups(failed))  # type: ignore[misc]
+        result.passed += len(passing)
+        result.failed += len(failing)
+        result.awaiting_confirmation += len(awaiting)
         result.failed_ids.extend(failed)
     result.late_successes = _record_late_successes(now)
     return result
@@ -769,12 +938,13 @@ LATE_SUCCESS_LOOKBACK = timedelta(days=30)
 def _record_late_successes(now: datetime) -> int:
     """Keep a success that came after a check failed for want of one: evidence, not a pass.
 
-    One set query over checks failed with ``deadline_passed`` in the last 30 days that have no
-    late success yet; each found is written with an UPDATE guarded on ``late_success_attempt``
+    Two set queries: checks failed with ``deadline_passed`` in the last 30 days without a late
+    success whose fire time now has a run (served by ``runs_check_late_idx``), then those runs'
+    qualifying successes. Each found is written with an UPDATE guarded on ``late_success_attempt``
     being empty, so concurrent sweeps record it once.
     """
     rows = list(
-        _with_facts(
+        _with_next_run(
             NextRunCheck.objects.filter(
                 status=NextRunCheck.Status.FAILED,
                 failure_reason=NextRunCheck.FailureReason.DEADLINE_PASSED,
@@ -782,15 +952,19 @@ def _record_late_successes(now: datetime) -> int:
                 failed_at__gte=now - LATE_SUCCESS_LOOKBACK,
             )
         )
-        .filter(success_attempt_id__isnull=False)
+        .filter(found_run_id__isnull=False)
         .select_related("target__job", "target__tenant", "recovered_run")
     )
+    evidence = _run_evidence(row.found_run_id for row in rows)  # type: ignore[attr-defined]
     recorded = 0
     for row in rows:
+        found = evidence.get(row.found_run_id, _NO_RUN)  # type: ignore[attr-defined]
+        if found.success_attempt_id is None:
+            continue
         with transaction.atomic():
             updated = NextRunCheck.objects.filter(pk=row.pk, late_success_attempt__isnull=True).update(
-                late_success_attempt_id=row.success_attempt_id,  # type: ignore[attr-defined]
-                late_success_at=row.success_at,  # type: ignore[attr-defined]
+                late_success_attempt_id=found.success_attempt_id,
+                late_success_at=found.success_at,
                 next_run_id=row.found_run_id,  # type: ignore[attr-defined]
                 updated_at=timezone.now(),
             )
@@ -798,7 +972,7 @@ def _record_late_successes(now: datetime) -> int:
                 _check_event(
                     row,
                     kind="next_run_check_late_success",
-                    summary=f"The next run succeeded at {_at(row.success_at)}, after the check failed "  # type: ignore[attr-defined]
+                    summary=f"The next run succeeded at {_at(found.success_at)}, after the check failed "
                     f"(deadline {_at(row.deadline_at)}): kept as evidence, the check stays failed",
                     occurred_at=now,
                 )
@@ -848,8 +1022,8 @@ def next_run_check_waive(
         detail = " ".join(message for messages in errors.values() for message in messages)
         raise DomainError(f"The waiver is incomplete: {detail}", errors=errors)
     assert owner is not None and checkpoint is not None
-    return next_run_check_transition(
-        check=check,
+    return _transition_one(
+        check,
         action="waive",
         summary=f"Next-run check waived until {checkpoint:%Y-%m-%d}, owner {owner.get_username()}: {reason}",
         values={
@@ -905,7 +1079,9 @@ def next_run_check_confirm(*, check: NextRunCheck, actor: AbstractBaseUser, note
         facts = next_run_check_facts(check=check, now=now)
         verdict = next_run_check_evaluate(facts)
         if verdict.action in ("pass", "fail"):
-            _apply_verdict(check, verdict, facts, actor=actor)
+            next_run_check_transition(
+                action=verdict.action, changes=[_change(check, verdict, facts)], at=now, actor=actor
+            )
     check.refresh_from_db()
     return check
 
@@ -930,16 +1106,19 @@ def handover_reopen_for_failed_check(*, check: NextRunCheck) -> None:
 
 
 def next_run_check_failure_recipients(*, check: NextRunCheck) -> list[str]:
-    """E-mail addresses told about a failed check: the person who created it and the job's technical owners.
+    """E-mail addresses told about a failed check: its creator, the escalation owner of the handover
+    that asked for it, and the job's technical owners.
 
-    The handover issue adds the handover's escalation owner here. Returns distinct, non-empty
-    addresses in a stable order.
+    Returns distinct, non-empty addresses in a stable order.
     """
     from guardian.shortcuts import get_users_with_perms
+
+    from handover.services.checks import handover_escalation_owners_for_check
 
     people: list[AbstractBaseUser] = []
     if check.created_by_id:
         people.append(check.created_by)
+    people.extend(handover_escalation_owners_for_check(check=check))
     owners = get_users_with_perms(
         check.target.job, only_with_perms_in=["act_as_technical_owner"], with_group_users=True
     )

@@ -1,26 +1,36 @@
 """Ingestion: a post becomes a stored Delivery, then Alerts, then runs, attempts and timeline events.
 
 Order (DESIGN.md "Architecture"): commit the Delivery first (raw body, redacted; hash and size of
-the bytes as received), then parse, then record and apply each alert in post order, each in its
-own short transaction. Nothing authenticated is lost: a crash leaves an alert ``pending`` for
-``alert_sweep_pending``; an unparseable post is kept ``rejected``.
+the bytes as received), then parse, then record and apply the alerts in post order. An alert is
+recorded and applied in ONE transaction: its row, its run and attempt, their timeline events and
+its outcome commit together or not at all. A single post's alert is one transaction; a batch is
+applied in chunks of ``CHUNK_ALERTS`` alerts, one transaction per chunk (a chunk that fails on a
+database error, e.g. a deadlock with a concurrent batch, is rolled back and redone alert by
+alert, so every alert gets the outcome it would have had alone).
+
+Nothing authenticated is lost: the Delivery is committed before parsing and stays ``received``
+until its outcome is written, so a crash anywhere after that leaves a ``received`` delivery that
+``delivery_sweep_received`` finishes by re-parsing the stored body (alerts already recorded are
+skipped by their index); an alert left ``pending`` (``alert_reprocess`` interrupted) is finished by
+``alert_sweep_pending``, which runs both sweeps; an unparseable post is kept ``rejected``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import DatabaseError, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from handover.errors import DomainError, InvalidTransition
@@ -47,8 +57,21 @@ from runs.models import (
     Tenant,
     normalise_slug,
 )
-from runs.redaction import redact_body, redact_text
-from runs.services.attempts import AttemptReport, attempt_report_apply, run_status_refresh
+from runs.redaction import (
+    body_secret_values,
+    integration_redact_names,
+    redact_body,
+    redact_secret_keys,
+    redact_text,
+    redaction_scope,
+)
+from runs.services.attempts import (
+    RUN_STATUS_FOR_ATTEMPT,
+    AttemptReport,
+    attempt_report_apply,
+    run_status_refresh,
+)
+from runs.services.rows import row_insert_unless_conflict
 from runs.services.timeline import timeline_event_record
 
 logger = logging.getLogger(__name__)
@@ -57,6 +80,12 @@ NEUTRAL_TENANT_REASON = "tenant {slug!r} is not available to this integration ke
 NEUTRAL_TENANT_ALIAS_HINT = (
     " (a label that cannot spell a tenant's slug needs an entry in this integration's `tenant_aliases`)"
 )
+# Alerts of a batch applied per transaction: a commit per alert costs more than the alert's own
+# writes, and a long transaction holds its rows' locks longer (concurrent posts of the same runs wait).
+CHUNK_ALERTS = 100
+# ``IntegrationKey.last_used_at`` is refreshed at most this often: every post writing the key's row
+# would make it the hottest lock of the ingestion path. The integration page shows it to the minute.
+KEY_USED_RESOLUTION = timedelta(seconds=60)
 
 
 @dataclass
@@ -69,6 +98,67 @@ class IngestResult:
     response: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class _PostContext:
+    """What every alert of one post shares: the key, the source's settings, and rows read once per post.
+
+    A batch names the same job, tenants and targets again and again; each is read once here (a
+    post is short, so a registration changed while it is being applied is picked up by the next post).
+    ``runner_reports`` collects the RunnerReport rows of the open transaction, inserted together
+    before it commits (``_runner_reports_write``): nothing reads them while a post is applied.
+    """
+
+    key: IntegrationKey
+    settings: dict[str, Any]
+    jobs: dict[str, Job | None] = field(default_factory=dict)
+    tenants: dict[str, Tenant | None] = field(default_factory=dict)
+    targets: dict[tuple[int, int, str], JobTarget | None] = field(default_factory=dict)
+    runner_reports: list[RunnerReport] = field(default_factory=list)
+
+    def prime(self, job_key: str, slug: str, environment: str) -> None:
+        """Read the job, the tenant and their target in ONE query when the target exists (the usual
+        case), so that ``job``, ``tenant`` and ``target`` below find them here; else do nothing and
+        let those read what exists, one by one. The tenant is found only if available to the key.
+        """
+        slug_key = normalise_slug(slug).casefold()
+        if job_key in self.jobs and slug_key in self.tenants:
+            return
+        targets = JobTarget.objects.select_related("job", "tenant").filter(
+            job__key=job_key, tenant__slug_key=slug_key, environment=environment
+        )
+        if not self.key.all_tenants:
+            targets = targets.filter(tenant__integration_keys=self.key)
+        target = targets.first()
+        if target is not None:
+            self.jobs.setdefault(job_key, target.job)
+            self.tenants.setdefault(slug_key, target.tenant)
+            self.targets.setdefault((target.job_id, target.tenant_id, environment), target)
+
+    def job(self, job_key: str) -> Job | None:
+        if job_key not in self.jobs:
+            self.jobs[job_key] = Job.objects.filter(key=job_key).first()
+        return self.jobs[job_key]
+
+    def tenant(self, slug: str) -> Tenant | None:
+        """The tenant called ``slug`` if it is available to the key; None when unknown or not bound (alike)."""
+        slug_key = normalise_slug(slug).casefold()
+        if slug_key not in self.tenants:
+            tenants = Tenant.objects.filter(slug_key=slug_key)
+            if not self.key.all_tenants:
+                tenants = tenants.filter(integration_keys=self.key)
+            self.tenants[slug_key] = tenants.first()
+        return self.tenants[slug_key]
+
+    def target(self, job: Job, tenant: Tenant | None, environment: str | None) -> JobTarget | None:
+        """The (job, tenant, environment) target, active or not (one row at most: it is unique)."""
+        if tenant is None or not environment:
+            return None
+        ident = (job.pk, tenant.pk, environment)
+        if ident not in self.targets:
+            self.targets[ident] = JobTarget.objects.filter(job=job, tenant=tenant, environment=environment).first()
+        return self.targets[ident]
+
+
 def _json_safe(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.astimezone(UTC).isoformat()
@@ -79,14 +169,43 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
+_NOT_DISPLAYED = frozenset({"problems", "dedup_key"})
+_DISPLAYED_FIELDS = [f.name for f in dataclasses.fields(ParsedAlert) if f.name not in _NOT_DISPLAYED]
+_EMPTY = (None, "", [], {})
+
+
+def _display_value(value: Any) -> Any:
+    """``value`` as JSON-ready data for display: times in UTC ISO 8601, every string (keys too) redacted."""
+    if isinstance(value, str):
+        # Labels, annotations and details are free text from the sender: they may carry e-mails or tokens.
+        return redact_text(value)
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if isinstance(value, dict):
+        return {
+            redact_text(k if isinstance(k, str) else json.dumps(k)): _display_value(v)  # JSON's key spelling
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_display_value(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _display_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
 def _record_fields(record: ParsedAlert) -> dict[str, Any]:
-    data = asdict(record)
-    data.pop("problems", None)
-    data.pop("dedup_key", None)
-    kept = _json_safe({k: v for k, v in data.items() if v not in (None, "", [], {})})
-    # Free-text redaction over every kept value (labels and annotations may carry e-mails or
-    # tokens); the replacement has no quotes, so the JSON stays valid.
-    return json.loads(redact_text(json.dumps(kept, ensure_ascii=False)))
+    """The record's non-empty fields (not its problems or dedup key) as shown on the alert, redacted.
+
+    Built field by field: copying the whole record and redacting its JSON text cost more than the
+    alert's SQL, and redacting each string keeps the redaction from ever meeting JSON escapes.
+    """
+    kept = {}
+    for name in _DISPLAYED_FIELDS:
+        value = getattr(record, name)
+        if value not in _EMPTY:
+            kept[name] = _display_value(value)
+    # values under secret key names (and the integration's own redaction names) go as well
+    return redact_secret_keys(kept)  # type: ignore[no-any-return]
 
 
 def dedup_hash(key: str) -> str:
@@ -105,85 +224,237 @@ def delivery_receive(
     received_at: datetime | None = None,
     size_bytes: int | None = None,
     is_body_truncated: bool = False,
+    defer_outcome: bool = False,
 ) -> IngestResult:
-    """Store one authenticated post, then parse and apply every record in it.
+    """Store one authenticated post, then parse, record and apply every record in it.
 
     ``body`` is the raw bytes (for an oversized post: its first 64 KiB, with ``size_bytes`` the
     size announced or read and ``is_body_truncated`` set -- such a delivery is stored ``rejected``
     and not parsed). Returns an ``IngestResult``; never raises for bad input. Side effects:
-    Delivery, Alert, Run, Attempt, RunnerReport and TimelineEvent rows; the key's ``last_used_at``.
+    Delivery, Alert, Run, Attempt, RunnerReport and TimelineEvent rows; the key's ``last_used_at``
+    (at most once a minute). With ``defer_outcome`` the delivery's outcome is left for
+    ``delivery_record_response`` to write together with the response (one UPDATE instead of two);
+    until then the delivery reads ``received``, which is also what a crash would leave.
     """
     integration = key.integration
     adapter = get_adapter(integration.source)
     if adapter is None:  # an integration whose adapter was removed: keep the post anyway
         raise DomainError(f"No adapter for {integration.source!r}")
     received_at = received_at or timezone.now()
-    with transaction.atomic():
-        delivery = Delivery.objects.create(
-            integration=integration,
-            key=key,
-            received_at=received_at,
-            content_type=content_type[:200],
-            size_bytes=size_bytes if size_bytes is not None else len(body),
-            sha256=hashlib.sha256(body).hexdigest(),
-            body=redact_body(body, adapter.REDACT_PATHS),
-            is_body_truncated=is_body_truncated,
-        )
-        IntegrationKey.objects.filter(pk=key.pk).update(last_used_at=received_at)
+    delivery = Delivery(
+        integration=integration,
+        key=key,
+        received_at=received_at,
+        content_type=content_type[:200],
+        size_bytes=size_bytes if size_bytes is not None else len(body),
+        sha256=hashlib.sha256(body).hexdigest(),
+        body=redact_body(body, adapter.REDACT_PATHS, integration_redact_names(integration.settings)),
+        is_body_truncated=is_body_truncated,
+    )
+    # Store first: one INSERT in autocommit, committed before anything is parsed. The key's row is
+    # not written in the same transaction (see KEY_USED_RESOLUTION).
+    delivery.save(force_insert=True)
+    _key_mark_used(key, received_at)
     result = IngestResult(delivery=delivery)
-    if is_body_truncated:
-        limit = django_settings.HANDOVER_MAX_BODY_BYTES
-        result.error = FormatError(f"The body is larger than {limit} bytes; its first 64 KiB are kept.")
-        _delivery_finish(delivery, Delivery.Outcome.REJECTED, reason=result.error.message)
-        return result
-    return _delivery_parse(result, adapter, body, key)
-
-
-def _delivery_parse(result: IngestResult, adapter: ModuleType, body: bytes, key: IntegrationKey) -> IngestResult:
-    delivery = result.delivery
-    integration = key.integration
-    settings = merged_settings(adapter.DEFAULT_SETTINGS, integration.settings)
-    try:
-        parsed = adapter.parse(body, settings=settings, received_at=delivery.received_at)
-    except FormatError as exc:
-        result.error = exc
-        _delivery_finish(delivery, Delivery.Outcome.REJECTED, reason=redact_text(exc.message))
-        return result
-    for index, record in enumerate(parsed.alerts):
-        alert = alert_record(delivery=delivery, index=index, record=record)
-        if alert.outcome == Alert.Outcome.PENDING and isinstance(record, ParsedAlert):
-            alert = alert_apply(alert=alert, record=record, key=key, settings=settings)
-        result.alerts.append(alert)
-    result.response = dict(parsed.response)
-    _delivery_finish(delivery, Delivery.Outcome.PROCESSED, notes=_json_safe(parsed.notes))
+    # A secret of this post is redacted wherever it recurs in what is derived from it (error
+    # summaries, alert fields, reasons), not only where the body holds it under a secret name.
+    names = integration_redact_names(integration.settings)
+    with redaction_scope(body_secret_values(body, adapter.REDACT_PATHS, names), names):
+        _delivery_process(result, adapter, body, key)
+    if not defer_outcome:
+        _delivery_write(delivery)
     return result
 
 
-def _delivery_finish(
+def _key_mark_used(key: IntegrationKey, at: datetime) -> None:
+    """Set the key's ``last_used_at`` unless it was set less than ``KEY_USED_RESOLUTION`` before ``at``.
+
+    A guarded UPDATE of its own (autocommit): of several posts at once, one writes and the others
+    find the guard false, so the key's row is never held for a whole delivery.
+    """
+    if key.last_used_at is not None and at - key.last_used_at < KEY_USED_RESOLUTION:
+        return
+    IntegrationKey.objects.filter(pk=key.pk).filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lt=at - KEY_USED_RESOLUTION)
+    ).update(last_used_at=at)
+    key.last_used_at = at
+
+
+def _delivery_process(
+    result: IngestResult,
+    adapter: ModuleType,
+    body: bytes,
+    key: IntegrationKey,
+    *,
+    recorded: frozenset[int] = frozenset(),
+) -> None:
+    """Parse the body and record and apply each record in post order; set the outcome (in memory).
+
+    ``recorded``: indexes of records that already have their Alert (a sweep finishing a delivery):
+    they are skipped, and ``result.alerts`` lists only the alerts recorded now.
+    """
+    delivery = result.delivery
+    if delivery.is_body_truncated:
+        limit = django_settings.HANDOVER_MAX_BODY_BYTES
+        result.error = FormatError(f"The body is larger than {limit} bytes; its first 64 KiB are kept.")
+        _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=result.error.message)
+        return
+    ctx = _PostContext(key=key, settings=merged_settings(adapter.DEFAULT_SETTINGS, key.integration.settings))
+    try:
+        parsed = adapter.parse(body, settings=ctx.settings, received_at=delivery.received_at)
+    except FormatError as exc:
+        result.error = exc
+        _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=redact_text(exc.message))
+        return
+    todo = [(index, record) for index, record in enumerate(parsed.alerts) if index not in recorded]
+    for start in range(0, len(todo), CHUNK_ALERTS):
+        result.alerts.extend(_alerts_ingest(delivery, todo[start : start + CHUNK_ALERTS], ctx))
+    result.response = dict(parsed.response)
+    _delivery_set_outcome(delivery, Delivery.Outcome.PROCESSED, notes=_json_safe(parsed.notes))
+
+
+def _delivery_set_outcome(
     delivery: Delivery, outcome: str, *, reason: str = "", notes: dict[str, Any] | None = None
 ) -> None:
-    Delivery.objects.filter(pk=delivery.pk).update(outcome=outcome, reason=reason, notes=notes or {})
     delivery.outcome, delivery.reason, delivery.notes = outcome, reason, notes or {}
 
 
+def _delivery_write(delivery: Delivery, **response: Any) -> None:
+    """Write the delivery's outcome (set in memory while it was processed), and the response if given."""
+    Delivery.objects.filter(pk=delivery.pk).update(
+        outcome=delivery.outcome, reason=delivery.reason, notes=delivery.notes, **response
+    )
+
+
 def delivery_record_response(*, delivery: Delivery, status: int, body: dict[str, Any]) -> None:
-    """Keep the response given to the sender on the delivery (for the integration page)."""
-    Delivery.objects.filter(pk=delivery.pk).update(response_status=status, response_body=body)
+    """Keep the response given to the sender on the delivery (for the integration page).
+
+    Writes the delivery's outcome in the same UPDATE (``delivery_receive(defer_outcome=True)``
+    left it to this call).
+    """
+    if delivery.outcome == Delivery.Outcome.RECEIVED:  # never processed here: the sweep finishes it
+        Delivery.objects.filter(pk=delivery.pk).update(response_status=status, response_body=body)
+        return
+    _delivery_write(delivery, response_status=status, response_body=body)
+
+
+def delivery_sweep_received(*, older_than_seconds: int | None = None, limit: int = 100) -> int:
+    """Finish deliveries a crash left ``received`` (older than the given age). Returns how many were finished.
+
+    Each is claimed in a transaction of its own (``select_for_update(skip_locked=True)`` on
+    PostgreSQL; on SQLite the immediate transaction serialises writers and the outcome is re-read
+    inside it), its stored body is parsed again, the records that have no Alert yet are recorded and
+    applied (those committed before the crash are skipped by their index), and its outcome is
+    written -- all in that transaction, so a second sweep finds nothing left to do. The redacted
+    body parses like the raw one for everything an adapter reads for identity (DESIGN.md). A delivery
+    that fails is logged and tried again by the next sweep; the others go on.
+    """
+    age = older_than_seconds if older_than_seconds is not None else django_settings.HANDOVER_PENDING_SWEEP_AFTER_SECONDS
+    cutoff = timezone.now() - timedelta(seconds=age)
+    due = list(
+        Delivery.objects.filter(outcome=Delivery.Outcome.RECEIVED, received_at__lt=cutoff)
+        .order_by("received_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+    done = 0
+    for pk in due:
+        try:
+            done += _delivery_finish_received(pk)
+        except Exception:  # noqa: BLE001 - one broken delivery must not stop the sweep; it stays received
+            logger.exception("delivery %s: could not be finished; the next sweep tries again", pk)
+    return done
+
+
+def _delivery_finish_received(pk: int) -> bool:
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("key__integration")
+            .filter(pk=pk, outcome=Delivery.Outcome.RECEIVED)
+            .first()
+        )
+        if delivery is None:  # finished or claimed meanwhile
+            return False
+        key = delivery.key
+        delivery.integration = key.integration
+        adapter = get_adapter(key.integration.source)
+        if adapter is None:
+            _delivery_set_outcome(
+                delivery, Delivery.Outcome.REJECTED, reason=f"no adapter for {key.integration.source!r} any more"
+            )
+        else:
+            recorded = frozenset(delivery.alerts.values_list("index", flat=True))
+            result = IngestResult(delivery=delivery)
+            _delivery_process(result, adapter, delivery.body.encode(), key, recorded=recorded)
+        _delivery_write(delivery)
+    logger.info("delivery %s finished by the sweep: %s", delivery.public_id, delivery.outcome)
+    return True
 
 
 # --- alerts -----------------------------------------------------------------------------------
 
 
-def alert_record(*, delivery: Delivery, index: int, record: ParsedAlert | InvalidItem) -> Alert:
+def _alerts_ingest(
+    delivery: Delivery, chunk: list[tuple[int, ParsedAlert | InvalidItem]], ctx: _PostContext
+) -> list[Alert]:
+    """Record and apply ``chunk`` (records with their index in the post) in one transaction.
+
+    If the chunk fails on a database error (a deadlock with a concurrent batch that holds some of
+    the same runs, a constraint a record trips), it is rolled back and redone one alert per
+    transaction, as a lone post of each would be: per-alert outcomes never depend on the chunking.
+    """
+    try:
+        with transaction.atomic():
+            alerts = [_alert_ingest(delivery, index, record, ctx) for index, record in chunk]
+            _runner_reports_write(ctx)
+            return alerts
+    except DatabaseError as exc:
+        ctx.runner_reports.clear()  # rows of the rolled-back transaction
+        if len(chunk) == 1:
+            raise
+        logger.warning(
+            "delivery %s: a chunk of %d alerts failed (%s); applying them one by one", delivery.pk, len(chunk), exc
+        )
+    alerts = []
+    for index, record in chunk:
+        try:
+            with transaction.atomic():
+                alerts.append(_alert_ingest(delivery, index, record, ctx))
+                _runner_reports_write(ctx)
+        finally:
+            ctx.runner_reports.clear()
+    return alerts
+
+
+def _runner_reports_write(ctx: _PostContext) -> None:
+    """Insert the runner reports collected in the open transaction, in one statement."""
+    if ctx.runner_reports:
+        RunnerReport.objects.bulk_create(ctx.runner_reports)
+        ctx.runner_reports.clear()
+
+
+def _alert_ingest(delivery: Delivery, index: int, record: ParsedAlert | InvalidItem, ctx: _PostContext) -> Alert:
+    """Record one parsed record and, when it is a new original, apply it (inside the caller's transaction)."""
+    alert, created = _alert_record(delivery=delivery, index=index, record=record)
+    if created and alert.outcome == Alert.Outcome.PENDING and isinstance(record, ParsedAlert):
+        alert = _alert_apply(alert, record, ctx)
+    return alert
+
+
+def _alert_record(*, delivery: Delivery, index: int, record: ParsedAlert | InvalidItem) -> tuple[Alert, bool]:
     """Insert the Alert row for one parsed record: ``pending``, ``duplicate`` or ``rejected``.
 
-    The partial unique index on (integration, dedup hash) decides which of several concurrent
-    posts of one alert is the original; the others become ``duplicate`` rows pointing at it (a
-    re-sent unmatched alert also bumps the original's ``repeat_count``, so the inbox shows one).
+    Returns the alert and whether it was created now: a record whose (delivery, index) already has
+    its Alert (recorded before a crash, or by a concurrent sweep) returns that one, unchanged.
+    The partial unique index on (integration, dedup hash) decides which of several concurrent posts
+    of one alert is the original (on PostgreSQL a loser's INSERT waits until the original's
+    transaction -- which applies it too -- has committed); the others become ``duplicate`` rows
+    pointing at it, with its run and attempt (a re-sent unmatched alert also bumps the original's
+    ``repeat_count``, so the inbox shows one).
     """
     integration = delivery.integration
     if isinstance(record, InvalidItem):
-        return Alert.objects.create(
+        alert = Alert(
             delivery=delivery,
             integration=integration,
             index=index,
@@ -193,6 +464,9 @@ def alert_record(*, delivery: Delivery, index: int, record: ParsedAlert | Invali
             fields={"field": record.field},
             outcome_at=timezone.now(),
         )
+        if row_insert_unless_conflict(alert):
+            return alert, True
+        return Alert.objects.get(delivery=delivery, index=index), False
     hashed = dedup_hash(record.dedup_key)
     values = {
         "delivery": delivery,
@@ -210,23 +484,32 @@ def alert_record(*, delivery: Delivery, index: int, record: ParsedAlert | Invali
         "summary": redact_text(record.summary or "")[:500],
         "group_ref": (record.group_ref or "")[:300],
     }
-    with transaction.atomic():
-        try:
-            with transaction.atomic():
-                return Alert.objects.create(**values, outcome=Alert.Outcome.PENDING)
-        except IntegrityError:
-            pass
-        original = Alert.objects.get(integration=integration, dedup_hash=hashed, duplicate_of__isnull=True)
-        Alert.objects.filter(pk=original.pk).update(repeat_count=F("repeat_count") + 1)
-        return Alert.objects.create(
-            **values,
-            duplicate_of=original,
-            outcome=Alert.Outcome.DUPLICATE,
-            reason=f"same alert as {original.public_id} (received {original.created_at:%Y-%m-%d %H:%M:%S}Z)",
-            run_id=original.run_id,
-            attempt_id=original.attempt_id,
-            outcome_at=timezone.now(),
-        )
+    alert = Alert(**values, outcome=Alert.Outcome.PENDING)
+    if row_insert_unless_conflict(alert):
+        return alert, True
+    holders = list(
+        Alert.objects.filter(
+            Q(delivery=delivery, index=index) | Q(integration=integration, dedup_hash=hashed, duplicate_of__isnull=True)
+        ).select_related("run", "attempt")
+    )
+    for holder in holders:
+        if holder.delivery_id == delivery.pk and holder.index == index:
+            return holder, False
+    if not holders:  # conflicting rows are committed before the INSERT gives up, and never deleted
+        raise DatabaseError(f"alert {index} of delivery {delivery.pk} conflicts with a row that cannot be found")
+    original = holders[0]
+    Alert.objects.filter(pk=original.pk).update(repeat_count=F("repeat_count") + 1)
+    duplicate = Alert(
+        **values,
+        duplicate_of=original,
+        outcome=Alert.Outcome.DUPLICATE,
+        reason=f"same alert as {original.public_id} (received {original.created_at:%Y-%m-%d %H:%M:%S}Z)",
+        run=original.run,
+        attempt=original.attempt,
+        outcome_at=timezone.now(),
+    )
+    duplicate.save(force_insert=True)
+    return duplicate, True
 
 
 @dataclass
@@ -243,20 +526,19 @@ class _Identity:
 
 def _tenant_for(
     slug: str | None,
-    key: IntegrationKey,
-    settings: dict[str, Any],
+    ctx: _PostContext,
     problems: list[str],
     *,
     report_absent: bool = True,
 ) -> Tenant | None:
+    settings = ctx.settings
     slug = slug or settings.get("default_tenant")
     if not slug:
         if report_absent:  # else the parser already said why, in its own terms
             problems.append("no tenant: the alert names none and the integration has no default tenant")
         return None
-    tenant = Tenant.objects.filter(slug_key=normalise_slug(slug).casefold()).first()
-    allowed = tenant is not None and (key.all_tenants or key.tenants.filter(pk=tenant.pk).exists())
-    if not allowed:
+    tenant = ctx.tenant(slug)
+    if tenant is None:
         # Unknown and unbound read the same, so a key cannot probe for tenants (DESIGN.md). The alias
         # hint depends only on the source's settings, never on whether the tenant exists.
         reason = NEUTRAL_TENANT_REASON.format(slug=slug)
@@ -267,13 +549,11 @@ def _tenant_for(
     return tenant
 
 
-def _schedule_in_force(job: Job, tenant: Tenant | None, environment: str | None) -> tuple[str, str, dict[str, str]]:
+def _schedule_in_force(
+    job: Job, tenant: Tenant | None, environment: str | None, ctx: _PostContext
+) -> tuple[str, str, dict[str, str]]:
     """The cron, zone and DST policies in force for a target: the job's, with the target's overrides."""
-    target = (
-        JobTarget.objects.filter(job=job, tenant=tenant, environment=environment).first()
-        if tenant is not None and environment
-        else None
-    )
+    target = ctx.target(job, tenant, environment)
     cron = (target.schedule_override if target else "") or job.schedule
     zone = (target.timezone_override if target else "") or job.timezone
     kwargs = {
@@ -288,7 +568,7 @@ def _mentions_window(problems: list[str]) -> bool:
     return any("window" in p.lower() or "scheduled" in p.lower() for p in problems)
 
 
-def _identity(record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any], *, need_window: bool) -> _Identity:
+def _identity(record: ParsedAlert, ctx: _PostContext, *, need_window: bool) -> _Identity:
     """Resolve job, tenant, environment and (when ``need_window``) the window; collect every reason it fails.
 
     Parsers list missing or garbled convention fields themselves (``runs/ingest/base.py``), so the
@@ -298,14 +578,18 @@ def _identity(record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any]
     """
     ident = _Identity(problems=list(record.problems))
     parser_reported = bool(record.problems)
+    slug = record.tenant or ctx.settings.get("default_tenant")
+    environment = record.environment or ctx.settings.get("default_environment")
+    if record.job_key and slug and environment:
+        ctx.prime(record.job_key, slug, environment)
     if record.job_key:
-        ident.job = Job.objects.filter(key=record.job_key).first()
+        ident.job = ctx.job(record.job_key)
         if ident.job is None:
             ident.problems.append(f"job {record.job_key!r} is not registered (register it, then reprocess)")
     elif not parser_reported:
         ident.problems.append("no job key in the alert")
-    ident.tenant = _tenant_for(record.tenant, key, settings, ident.problems, report_absent=not parser_reported)
-    ident.environment = record.environment or settings.get("default_environment")
+    ident.tenant = _tenant_for(record.tenant, ctx, ident.problems, report_absent=not parser_reported)
+    ident.environment = record.environment or ctx.settings.get("default_environment")
     if not ident.environment and not parser_reported:
         ident.problems.append("no environment: the alert names none and the integration has no default")
     if not need_window:
@@ -313,7 +597,7 @@ def _identity(record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any]
     job = ident.job
     rule = record.details.get("scheduled_for_rule")
     if job is not None:
-        _place_in_window(ident, record, job, rule)
+        _place_in_window(ident, record, job, rule, ctx)
     # "No window" is a reason of its own whenever the alert names a job (registered or not) and neither
     # carries a window or scheduled time nor has a rule that derives one -- unless a parser problem already
     # says why (a garbled window or scheduled time). Without a job key there is nothing to place.
@@ -333,9 +617,9 @@ def _identity(record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any]
     return ident
 
 
-def _place_in_window(ident: _Identity, record: ParsedAlert, job: Job, rule: str | None) -> None:
+def _place_in_window(ident: _Identity, record: ParsedAlert, job: Job, rule: str | None, ctx: _PostContext) -> None:
     """Fill the scheduled time and window of ``ident`` from the record and the schedule in force."""
-    cron, zone, kwargs = _schedule_in_force(job, ident.tenant, ident.environment)
+    cron, zone, kwargs = _schedule_in_force(job, ident.tenant, ident.environment, ctx)
     ident.scheduled_for = record.scheduled_for
     if (
         ident.scheduled_for is None
@@ -371,11 +655,13 @@ def _place_in_window(ident: _Identity, record: ParsedAlert, job: Job, rule: str 
             )
 
 
-def _run_for(ident: _Identity) -> tuple[Run, bool]:
+def _run_for(ident: _Identity, ctx: _PostContext, *, status: str | None = None) -> tuple[Run, bool]:
+    """The run of ``ident``, created if new (``status``: the status a new run starts with, if known).
+
+    Insert first: a new run costs one statement; an existing one, the refused INSERT and its SELECT.
+    """
     assert ident.job and ident.tenant and ident.environment and ident.window_start and ident.window_end
-    target = JobTarget.objects.filter(
-        job=ident.job, tenant=ident.tenant, environment=ident.environment, is_active=True
-    ).first()
+    target = ctx.target(ident.job, ident.tenant, ident.environment)
     identity = {
         "job": ident.job,
         "tenant": ident.tenant,
@@ -383,14 +669,29 @@ def _run_for(ident: _Identity) -> tuple[Run, bool]:
         "window_start": ident.window_start,
         "window_end": ident.window_end,
     }
-    run = Run.objects.filter(**identity).first()
-    if run is not None:
-        return run, False
-    try:
-        with transaction.atomic():
-            return Run.objects.create(**identity, target=target, scheduled_for=ident.scheduled_for), True
-    except IntegrityError:  # a concurrent post created it first
-        return Run.objects.get(**identity), False
+    run = Run(
+        **identity,
+        target=target if target is not None and target.is_active else None,
+        scheduled_for=ident.scheduled_for,
+    )
+    if status is not None:
+        run.status, run.status_changed_at = status, timezone.now()
+    if row_insert_unless_conflict(run):
+        return run, True
+    run = Run.objects.get(**identity)  # an earlier alert created it (or a concurrent post, now committed)
+    run.job, run.tenant = ident.job, ident.tenant  # the same rows: spares the timeline two lookups
+    return run, False
+
+
+def _new_run_status(record: ParsedAlert) -> str | None:
+    """The status a run created by this alert starts with: that of the one attempt it reports.
+
+    None when the alert reports several attempts (or none): the status is then refreshed from the
+    attempts once they are applied (``run_status_refresh``), as for an existing run.
+    """
+    if record.kind != AlertKind.ATTEMPT or not record.execution_id or record.related_attempts:
+        return None
+    return RUN_STATUS_FOR_ATTEMPT.get(record.status)  # type: ignore[call-overload]
 
 
 def _finish(
@@ -429,39 +730,50 @@ def alert_apply(*, alert: Alert, record: ParsedAlert, key: IntegrationKey, setti
     Outcome ``accepted`` (with ``is_stale`` for a late earlier-state report) or ``unmatched`` with
     every reason found (job not registered, tenant not available to the key, no window, garbled
     convention fields). Runs in one transaction holding the alert's row lock, so a sweep and a
-    request cannot apply the same alert twice. Returns the alert with its outcome.
+    request cannot apply the same alert twice. Returns the alert with its outcome. (A post's new
+    alerts are applied in the transaction that records them: ``_alert_ingest``.)
     """
     with transaction.atomic():
         locked = Alert.objects.select_for_update().filter(pk=alert.pk, outcome=Alert.Outcome.PENDING).first()
         if locked is None:  # already applied by someone else
             alert.refresh_from_db()
             return alert
-        received_at = alert.delivery.received_at
-        integration = key.integration
+        ctx = _PostContext(key=key, settings=settings)
+        alert = _alert_apply(alert, record, ctx)
+        _runner_reports_write(ctx)
+        return alert
 
-        if record.kind in (AlertKind.RESOLVE, AlertKind.ACKNOWLEDGE):
-            return _apply_signal(alert, record, key, settings, received_at)
-        ident = _identity(record, key, settings, need_window=record.kind != AlertKind.DEFINITION)
-        if ident.problems:
-            return _finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
-        assert ident.job is not None
-        if record.kind == AlertKind.DEFINITION:
-            return _apply_definition(alert, record, ident, integration, received_at)
 
-        run, _ = _run_for(ident)
-        if record.kind == AlertKind.RUN:
-            timeline_event_record(
-                job=run.job,
-                run=run,
-                alert=alert,
-                kind="run_reported",
-                summary=record.summary or "The scheduler reported on the run as a whole",
-                occurred_at=record.occurred_at or received_at,
-                actor_integration=integration,
-            )
-            return _finish(alert, Alert.Outcome.ACCEPTED, run=run)
+def _alert_apply(alert: Alert, record: ParsedAlert, ctx: _PostContext) -> Alert:
+    """``alert_apply`` inside the caller's transaction, for an alert no one else can be applying."""
+    received_at = alert.delivery.received_at
+    integration = ctx.key.integration
 
-        return _apply_attempts(alert, record, run, ident, integration, received_at)
+    if record.kind in (AlertKind.RESOLVE, AlertKind.ACKNOWLEDGE):
+        return _apply_signal(alert, record, ctx, received_at)
+    ident = _identity(record, ctx, need_window=record.kind != AlertKind.DEFINITION)
+    if ident.problems:
+        return _finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
+    assert ident.job is not None
+    if record.kind == AlertKind.DEFINITION:
+        return _apply_definition(alert, record, ident, integration, received_at, ctx)
+
+    new_run_status = _new_run_status(record)
+    run, created = _run_for(ident, ctx, status=new_run_status)
+    if record.kind == AlertKind.RUN:
+        timeline_event_record(
+            job=run.job,
+            run=run,
+            alert=alert,
+            kind="run_reported",
+            summary=record.summary or "The scheduler reported on the run as a whole",
+            occurred_at=record.occurred_at or received_at,
+            actor_integration=integration,
+        )
+        return _finish(alert, Alert.Outcome.ACCEPTED, run=run)
+
+    status_is_set = created and new_run_status is not None
+    return _apply_attempts(alert, record, run, ident, integration, received_at, ctx, run_status_is_set=status_is_set)
 
 
 def _apply_attempts(
@@ -471,7 +783,15 @@ def _apply_attempts(
     ident: _Identity,
     integration: Integration,
     received_at: datetime,
+    ctx: _PostContext,
+    *,
+    run_status_is_set: bool = False,
 ) -> Alert:
+    """Create or move the attempts the alert reports, then the run's status.
+
+    ``run_status_is_set``: the run was created by this alert with the status of its one attempt
+    (``_new_run_status``), so there is nothing to refresh.
+    """
     if not record.execution_id or not record.status:
         return _finish(alert, Alert.Outcome.UNMATCHED, reason="no execution id or status in the alert")
     own_number = record.attempt_number or 1
@@ -519,13 +839,15 @@ def _apply_attempts(
     assert own_result is not None
     attempt = own_result.attempt
     if record.runner_items:
-        RunnerReport.objects.create(
-            attempt=attempt,
-            alert=alert,
-            attempted_ids=record.runner_items.get("attempted", []),
-            completed_ids=record.runner_items.get("completed", []),
-            failed_ids=record.runner_items.get("failed", []),
-            reported_at=record.occurred_at or received_at,
+        ctx.runner_reports.append(
+            RunnerReport(
+                attempt=attempt,
+                alert=alert,
+                attempted_ids=record.runner_items.get("attempted", []),
+                completed_ids=record.runner_items.get("completed", []),
+                failed_ids=record.runner_items.get("failed", []),
+                reported_at=record.occurred_at or received_at,
+            )
         )
     if own_result.created and own.trigger == Attempt.Trigger.MANUAL_REPLAY:
         # A replay_key is honoured only with the job's runner credential: on an integration key,
@@ -567,7 +889,8 @@ def _apply_attempts(
                 occurred_at=record.occurred_at or received_at,
                 actor_integration=integration,
             )
-    run_status_refresh(run=run)
+    if not run_status_is_set:
+        run_status_refresh(run=run)
     reason = ""
     if own_result.stale:
         reason = (
@@ -576,9 +899,7 @@ def _apply_attempts(
     return _finish(alert, Alert.Outcome.ACCEPTED, reason=reason, run=run, attempt=attempt, stale=own_result.stale)
 
 
-def _apply_signal(
-    alert: Alert, record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any], received_at: datetime
-) -> Alert:
+def _apply_signal(alert: Alert, record: ParsedAlert, ctx: _PostContext, received_at: datetime) -> Alert:
     """Resolve/acknowledge: a timeline event on the attempt it concerns; never a status change."""
     attempt: Attempt | None = None
     if record.group_ref:
@@ -597,7 +918,7 @@ def _apply_signal(
         )
         attempt = earlier.attempt if earlier else None
     if attempt is None and record.execution_id:
-        ident = _identity(record, key, settings, need_window=True)
+        ident = _identity(record, ctx, need_window=True)
         if ident.problems:
             return _finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
         attempt = (
@@ -636,7 +957,12 @@ def _apply_signal(
 
 
 def _apply_definition(
-    alert: Alert, record: ParsedAlert, ident: _Identity, integration: Integration, received_at: datetime
+    alert: Alert,
+    record: ParsedAlert,
+    ident: _Identity,
+    integration: Integration,
+    received_at: datetime,
+    ctx: _PostContext,
 ) -> Alert:
     """A job definition (Kubernetes CronJob): compare its schedule and zone with the schedule in force.
 
@@ -647,7 +973,7 @@ def _apply_definition(
     """
     job = ident.job
     assert job is not None
-    cron, zone, _ = _schedule_in_force(job, ident.tenant, ident.environment)
+    cron, zone, _ = _schedule_in_force(job, ident.tenant, ident.environment, ctx)
     seen_schedule = record.details.get("schedule")
     seen_zone = record.details.get("timezone") or record.details.get("timeZone") or "UTC"
     mismatches = []
@@ -722,14 +1048,17 @@ def alert_ignore(*, alert: Alert, actor: AbstractBaseUser, reason: str) -> Alert
 
 
 def alert_sweep_pending(*, older_than_seconds: int | None = None, limit: int = 500) -> int:
-    """Finish alerts a crash left ``pending`` (older than the given age). Returns how many were applied.
+    """Finish what a crash left unfinished (older than the given age). Returns how many were finished.
 
-    Safe to run concurrently with requests and other sweeps: ``alert_apply`` claims each alert
-    under its row lock and skips one that is no longer pending.
+    First the deliveries still ``received`` (``delivery_sweep_received``: a crash while a post was
+    applied rolls its open transaction back, leaving the delivery and no alert), then the alerts
+    still ``pending`` (an interrupted ``alert_reprocess``). Safe to run concurrently with requests
+    and other sweeps: deliveries are claimed under their row lock, and ``alert_apply`` claims each
+    alert under its row lock and skips one that is no longer pending.
     """
     age = older_than_seconds if older_than_seconds is not None else django_settings.HANDOVER_PENDING_SWEEP_AFTER_SECONDS
-    cutoff = timezone.now() - timezone.timedelta(seconds=age)
-    done = 0
+    done = delivery_sweep_received(older_than_seconds=age)
+    cutoff = timezone.now() - timedelta(seconds=age)
     for alert in Alert.objects.filter(outcome=Alert.Outcome.PENDING, created_at__lt=cutoff).order_by("id")[:limit]:
         try:
             alert_reprocess(alert=alert)

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +41,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -125,47 +127,16 @@ def _derived(facts: dict[str, str] | None = None) -> dict[str, str]:
     f = {**FACTS, **(facts or {})}
     pinned = f"({f['ek']} IN ('provider_lookup', 'manual'))"
     by, at = "%(actor)s", "%(now)s"
-    # condition, outcome, evidence kind, reference, note, by, at
+    # condition, outcome, evidence kind, reference, note, by, at. Derived evidence stores no note:
+    # WorkItem.evidence_summary words it from the facts (no per-row prose for a million rows).
     branches = [
         (f"({f['skip']} <> '' AND NOT {pinned})", "'skipped'", "''", "''", "''", "NULL", "NULL"),
-        (
-            f"{f['dc']} > 0",
-            "'completed'",
-            "'destination_query'",
-            f["dref"],
-            f"CASE WHEN {f['dc']} > 1 THEN 'in the destination export more than once' ELSE '' END",
-            by,
-            at,
-        ),
+        (f"{f['dc']} > 0", "'completed'", "'destination_query'", f["dref"], "''", by, at),
         (f"({pinned} OR NOT {f['pop']})", f["outcome"], f["ek"], f["eref"], f["enote"], f["eby"], f["eat"]),
-        (f"{f['rs']} = 'failed'", "'rejected'", "'runner_report'", "''", "'the runner reported it failed'", by, at),
-        (
-            "%(complete)s",
-            "'absent'",
-            "'destination_query'",
-            "''",
-            "'not in the destination export declared complete for the window'",
-            by,
-            at,
-        ),
-        (
-            f"{f['rs']} = 'completed'",
-            "'uncertain'",
-            "'runner_report'",
-            "''",
-            "'the runner claims it done; the destination cannot confirm it'",
-            by,
-            at,
-        ),
-        (
-            f"({f['att']} AND %(timed_out)s)",
-            "'uncertain'",
-            "'runner_report'",
-            "''",
-            "'attempted, and an attempt of the run timed out after sending'",
-            by,
-            at,
-        ),
+        (f"{f['rs']} = 'failed'", "'rejected'", "'runner_report'", "''", "''", by, at),
+        ("%(complete)s", "'absent'", "'destination_query'", "''", "''", by, at),
+        (f"{f['rs']} = 'completed'", "'uncertain'", "'runner_report'", "''", "''", by, at),
+        (f"({f['att']} AND %(timed_out)s)", "'uncertain'", "'runner_report'", "''", "''", by, at),
     ]
     otherwise = ("'unverified'", "''", "''", "''", "NULL", "NULL")
 
@@ -188,36 +159,41 @@ def _set_derived(derived: dict[str, str]) -> str:
     return ", ".join(f"{column} = {expression}" for column, expression in derived.items())
 
 
-# --- the staging table ----------------------------------------------------------------------------
+# --- the staging tables ---------------------------------------------------------------------------
 
 
 def _is_postgres() -> bool:
     return connection.vendor == "postgresql"
 
 
-def _stage_create(cursor: Any) -> None:
-    cursor.execute(f"DROP TABLE IF EXISTS {STAGE}")
+def _stage_name(kind: str) -> str:
+    return f"{STAGE}_{kind}"
+
+
+def _stage_create(cursor: Any, table: str) -> None:
+    # Column names start with stage_ so that they never shadow a work-item column in UPDATE ... FROM.
+    cursor.execute(f"DROP TABLE IF EXISTS {table}")
     cursor.execute(
-        f"CREATE TEMP TABLE {STAGE} (stage_line integer NOT NULL, stage_id text NOT NULL, stage_ref text NOT NULL, "
+        f"CREATE TEMP TABLE {table} (stage_line integer NOT NULL, stage_id text NOT NULL, stage_ref text NOT NULL, "
         "stage_status text NOT NULL, stage_skip text NOT NULL, stage_attributes text)"
     )
 
 
-def _stage_fill(cursor: Any, rows: Iterable[LedgerRow]) -> int:
-    """Stream the rows into the staging table; return how many. COPY on PostgreSQL, batches on SQLite."""
+def _stage_fill(cursor: Any, table: str, rows: Iterable[LedgerRow]) -> int:
+    """Stream the rows into a staging table; return how many. COPY on PostgreSQL, batches on SQLite."""
     count = 0
     if _is_postgres():
         columns = "stage_line, stage_id, stage_ref, stage_status, stage_skip, stage_attributes"
-        with cursor.cursor.copy(f"COPY {STAGE} ({columns}) FROM STDIN") as copy:
+        with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row((row.line, row.record_id, row.ref, row.status, row.skip_reason, row.attributes))
+                copy.write_row(row)
                 count += 1
-        cursor.execute(f"ANALYZE {STAGE}")  # temporary tables are never auto-analysed
+        cursor.execute(f"ANALYZE {table}")  # temporary tables are never auto-analysed
         return count
-    sql = f"INSERT INTO {STAGE} VALUES (%s, %s, %s, %s, %s, %s)"
+    sql = f"INSERT INTO {table} VALUES (%s, %s, %s, %s, %s, %s)"
     batch: list[tuple[Any, ...]] = []
     for row in rows:
-        batch.append((row.line, row.record_id, row.ref, row.status, row.skip_reason, row.attributes))
+        batch.append(row)
         if len(batch) >= SQLITE_BATCH:
             cursor.executemany(sql, batch)
             count += len(batch)
@@ -225,22 +201,24 @@ def _stage_fill(cursor: Any, rows: Iterable[LedgerRow]) -> int:
     if batch:
         cursor.executemany(sql, batch)
         count += len(batch)
-    cursor.execute(f"CREATE INDEX {STAGE}_rid ON {STAGE} (stage_id)")
+    cursor.execute(f"CREATE INDEX {table}_id ON {table} (stage_id)")
     return count
 
 
-def _stage_refuse_duplicates(cursor: Any) -> None:
+def _stage_refuse_duplicates(cursor: Any, table: str) -> None:
     """Raise LedgerInputError naming the first repeated id's lines, if any id is in the file twice."""
     cursor.execute(
-        f"SELECT stage_id, MIN(stage_line) FROM {STAGE} GROUP BY stage_id HAVING COUNT(*) > 1 ORDER BY 2 LIMIT 1"
+        f"SELECT stage_id, MIN(stage_line) FROM {table} GROUP BY stage_id HAVING COUNT(*) > 1 ORDER BY 2 LIMIT 1"
     )
     found = cursor.fetchone()
     if found is None:
         return
     record_id, first_line = found
-    cursor.execute(f"SELECT MIN(stage_line) FROM {STAGE} WHERE stage_id = %s AND stage_line > %s", [record_id, first_line])
+    cursor.execute(
+        f"SELECT MIN(stage_line) FROM {table} WHERE stage_id = %s AND stage_line > %s", [record_id, first_line]
+    )
     (second_line,) = cursor.fetchone()
-    cursor.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM {STAGE} GROUP BY stage_id HAVING COUNT(*) > 1) AS d")
+    cursor.execute(f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} GROUP BY stage_id HAVING COUNT(*) > 1) AS d")
     (repeated,) = cursor.fetchone()
     more = f" ({repeated:,} ids appear more than once)" if repeated > 1 else ""
     raise LedgerInputError(
@@ -249,59 +227,141 @@ def _stage_refuse_duplicates(cursor: Any) -> None:
     )
 
 
-# --- applying one kind of load --------------------------------------------------------------------
+def _destination_group(cursor: Any, table: str) -> None:
+    """Materialise the destination export with one row per id: ``stage_id``, ``n`` (times present), ``ref``.
+
+    Grouped once, used three times (the join into new items, the not-eligible ids, the counts).
+    """
+    cursor.execute(f"DROP TABLE IF EXISTS {table}_g")
+    cursor.execute(
+        f"CREATE TEMP TABLE {table}_g AS "
+        f"SELECT stage_id, COUNT(*) AS n, MAX(stage_ref) AS ref FROM {table} GROUP BY stage_id"
+    )
+    if _is_postgres():
+        cursor.execute(f"ANALYZE {table}_g")
+    else:
+        cursor.execute(f"CREATE INDEX {table}_g_id ON {table}_g (stage_id)")
+
+
+def _destination_grouped(table: str, alias: str) -> str:
+    """The materialised grouping of ``_destination_group``, under ``alias``."""
+    return f"{table}_g AS {alias}"
+
+
+# --- applying one kind of file ----------------------------------------------------------------------
 
 
 def _rowcount(cursor: Any) -> int:
     return max(cursor.rowcount, 0)
 
 
-def _apply_population(cursor: Any, params: dict[str, Any]) -> dict[str, int]:
-    attributes = f"{STAGE}.stage_attributes::jsonb" if _is_postgres() else f"{STAGE}.stage_attributes"
-    distinct = "IS DISTINCT FROM" if _is_postgres() else "IS NOT"
-    cursor.execute(
-        f"""
-        INSERT INTO {ITEM} (run_id, record_id, outcome, is_in_population, skip_reason, attributes, is_attempted,
-            runner_status, destination_count, destination_ref, is_possible_duplicate, evidence_kind, evidence_ref,
-            evidence_note)
-        SELECT %(run)s, {STAGE}.stage_id, CASE WHEN {STAGE}.stage_skip <> '' THEN 'skipped' ELSE 'unverified' END,
-            TRUE, {STAGE}.stage_skip, {attributes}, FALSE, '', 0, '', FALSE, '', '', ''
-        FROM {STAGE}
-        WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = {STAGE}.stage_id)
-        """,
-        params,
-    )
+def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str], fresh: bool) -> dict[str, int]:
+    """New ids become items; known ids get their skip reason and attributes.
+
+    When a runner report or destination export came in the same batch, new items are inserted
+    with those facts (and the outcome they imply) already joined in, so a fresh run's million
+    rows are written once, not once per file. Rows go in record-id order: index pages then fill
+    in order instead of being hit at random.
+    """
+    pop = stages[WorkItemLoad.Kind.POPULATION]
+    runner = stages.get(WorkItemLoad.Kind.RUNNER_REPORT)
+    dest = stages.get(WorkItemLoad.Kind.DESTINATION)
+    attributes = "p.stage_attributes::jsonb" if _is_postgres() else "p.stage_attributes"
+    facts = {
+        "pop": "TRUE",
+        "skip": "p.stage_skip",
+        "att": "(r.stage_id IS NOT NULL)" if runner else "FALSE",
+        "rs": "COALESCE(r.stage_status, '')" if runner else "''",
+        "dc": "COALESCE(d.n, 0)" if dest else "0",
+        "dref": "COALESCE(d.ref, '')" if dest else "''",
+        "outcome": "'unverified'",
+        "ek": "''",
+        "eref": "''",
+        "enote": "''",
+        "eby": "NULL",
+        "eat": "NULL",
+    }
+    derived = _derived(facts)
+    joins = ""
+    if runner:
+        joins += f" LEFT JOIN {runner} r ON r.stage_id = p.stage_id"
+    if dest:
+        joins += f" LEFT JOIN {_destination_grouped(dest, 'd')} ON d.stage_id = p.stage_id"
+    insert = f"""
+        INSERT INTO {ITEM} (run_id, record_id, is_in_population, skip_reason, attributes, is_attempted,
+            runner_status, destination_count, destination_ref, is_possible_duplicate, {", ".join(DERIVED_COLUMNS)})
+        SELECT %(run)s, p.stage_id, TRUE, p.stage_skip, {attributes}, {facts["att"]}, {facts["rs"]}, {facts["dc"]},
+            {facts["dref"]}, {derived["is_possible_duplicate"]}, {", ".join(derived[c] for c in DERIVED_COLUMNS)}
+        FROM {pop} p{joins}
+        WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = p.stage_id)
+        ORDER BY p.stage_id
+        """
+    if fresh:
+        # Nothing to update, and a repeated id trips the unique (run, record_id) index: no need to
+        # look for repeats first (a GROUP BY over the file) unless there is one.
+        try:
+            with transaction.atomic():
+                cursor.execute(insert, params)
+        except IntegrityError:
+            _stage_refuse_duplicates(cursor, pop)
+            raise
+        added = _rowcount(cursor)
+        cursor.execute(f"SELECT COUNT(*) FROM {pop} WHERE stage_skip <> ''")
+        (skipped,) = cursor.fetchone()
+        return {"added": added, "updated": 0, "skipped_by_rule": skipped}
+    _stage_refuse_duplicates(cursor, pop)
+    cursor.execute(insert, params)
     added = _rowcount(cursor)
-    derived = _derived({"pop": "TRUE", "skip": f"{STAGE}.stage_skip"})
+    attributes_new = f"{pop}.stage_attributes::jsonb" if _is_postgres() else f"{pop}.stage_attributes"
+    distinct = "IS DISTINCT FROM" if _is_postgres() else "IS NOT"
+    derived = _derived({"pop": "TRUE", "skip": f"{pop}.stage_skip"})
     cursor.execute(
         f"""
-        UPDATE {ITEM} SET is_in_population = TRUE, skip_reason = {STAGE}.stage_skip,
-            attributes = {attributes}, {_set_derived(derived)}
-        FROM {STAGE}
-        WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = {STAGE}.stage_id
-          AND (NOT {ITEM}.is_in_population OR {ITEM}.skip_reason <> {STAGE}.stage_skip
-               OR {ITEM}.attributes {distinct} {attributes})
+        UPDATE {ITEM} SET is_in_population = TRUE, skip_reason = {pop}.stage_skip, attributes = {attributes_new},
+            {_set_derived(derived)}
+        FROM {pop}
+        WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = {pop}.stage_id
+          AND (NOT {ITEM}.is_in_population OR {ITEM}.skip_reason <> {pop}.stage_skip
+               OR {ITEM}.attributes {distinct} {attributes_new})
         """,
         params,
     )
     updated = _rowcount(cursor)
-    cursor.execute(f"SELECT COUNT(*) FROM {STAGE} WHERE stage_skip <> ''")
+    cursor.execute(f"SELECT COUNT(*) FROM {pop} WHERE stage_skip <> ''")
     (skipped,) = cursor.fetchone()
     return {"added": added, "updated": updated, "skipped_by_rule": skipped}
 
 
-def _apply_runner_report(cursor: Any, params: dict[str, Any]) -> dict[str, int]:
+def _apply_runner_report(cursor: Any, params: dict[str, Any], stages: dict[str, str], fresh: bool) -> dict[str, int]:
+    """Merge the runner's word into the items: attempted, and claimed done or failed (latest report wins)."""
+    stage = stages[WorkItemLoad.Kind.RUNNER_REPORT]
     # A later "attempted" never downgrades an earlier "claimed done" or "failed" of the same record.
     new_status = (
-        f"(CASE WHEN {STAGE}.stage_status = 'attempted' AND {ITEM}.runner_status IN ('completed', 'failed') "
-        f"THEN {ITEM}.runner_status ELSE {STAGE}.stage_status END)"
+        f"(CASE WHEN {stage}.stage_status = 'attempted' AND {ITEM}.runner_status IN ('completed', 'failed') "
+        f"THEN {ITEM}.runner_status ELSE {stage}.stage_status END)"
     )
     derived = _derived({"att": "TRUE", "rs": new_status})
+    population = stages.get(WorkItemLoad.Kind.POPULATION)
+    if fresh and population:
+        # The items were inserted with this report's facts joined in: nothing to update, and the
+        # counts come from the report itself and the attempted items (no join of the two files).
+        cursor.execute(f"SELECT stage_status, COUNT(*) FROM {stage} GROUP BY stage_status")
+        by_status = dict(cursor.fetchall())
+        cursor.execute(f"SELECT COUNT(*) FROM {ITEM} WHERE run_id = %(run)s AND is_attempted", params)
+        (matched,) = cursor.fetchone()
+        rows = sum(by_status.values())
+        return {
+            "updated": matched,
+            "attempted": by_status.get("attempted", 0),
+            "claimed_done": by_status.get("completed", 0),
+            "failed": by_status.get("failed", 0),
+            "not_in_population": rows - matched,
+        }
     cursor.execute(
         f"""
         UPDATE {ITEM} SET is_attempted = TRUE, runner_status = {new_status}, {_set_derived(derived)}
-        FROM {STAGE}
-        WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = {STAGE}.stage_id AND {ITEM}.is_in_population
+        FROM {stage}
+        WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = {stage}.stage_id AND {ITEM}.is_in_population
           AND (NOT {ITEM}.is_attempted OR {ITEM}.runner_status <> {new_status} OR {_differs(derived, ITEM + ".")})
         """,
         params,
@@ -309,66 +369,77 @@ def _apply_runner_report(cursor: Any, params: dict[str, Any]) -> dict[str, int]:
     updated = _rowcount(cursor)
     cursor.execute(
         f"""
-        SELECT {STAGE}.stage_status, COUNT(*) FROM {STAGE}
-        WHERE EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = {STAGE}.stage_id
+        SELECT {stage}.stage_status, COUNT(*) FROM {stage}
+        WHERE EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = {stage}.stage_id
                       AND w.is_in_population)
-        GROUP BY {STAGE}.stage_status
+        GROUP BY {stage}.stage_status
         """,
         params,
     )
     by_status = dict(cursor.fetchall())
-    cursor.execute(
-        f"""
-        SELECT COUNT(*) FROM {STAGE}
-        WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = {STAGE}.stage_id
-                          AND w.is_in_population)
-        """,
-        params,
-    )
-    (unknown,) = cursor.fetchone()
+    cursor.execute(f"SELECT COUNT(*) FROM {stage}")
+    (rows,) = cursor.fetchone()
     return {
         "updated": updated,
         "attempted": by_status.get("attempted", 0),
         "claimed_done": by_status.get("completed", 0),
         "failed": by_status.get("failed", 0),
-        "not_in_population": unknown,
+        "not_in_population": rows - sum(by_status.values()),
     }
 
 
-def _apply_destination(cursor: Any, params: dict[str, Any]) -> dict[str, int]:
-    grouped = f"(SELECT stage_id, COUNT(*) AS n, MAX(stage_ref) AS ref FROM {STAGE} GROUP BY stage_id) AS s"
+def _apply_destination(cursor: Any, params: dict[str, Any], stages: dict[str, str], fresh: bool) -> dict[str, int]:
+    """Replace the run's destination facts with this export's; keep and flag ids nobody listed as eligible."""
+    stage = stages[WorkItemLoad.Kind.DESTINATION]
+    grouped = _destination_grouped(stage, "s")
     derived = _derived({"dc": "s.n", "dref": "s.ref"})
-    cursor.execute(
-        f"""
-        UPDATE {ITEM} SET destination_count = s.n, destination_ref = s.ref, {_set_derived(derived)}
-        FROM {grouped}
-        WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = s.stage_id
-          AND ({ITEM}.destination_count <> s.n OR {ITEM}.destination_ref <> s.ref OR {_differs(derived, ITEM + ".")})
-        """,
-        params,
-    )
-    updated = _rowcount(cursor)
+    # A fresh run's items were inserted with this export's facts joined in: nothing to update.
+    joined = fresh and WorkItemLoad.Kind.POPULATION in stages
+    updated = 0
+    if not joined:
+        cursor.execute(
+            f"""
+            UPDATE {ITEM} SET destination_count = s.n, destination_ref = s.ref, {_set_derived(derived)}
+            FROM {grouped}
+            WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = s.stage_id
+              AND ({ITEM}.destination_count <> s.n OR {ITEM}.destination_ref <> s.ref
+                   OR {_differs(derived, ITEM + ".")})
+            """,
+            params,
+        )
+        updated = _rowcount(cursor)
     # Present in the destination but not in the population: kept, flagged as possible duplicates.
+    # (For a fresh run the population's staging table is the smaller thing to anti-join against.)
+    population = stages.get(WorkItemLoad.Kind.POPULATION)
+    known = (
+        f"SELECT 1 FROM {population} p WHERE p.stage_id = s.stage_id"
+        if joined and population
+        else f"SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = s.stage_id"
+    )
     cursor.execute(
         f"""
         INSERT INTO {ITEM} (run_id, record_id, outcome, is_in_population, skip_reason, attributes, is_attempted,
             runner_status, destination_count, destination_ref, is_possible_duplicate, evidence_kind, evidence_ref,
             evidence_note, evidence_by_id, evidence_at)
         SELECT %(run)s, s.stage_id, 'completed', FALSE, '', NULL, FALSE, '', s.n, s.ref, TRUE, 'destination_query',
-            s.ref, 'in the destination but not in the eligible population', %(actor)s, %(now)s
+            s.ref, '', %(actor)s, %(now)s
         FROM {grouped}
-        WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = s.stage_id)
+        WHERE NOT EXISTS ({known})
+        ORDER BY s.stage_id
         """,
         params,
     )
     not_eligible = _rowcount(cursor)
+    left = 0
+    if fresh:  # no earlier export to replace
+        return _destination_counts(cursor, stage, updated, not_eligible, left)
     # The export replaces the previous one: records it no longer holds lose their destination facts.
     gone = _derived({"dc": "0", "dref": "''"})
     cursor.execute(
         f"""
         UPDATE {ITEM} SET destination_count = 0, destination_ref = '', {_set_derived(gone)}
         WHERE run_id = %(run)s AND destination_count > 0
-          AND NOT EXISTS (SELECT 1 FROM {STAGE} WHERE {STAGE}.stage_id = {ITEM}.record_id)
+          AND NOT EXISTS (SELECT 1 FROM {stage} WHERE {stage}.stage_id = {ITEM}.record_id)
         """,
         params,
     )
@@ -381,10 +452,14 @@ def _apply_destination(cursor: Any, params: dict[str, Any]) -> dict[str, int]:
         """,
         params,
     )
+    return _destination_counts(cursor, stage, updated, not_eligible, left)
+
+
+def _destination_counts(cursor: Any, stage: str, updated: int, not_eligible: int, left: int) -> dict[str, int]:
     cursor.execute(
         f"""
         SELECT COUNT(*), COALESCE(SUM(CASE WHEN n > 1 THEN 1 ELSE 0 END), 0)
-        FROM (SELECT stage_id, COUNT(*) AS n FROM {STAGE} GROUP BY stage_id) AS g
+        FROM {stage}_g AS g
         """
     )
     distinct_ids, repeated = cursor.fetchone()
@@ -397,45 +472,49 @@ def _apply_destination(cursor: Any, params: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def _apply_provider_lookup(cursor: Any, params: dict[str, Any]) -> dict[str, int]:
-    # Only items still lacking confirmation are verified; the history row is written first, so it
-    # records the outcome each item had before.
-    target = f"(CASE WHEN {STAGE}.stage_status = 'found' THEN 'completed' ELSE 'absent' END)"
+def _apply_provider_lookup(cursor: Any, params: dict[str, Any], stages: dict[str, str], fresh: bool) -> dict[str, int]:
+    """Bulk verification: uncertain or unverified items the provider found → completed, not found → absent."""
+    stage = stages[WorkItemLoad.Kind.PROVIDER_LOOKUP]
+    # The history rows are written first, so they record the outcome each item had before.
+    target = f"(CASE WHEN {stage}.stage_status = 'found' THEN 'completed' ELSE 'absent' END)"
     eligible = "w.run_id = %(run)s AND w.is_in_population AND w.outcome IN ('uncertain', 'unverified')"
     cursor.execute(
         f"""
         INSERT INTO {CHANGE} (work_item_id, run_id, load_id, kind, from_outcome, to_outcome, evidence_kind,
             evidence_ref, note, changed_by_id, changed_at)
-        SELECT w.id, w.run_id, %(load)s, 'verify', w.outcome, {target}, 'provider_lookup', {STAGE}.stage_ref, '',
-            %(actor)s, %(now)s
-        FROM {ITEM} w JOIN {STAGE} ON {STAGE}.stage_id = w.record_id
+        SELECT w.id, w.run_id, %(provider_load)s, 'verify', w.outcome, {target}, 'provider_lookup',
+            {stage}.stage_ref, '', %(actor)s, %(now)s
+        FROM {ITEM} w JOIN {stage} ON {stage}.stage_id = w.record_id
         WHERE {eligible}
         """,
         params,
     )
     cursor.execute(
         f"""
-        SELECT {STAGE}.stage_status, COUNT(*) FROM {ITEM} w JOIN {STAGE} ON {STAGE}.stage_id = w.record_id
-        WHERE {eligible} GROUP BY {STAGE}.stage_status
+        SELECT {stage}.stage_status, COUNT(*) FROM {ITEM} w JOIN {stage} ON {stage}.stage_id = w.record_id
+        WHERE {eligible} GROUP BY {stage}.stage_status
         """,
         params,
     )
     by_status = dict(cursor.fetchall())
     cursor.execute(
         f"""
-        UPDATE {ITEM} SET outcome = {target}, evidence_kind = 'provider_lookup', evidence_ref = {STAGE}.stage_ref,
+        UPDATE {ITEM} SET outcome = {target}, evidence_kind = 'provider_lookup', evidence_ref = {stage}.stage_ref,
             evidence_note = '', evidence_by_id = %(actor)s, evidence_at = %(now)s
-        FROM {STAGE}
-        WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = {STAGE}.stage_id AND {ITEM}.is_in_population
+        FROM {stage}
+        WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = {stage}.stage_id AND {ITEM}.is_in_population
           AND {ITEM}.outcome IN ('uncertain', 'unverified')
         """,
         params,
     )
     verified = _rowcount(cursor)
+    cursor.execute(f"SELECT COUNT(*) FROM {stage}")
+    (rows,) = cursor.fetchone()
     return {
         "verified": verified,
         "found": by_status.get("found", 0),
         "not_found": by_status.get("not_found", 0),
+        "not_verified": rows - verified,
     }
 
 
@@ -449,12 +528,14 @@ def _reconcile(cursor: Any, params: dict[str, Any]) -> int:
     return _rowcount(cursor)
 
 
+# The order files of one batch are applied in: the population first, verification last.
 APPLY = {
     WorkItemLoad.Kind.POPULATION: _apply_population,
     WorkItemLoad.Kind.RUNNER_REPORT: _apply_runner_report,
     WorkItemLoad.Kind.DESTINATION: _apply_destination,
     WorkItemLoad.Kind.PROVIDER_LOOKUP: _apply_provider_lookup,
 }
+KIND_ORDER = list(APPLY)
 
 
 # --- totals and failure class ---------------------------------------------------------------------
@@ -669,6 +750,108 @@ def run_failure_class_confirm(*, user: User, run: Run, failure_class: str, note:
 # --- loads ----------------------------------------------------------------------------------------
 
 OPTION_NAMES = ("ref_column", "status_column", "skip_column", "found_column")
+# Files from different systems name their id column differently: ``<kind>_id_column`` overrides
+# ``id_column`` for that kind's file.
+ID_COLUMN_OPTIONS = tuple(f"{kind}_id_column" for kind in WorkItemLoad.Kind.values)
+
+
+@dataclass
+class LoadFile:
+    """One uploaded file of a batch: its kind (``WorkItemLoad.Kind``), bytes and name."""
+
+    kind: str
+    content: bytes
+    file_name: str = ""
+
+
+def work_item_loads_create(
+    *,
+    user: User,
+    run: Run,
+    files: list[LoadFile],
+    file_format: str = WorkItemLoad.Format.AUTO,
+    id_column: str = "record_id",
+    options: dict[str, str] | None = None,
+    is_destination_complete: bool = False,
+) -> list[WorkItemLoad]:
+    """Store uploaded files of record ids for a run and load them together, now or in a Celery task.
+
+    ``files``: at most one per kind — ``population`` (the eligible ids; optional skip-reason and
+    attribute columns), ``runner_report`` (ids with an optional status column: attempted /
+    completed / failed), ``destination`` (the ids the destination holds, optional reference
+    column; ``is_destination_complete`` declares the export complete for the window, so eligible
+    ids it lacks are ``absent``), ``provider_lookup`` (bulk verification: ids with found yes/no and
+    the provider's reference). Files of one batch load in one transaction, population first; a
+    fresh run's items are then written once with every file's facts. ``id_column`` names the id
+    column in every file, ``options["<kind>_id_column"]`` in one kind's file; ``options`` also
+    names the optional columns (``OPTION_NAMES``). Batches up to
+    ``HANDOVER_LEDGER_SYNC_MAX_BYTES`` in all load before this returns (status ``committed``);
+    larger ones are queued on commit (task ``runs.work_item_load_run``; status ``pending``).
+
+    Raises NotFound (run not visible), LedgerPermissionDenied (auditors and other readers),
+    LedgerFileTooLarge (a file over ``HANDOVER_LEDGER_MAX_UPLOAD_BYTES``; nothing stored),
+    DomainError for an unknown kind, format or option or two files of one kind, and
+    LedgerInputError from a synchronous load (the loads are kept ``failed`` with the file, line
+    and column; no item changed). Returns the loads in application order.
+    """
+    _require_writer(user=user, run=run)
+    if not files:
+        raise DomainError("Upload at least one file.", errors={"file": ["required"]})
+    kinds = [f.kind for f in files]
+    for kind in kinds:
+        if kind not in WorkItemLoad.Kind.values:
+            raise DomainError(f"Unknown load kind {kind!r}.", errors={"kind": ["unknown kind"]})
+    if len(set(kinds)) != len(kinds):
+        raise DomainError("Upload at most one file of each kind at once.", errors={"kind": ["repeated kind"]})
+    for upload in files:
+        try:
+            ledger_files.check_size(len(upload.content), settings.HANDOVER_LEDGER_MAX_UPLOAD_BYTES)
+        except LedgerInputError as exc:
+            exc.detail = f"{upload.file_name or upload.kind}: {exc.detail}"
+            exc.errors = {"file": [exc.detail]}
+            raise
+    if file_format not in WorkItemLoad.Format.values:
+        raise DomainError(f"Unknown format {file_format!r}.", errors={"format": ["unknown format"]})
+    options = {k: str(v).strip() for k, v in (options or {}).items() if v not in (None, "")}
+    unknown = sorted(set(options) - set(OPTION_NAMES) - set(ID_COLUMN_OPTIONS))
+    if unknown:
+        raise DomainError(f"Unknown options: {', '.join(unknown)}.", errors={"options": unknown})
+    if is_destination_complete and WorkItemLoad.Kind.DESTINATION not in kinds:
+        raise DomainError(
+            "Only a destination export can be declared complete.",
+            errors={"is_destination_complete": ["only with a destination export"]},
+        )
+    batch = uuid.uuid4()
+    now = timezone.now()
+    loads = [
+        WorkItemLoad.objects.create(
+            run=run,
+            batch=batch,
+            kind=upload.kind,
+            format=file_format,
+            id_column=options.get(f"{upload.kind}_id_column") or (id_column or "record_id").strip(),
+            options={k: v for k, v in options.items() if k in OPTION_NAMES},
+            is_destination_complete=is_destination_complete and upload.kind == WorkItemLoad.Kind.DESTINATION,
+            file_name=upload.file_name[:255],
+            # zlib at level 1: ids compress several-fold at a few hundred MB/s, so storing and
+            # reading back a large upload costs little (the task gets only the row id)
+            content=zlib.compress(upload.content, 1),
+            size_bytes=len(upload.content),
+            sha256=hashlib.sha256(upload.content).hexdigest(),
+            created_by=user,
+            created_at=now,
+        )
+        for upload in sorted(files, key=lambda f: KIND_ORDER.index(WorkItemLoad.Kind(f.kind)))
+    ]
+    for load in loads:
+        load.content = b""  # stored; no need to hold it in memory too
+    if sum(load.size_bytes for load in loads) <= settings.HANDOVER_LEDGER_SYNC_MAX_BYTES:
+        work_item_load_run(load_id=loads[0].pk)
+        return list(WorkItemLoad.objects.filter(batch=batch).defer("content").order_by("id"))
+    for load in loads:
+        _progress(load, "queued", 0, "waiting for a worker")
+    _enqueue(loads[0].pk)
+    return loads
 
 
 def work_item_load_create(
@@ -683,90 +866,61 @@ def work_item_load_create(
     options: dict[str, str] | None = None,
     is_destination_complete: bool = False,
 ) -> WorkItemLoad:
-    """Store an uploaded file of record ids for a run and load it, now or in a Celery task.
-
-    ``kind``: ``population`` (the eligible ids, optional skip-reason and attribute columns),
-    ``runner_report`` (ids with an optional status column: attempted / completed / failed),
-    ``destination`` (the ids the destination holds, optional reference column;
-    ``is_destination_complete`` declares the export complete for the window, so eligible ids it
-    lacks are ``absent``) or ``provider_lookup`` (bulk verification: ids with found yes/no and the
-    provider's reference). ``options`` names the optional columns (``OPTION_NAMES``). Files up to
-    ``HANDOVER_LEDGER_SYNC_MAX_BYTES`` load before this returns (status ``committed``); larger ones
-    are queued on commit (task ``runs.work_item_load_run``; status ``pending``).
-
-    Raises NotFound (run not visible), LedgerPermissionDenied (auditors and other readers),
-    LedgerFileTooLarge (over ``HANDOVER_LEDGER_MAX_UPLOAD_BYTES``; nothing stored), DomainError for
-    an unknown kind, format or option, and LedgerInputError from a synchronous load (the load row
-    is kept ``failed`` with the line and column; no item changed).
-    """
-    _require_writer(user=user, run=run)
-    ledger_files.check_size(len(content), settings.HANDOVER_LEDGER_MAX_UPLOAD_BYTES)
-    if kind not in WorkItemLoad.Kind.values:
-        raise DomainError(f"Unknown load kind {kind!r}.", errors={"kind": ["unknown kind"]})
-    if file_format not in WorkItemLoad.Format.values:
-        raise DomainError(f"Unknown format {file_format!r}.", errors={"format": ["unknown format"]})
-    options = {k: str(v).strip() for k, v in (options or {}).items() if v not in (None, "")}
-    unknown = sorted(set(options) - set(OPTION_NAMES))
-    if unknown:
-        raise DomainError(f"Unknown options: {', '.join(unknown)}.", errors={"options": unknown})
-    if is_destination_complete and kind != WorkItemLoad.Kind.DESTINATION:
-        raise DomainError(
-            "Only a destination export can be declared complete.",
-            errors={"is_destination_complete": ["only for destination exports"]},
-        )
-    load = WorkItemLoad.objects.create(
+    """Store and load one file (``work_item_loads_create`` with a batch of one); returns its load."""
+    (load,) = work_item_loads_create(
+        user=user,
         run=run,
-        kind=kind,
-        format=file_format,
-        id_column=(id_column or "record_id").strip(),
+        files=[LoadFile(kind=kind, content=content, file_name=file_name)],
+        file_format=file_format,
+        id_column=id_column,
         options=options,
         is_destination_complete=is_destination_complete,
-        file_name=file_name[:255],
-        content=content,
-        size_bytes=len(content),
-        sha256=hashlib.sha256(content).hexdigest(),
-        created_by=user,
-        created_at=timezone.now(),
     )
-    if len(content) <= settings.HANDOVER_LEDGER_SYNC_MAX_BYTES:
-        return work_item_load_run(load_id=load.pk)
-    _progress(load, "queued", 0, "waiting for a worker")
+    return load
+
+
+def _enqueue(load_id: int) -> None:
+    """Queue the batch of ``load_id`` once the current transaction commits."""
 
     def enqueue() -> None:
         from runs.tasks import work_item_load_run as task
 
-        task.delay(load.pk)
+        task.delay(load_id)
 
     transaction.on_commit(enqueue)
-    return load
 
 
-def _load_summary(load: WorkItemLoad, counts: dict[str, int], totals: RunTotals) -> str:
-    rows = counts.get("rows", 0)
-    if load.kind == WorkItemLoad.Kind.POPULATION:
-        text = f"Eligible population loaded: {rows:,} records ({counts['added']:,} new"
-        text += f", {counts['skipped_by_rule']:,} skipped by rule)" if counts["skipped_by_rule"] else ")"
-    elif load.kind == WorkItemLoad.Kind.RUNNER_REPORT:
-        text = (
-            f"Runner report loaded: {rows:,} records ({counts['attempted']:,} attempted, "
-            f"{counts['claimed_done']:,} claimed done, {counts['failed']:,} failed"
-        )
-        text += f"; {counts['not_in_population']:,} not in the population)" if counts["not_in_population"] else ")"
-    elif load.kind == WorkItemLoad.Kind.DESTINATION:
-        complete = "complete for the window" if load.is_destination_complete else "not declared complete"
-        text = f"Destination export loaded ({complete}): {counts['present']:,} records present"
-        if counts["not_eligible"] or counts["present_more_than_once"]:
-            text += (
-                f"; possible duplicates: {counts['not_eligible']:,} not eligible, "
-                f"{counts['present_more_than_once']:,} present more than once"
+def _batch_summary(loads: list[WorkItemLoad], counts: dict[str, dict[str, int]], totals: RunTotals) -> str:
+    parts = []
+    for load in loads:
+        c = counts[load.kind]
+        rows = c.get("rows", 0)
+        if load.kind == WorkItemLoad.Kind.POPULATION:
+            text = f"eligible population: {rows:,} records ({c['added']:,} new"
+            text += f", {c['skipped_by_rule']:,} skipped by rule)" if c["skipped_by_rule"] else ")"
+        elif load.kind == WorkItemLoad.Kind.RUNNER_REPORT:
+            text = (
+                f"runner report: {rows:,} records ({c['attempted']:,} attempted, "
+                f"{c['claimed_done']:,} claimed done, {c['failed']:,} failed"
             )
-    else:
-        text = (
-            f"Provider lookup loaded: {counts['verified']:,} uncertain or unverified records verified "
-            f"({counts['found']:,} found → completed, {counts['not_found']:,} not found → absent)"
-        )
+            text += f"; {c['not_in_population']:,} not in the population)" if c["not_in_population"] else ")"
+        elif load.kind == WorkItemLoad.Kind.DESTINATION:
+            complete = "complete for the window" if load.is_destination_complete else "not declared complete"
+            text = f"destination export ({complete}): {c['present']:,} records present"
+            if c["not_eligible"] or c["present_more_than_once"]:
+                text += (
+                    f", possible duplicates: {c['not_eligible']:,} not eligible, "
+                    f"{c['present_more_than_once']:,} present more than once"
+                )
+        else:
+            text = (
+                f"provider lookup: {c['verified']:,} records verified ({c['found']:,} found → completed, "
+                f"{c['not_found']:,} not found → absent)"
+            )
+        parts.append(text)
+    verb = "Verified from" if [ld.kind for ld in loads] == [WorkItemLoad.Kind.PROVIDER_LOOKUP] else "Loaded"
     return (
-        f"{text}. Totals: {totals.eligible:,} eligible, {totals.completed:,} completed, "
+        f"{verb} {'; '.join(parts)}. Totals: {totals.eligible:,} eligible, {totals.completed:,} completed, "
         f"{totals.unresolved:,} unresolved, {totals.possible_duplicates:,} possible duplicates"
     )
 
@@ -776,86 +930,160 @@ def _timed_out(run: Run) -> bool:
 
 
 def work_item_load_run(*, load_id: int) -> WorkItemLoad:
-    """Run one load: parse, stage, reconcile, store totals, write one timeline event — atomically.
+    """Run the batch of one load: parse, stage, reconcile, store totals, write one timeline event — atomically.
 
-    Claims the load (``pending``/``running`` → ``running``); a load already ``committed`` or
-    ``failed`` is returned unchanged, so a repeated task is harmless, and two runners of one load
-    are serialised on the load row (the second finds it committed). On bad input the transaction
-    rolls back, the load is marked ``failed`` with the error, line and column (its bytes dropped),
-    and LedgerInputError is raised; on an unexpected error it is marked ``failed`` with its bytes
-    kept for ``work_item_load_retry`` and the error re-raised. Progress goes to the cache
-    (``LOAD_PROGRESS_KEY``) outside the transaction. Returns the load.
+    Claims the batch's loads (``pending``/``running`` → ``running``); a batch already ``committed``
+    or ``failed`` is left alone, so a repeated task is harmless, and two runners of one batch are
+    serialised on its load rows (the second finds them committed). On bad input the transaction
+    rolls back, every load of the batch is marked ``failed`` (the culprit with its error, line and
+    column; the bytes dropped) and LedgerInputError is raised; on an unexpected error they are
+    marked ``failed`` with their bytes kept for ``work_item_load_retry`` and the error re-raised.
+    Progress goes to the cache (``LOAD_PROGRESS_KEY``), outside the transaction. Returns the load.
     """
-    now = timezone.now()
-    WorkItemLoad.objects.filter(
-        pk=load_id, status__in=[WorkItemLoad.Status.PENDING, WorkItemLoad.Status.RUNNING]
-    ).update(status=WorkItemLoad.Status.RUNNING, started_at=now)
-    load = WorkItemLoad.objects.select_related("run__job", "run__tenant", "created_by").get(pk=load_id)
-    if load.status != WorkItemLoad.Status.RUNNING:
-        return load
-    _progress(load, "reading", 1, "reading the file")
+    first = WorkItemLoad.objects.defer("content").get(pk=load_id)
+    active = [WorkItemLoad.Status.PENDING, WorkItemLoad.Status.RUNNING]
+    claimed = WorkItemLoad.objects.filter(batch=first.batch, status__in=active).update(
+        status=WorkItemLoad.Status.RUNNING, started_at=timezone.now()
+    )
+    if not claimed:
+        return first
+    loads = list(
+        WorkItemLoad.objects.filter(batch=first.batch).defer("content").select_related("created_by").order_by("id")
+    )
+    for load in loads:
+        _progress(load, "reading", 1, "reading the file")
     try:
         with transaction.atomic():
-            claimed = (
+            locked = list(
                 WorkItemLoad.objects.select_for_update()
-                .filter(pk=load_id, status=WorkItemLoad.Status.RUNNING)
-                .values_list("content", flat=True)
-                .first()
+                .filter(batch=first.batch, status=WorkItemLoad.Status.RUNNING)
+                .order_by("id")
+                .values_list("pk", flat=True)
             )
-            if claimed is None:  # another runner finished it while we waited for the lock
-                return WorkItemLoad.objects.get(pk=load_id)
+            if len(locked) != len(loads):  # another runner finished the batch while we waited
+                return WorkItemLoad.objects.defer("content").get(pk=load_id)
             # One ledger writer per run at a time: totals are computed from a settled set of items.
-            run = Run.objects.select_for_update().select_related("job", "tenant").get(pk=load.run_id)
-            counts, totals = _load_apply(load, run, bytes(claimed))
+            run = Run.objects.select_for_update().select_related("job", "tenant").get(pk=first.run_id)
+            loads.sort(key=lambda ld: KIND_ORDER.index(WorkItemLoad.Kind(ld.kind)))
+            counts, totals = _batch_apply(loads, run)
             finished = timezone.now()
-            WorkItemLoad.objects.filter(pk=load_id).update(
-                status=WorkItemLoad.Status.COMMITTED,
-                finished_at=finished,
-                row_count=counts["rows"],
-                counts=counts,
-                content=b"",
-                error="",
-            )
-            kind = "work_items_verified" if load.kind == WorkItemLoad.Kind.PROVIDER_LOOKUP else "work_items_loaded"
+            for load in loads:
+                WorkItemLoad.objects.filter(pk=load.pk).update(
+                    status=WorkItemLoad.Status.COMMITTED,
+                    finished_at=finished,
+                    row_count=counts[load.kind]["rows"],
+                    counts=counts[load.kind],
+                    content=b"",
+                    error="",
+                )
+            only = [ld.kind for ld in loads] == [WorkItemLoad.Kind.PROVIDER_LOOKUP]
             timeline_event_record(
                 job=run.job,
                 run=run,
-                kind=kind,
-                summary=_load_summary(load, counts, totals),
-                actor_user=load.created_by,
+                kind="work_items_verified" if only else "work_items_loaded",
+                summary=_batch_summary(loads, counts, totals),
+                actor_user=first.created_by,
                 data={
-                    "load": str(load.public_id),
-                    "load_kind": load.kind,
-                    "file_name": load.file_name,
-                    "sha256": load.sha256,
-                    "is_destination_complete": load.is_destination_complete,
-                    "counts": counts,
+                    "batch": str(first.batch),
+                    "loads": [
+                        {
+                            "load": str(ld.public_id),
+                            "kind": ld.kind,
+                            "file_name": ld.file_name,
+                            "sha256": ld.sha256,
+                            "is_destination_complete": ld.is_destination_complete,
+                            "counts": counts[ld.kind],
+                        }
+                        for ld in loads
+                    ],
                     "totals": totals.as_dict(),
                 },
             )
-            run_failure_class_suggest(run=run, totals=totals, actor=load.created_by)
+            run_failure_class_suggest(run=run, totals=totals, actor=first.created_by)
     except LedgerInputError as exc:
-        _load_fail(load, exc.detail, line=exc.line, column=exc.column, keep_content=False)
+        _batch_fail(loads, getattr(exc, "load", None), exc.detail, line=exc.line, column=exc.column, keep_content=False)
         raise
     except Exception:
-        logger.exception("work-ledger load %s failed", load.public_id)
-        _load_fail(load, "The load failed unexpectedly (logged); nothing was changed. Retry it.", keep_content=True)
+        logger.exception("work-ledger batch %s failed", first.batch)
+        message = "The load failed unexpectedly (logged); nothing was changed. Retry it."
+        _batch_fail(loads, None, message, keep_content=True)
         raise
-    _progress(load, "committed", 100, "loaded")
-    return WorkItemLoad.objects.select_related("run", "created_by").get(pk=load_id)
+    for load in loads:
+        _progress(load, "committed", 100, "loaded")
+    return WorkItemLoad.objects.defer("content").get(pk=load_id)
 
 
-def _load_apply(load: WorkItemLoad, run: Run, content: bytes) -> tuple[dict[str, int], RunTotals]:
-    """The body of a load, inside its transaction: returns the counts and the new totals."""
+def _batch_apply(loads: list[WorkItemLoad], run: Run) -> tuple[dict[str, dict[str, int]], RunTotals]:
+    """The body of a batch, inside its transaction: stage every file, apply them in order, store totals.
+
+    Returns the counts per kind and the new totals. A LedgerInputError names the file it is about
+    (``file.csv: Line 7: ...``) and carries the load in ``load``.
+    """
+    kinds = {load.kind for load in loads}
     if (
-        load.kind != WorkItemLoad.Kind.POPULATION
+        WorkItemLoad.Kind.POPULATION not in kinds
         and not WorkItem.objects.filter(run=run, is_in_population=True).exists()
     ):
-        raise LedgerInputError("this run has no eligible population yet: load the population first.")
+        raise LedgerInputError("this run has no eligible population yet: load the population first (or with it).")
+    destination = next((ld for ld in loads if ld.kind == WorkItemLoad.Kind.DESTINATION), None)
+    provider = next((ld for ld in loads if ld.kind == WorkItemLoad.Kind.PROVIDER_LOOKUP), None)
+    params = {
+        "run": run.pk,
+        "provider_load": provider.pk if provider else None,
+        "actor": loads[0].created_by_id,
+        "now": timezone.now(),
+        "complete": destination.is_destination_complete if destination else _destination_is_complete(run),
+        "timed_out": _timed_out(run),
+    }
+    counts: dict[str, dict[str, int]] = {}
+    stages: dict[str, str] = {}
+    fresh = not WorkItem.objects.filter(run=run).exists()
+    with connection.cursor() as cursor:
+        if _is_postgres():
+            # Hash joins and aggregates over a million ids spill to disk at the default 4 MB.
+            cursor.execute("SET LOCAL work_mem = '256MB'")
+        for index, load in enumerate(loads):
+            table = _stage_name(load.kind)
+            _stage_create(cursor, table)
+            stages[load.kind] = table
+            try:
+                # One file in memory at a time: its bytes are fetched, staged and let go.
+                content = WorkItemLoad.objects.filter(pk=load.pk).values_list("content", flat=True).get()
+                raw = zlib.decompress(content)
+                del content
+                counts[load.kind] = {"rows": _stage_load(cursor, table, load, raw, index, len(loads))}
+                del raw
+            except LedgerInputError as exc:
+                raise _located(exc, load, len(loads)) from exc
+        _progress_all(loads, "reconciling", 65, "reconciling")
+        for load in loads:
+            try:
+                counts[load.kind].update(APPLY[WorkItemLoad.Kind(load.kind)](cursor, params, stages, fresh))
+            except LedgerInputError as exc:
+                raise _located(exc, load, len(loads)) from exc
+        # A fresh run's items were written with every fact joined in and their outcome derived
+        # from it; otherwise bring every item whose derived columns changed up to date.
+        reconciled = 0 if fresh and WorkItemLoad.Kind.POPULATION in stages else _reconcile(cursor, params)
+        counts[loads[-1].kind]["reconciled"] = reconciled
+        # The staging tables go with the transaction when it rolls back (a failed COPY leaves it
+        # aborted, so no DROP could run then); on success they are dropped here.
+        for table in stages.values():
+            cursor.execute(f"DROP TABLE IF EXISTS {table}")
+        if WorkItemLoad.Kind.DESTINATION in stages:
+            cursor.execute(f"DROP TABLE IF EXISTS {stages[WorkItemLoad.Kind.DESTINATION]}_g")
+    _progress_all(loads, "totals", 90, "storing the totals")
+    return counts, run_totals_refresh(run=run)
+
+
+def _stage_load(cursor: Any, table: str, load: WorkItemLoad, content: bytes, index: int, of: int) -> int:
+    """Decode, parse and stage one file; refuse an empty file and (but for a destination) repeated ids."""
     text = ledger_files.decode(content)
+    del content  # the text is all we need from here on
+    share = 60 / of
 
     def report(lines: int, total: int) -> None:
-        _progress(load, "reading", 1 + int(59 * lines / total), f"{lines:,} of about {total:,} lines read")
+        percent = 1 + int(share * index + share * lines / total)
+        _progress(load, "reading", percent, f"{lines:,} of about {total:,} lines read")
 
     rows = ledger_files.read_rows(
         text,
@@ -866,58 +1094,60 @@ def _load_apply(load: WorkItemLoad, run: Run, content: bytes) -> tuple[dict[str,
         file_name=load.file_name,
         progress=report,
     )
-    complete = (
-        load.is_destination_complete if load.kind == WorkItemLoad.Kind.DESTINATION else _destination_is_complete(run)
-    )
-    params = {
-        "run": run.pk,
-        "load": load.pk,
-        "actor": load.created_by_id,
-        "now": timezone.now(),
-        "complete": complete,
-        "timed_out": _timed_out(run),
-    }
-    with connection.cursor() as cursor:
-        if _is_postgres():
-            # Hash joins and aggregates over a million ids spill to disk at the default 4 MB.
-            cursor.execute("SET LOCAL work_mem = '256MB'")
-        _stage_create(cursor)
-        try:
-            row_count = _stage_fill(cursor, rows)
-            if row_count == 0:
-                raise LedgerInputError("the file has no records.")
-            if load.kind != WorkItemLoad.Kind.DESTINATION:  # a destination may hold a record twice (flagged)
-                _stage_refuse_duplicates(cursor)
-            _progress(load, "reconciling", 65, f"{row_count:,} records read; reconciling")
-            counts = APPLY[WorkItemLoad.Kind(load.kind)](cursor, params)
-            counts["reconciled"] = _reconcile(cursor, params)
-            counts["rows"] = row_count
-        finally:
-            cursor.execute(f"DROP TABLE IF EXISTS {STAGE}")
-    _progress(load, "totals", 90, "storing the totals")
-    totals = run_totals_refresh(run=run)
-    return counts, totals
+    count = _stage_fill(cursor, table, rows)
+    if count == 0:
+        raise LedgerInputError("the file has no records.")
+    if load.kind == WorkItemLoad.Kind.DESTINATION:
+        _destination_group(cursor, table)
+    # A destination may hold a record twice (flagged); the population is checked as it is applied.
+    if load.kind not in (WorkItemLoad.Kind.DESTINATION, WorkItemLoad.Kind.POPULATION):
+        _stage_refuse_duplicates(cursor, table)
+    return count
 
 
-def _load_fail(
-    load: WorkItemLoad, error: str, *, line: int | None = None, column: str = "", keep_content: bool
+def _located(exc: LedgerInputError, load: WorkItemLoad, of: int) -> LedgerInputError:
+    """The error, naming its file when the batch has several, and remembering its load."""
+    detail = f"{load.file_name or load.get_kind_display()}: {exc.detail}" if of > 1 else exc.detail
+    located = LedgerInputError.__new__(type(exc))
+    DomainError.__init__(located, detail, errors={"file": [detail]})
+    located.line, located.column = exc.line, exc.column
+    located.load = load  # type: ignore[attr-defined]
+    return located
+
+
+def _progress_all(loads: list[WorkItemLoad], phase: str, percent: int, message: str) -> None:
+    for load in loads:
+        _progress(load, phase, percent, message)
+
+
+def _batch_fail(
+    loads: list[WorkItemLoad],
+    culprit: WorkItemLoad | None,
+    error: str,
+    *,
+    line: int | None = None,
+    column: str = "",
+    keep_content: bool,
 ) -> None:
-    """Mark a load failed, outside the rolled-back transaction, and publish it to the progress bar."""
-    fields: dict[str, Any] = {
-        "status": WorkItemLoad.Status.FAILED,
-        "finished_at": timezone.now(),
-        "error": error,
-        "error_line": line,
-        "error_column": column[:200],
-    }
-    if not keep_content:
-        fields["content"] = b""
-    WorkItemLoad.objects.filter(pk=load.pk).update(**fields)
-    _progress(load, "failed", 100, error)
+    """Mark a batch's loads failed, outside the rolled-back transaction, and publish it to the progress bar."""
+    for load in loads:
+        is_culprit = culprit is None or load.pk == culprit.pk
+        message = error if is_culprit else f"Not loaded: {culprit.file_name or culprit.kind} in the same upload failed."
+        fields: dict[str, Any] = {
+            "status": WorkItemLoad.Status.FAILED,
+            "finished_at": timezone.now(),
+            "error": message,
+            "error_line": line if is_culprit else None,
+            "error_column": column[:200] if is_culprit else "",
+        }
+        if not keep_content:
+            fields["content"] = b""
+        WorkItemLoad.objects.filter(pk=load.pk).update(**fields)
+        _progress(load, "failed", 100, message)
 
 
 def work_item_load_retry(*, user: User, load: WorkItemLoad) -> WorkItemLoad:
-    """Queue a load that failed unexpectedly once more (its bytes were kept); enqueues the task on commit.
+    """Queue a batch that failed unexpectedly once more (its bytes were kept); enqueues the task on commit.
 
     Raises InvalidTransition (409) for a load that is not ``failed`` or whose bytes were dropped
     (bad input: fix the file and upload it again).
@@ -925,22 +1155,15 @@ def work_item_load_retry(*, user: User, load: WorkItemLoad) -> WorkItemLoad:
     _require_writer(user=user, run=load.run)
     with transaction.atomic():
         changed = (
-            WorkItemLoad.objects.filter(pk=load.pk, status=WorkItemLoad.Status.FAILED)
+            WorkItemLoad.objects.filter(batch=load.batch, status=WorkItemLoad.Status.FAILED)
             .exclude(content=b"")
             .update(status=WorkItemLoad.Status.PENDING, error="", error_line=None, error_column="", finished_at=None)
         )
         if not changed:
             raise InvalidTransition("Only a load that failed unexpectedly can be retried; fix the file and upload it.")
-
-        def enqueue() -> None:
-            from runs.tasks import work_item_load_run as task
-
-            task.delay(load.pk)
-
-        transaction.on_commit(enqueue)
+        _enqueue(load.pk)
     _progress(load, "queued", 0, "waiting for a worker")
-    load.refresh_from_db()
-    return load
+    return WorkItemLoad.objects.defer("content").get(pk=load.pk)
 
 
 # --- one item: a person's change, a provider lookup -----------------------------------------------

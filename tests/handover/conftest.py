@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -13,7 +12,7 @@ from handover.services import handover_create
 from runs.models import Run, SideEffect, WorkItem
 from runs.services import role_grant
 from tests.factories import AttemptFactory, JobFactory, JobTargetFactory, RunFactory, TenantFactory, UserFactory
-from tests.handover.helpers import WINDOW_END, WINDOW_START, World
+from tests.handover.helpers import WINDOW_END, WINDOW_START, LedgerLoader, World
 
 
 @pytest.fixture
@@ -68,9 +67,6 @@ def world(db: None) -> World:
     role_grant(user=owner, role="technical_owner", obj=job)
     role_grant(user=stranger, role="support", obj=other)
     return World(job, tenant, target, run, first, retry, support, auditor, owner, stranger, other)
-
-
-LedgerLoader = Callable[..., Run]
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -10,8 +11,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from handover.models import Handover
-from runs.models import Attempt, Job, JobTarget, Run, Tenant
+from runs.models import Attempt, Job, JobTarget, NextRunCheck, Run, Tenant
 
+LedgerLoader = Callable[..., Run]
 WINDOW_START = datetime(2026, 11, 26, 23, 0, tzinfo=UTC)
 WINDOW_END = datetime(2026, 11, 27, 23, 0, tzinfo=UTC)
 
@@ -33,7 +35,6 @@ class World:
     other_tenant: Tenant
 
 
-
 def force_status(handover: Handover, status: str, actor: AbstractBaseUser) -> Handover:
     """Put ``handover`` into ``status`` with the stamps its constraints want (for the transition matrix)."""
     now = timezone.now()
@@ -50,3 +51,15 @@ def force_status(handover: Handover, status: str, actor: AbstractBaseUser) -> Ha
     handover.links.update(is_open=status != "closed")
     handover.refresh_from_db()
     return handover
+
+
+def settle_check(check: NextRunCheck, status: str, **values: Any) -> NextRunCheck:
+    """Put a next-run check into ``passed`` or ``failed`` as the check sweep would (test data only)."""
+    now = timezone.now()
+    if status == "passed":
+        values = {"passed_at": now, "evidence_at": now, **values}
+    elif status == "failed":
+        values = {"failed_at": now, "failure_reason": "deadline_passed", **values}
+    NextRunCheck.objects.filter(pk=check.pk).update(status=status, status_changed_at=now, **values)
+    check.refresh_from_db()
+    return check

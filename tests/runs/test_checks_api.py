@@ -110,7 +110,9 @@ def test_create_is_forbidden_to_an_auditor_and_hidden_from_strangers(acme: JobTa
     auditor = UserFactory()
     role_grant(user=auditor, role="auditor", obj=acme.tenant)
 
-    forbidden = token_client(auditor).post("/api/v1/checks/", {"target": str(acme.public_id)}, content_type="application/json")
+    forbidden = token_client(auditor).post(
+        "/api/v1/checks/", {"target": str(acme.public_id)}, content_type="application/json"
+    )
     hidden = token_client(UserFactory()).post(
         "/api/v1/checks/", {"target": str(acme.public_id)}, content_type="application/json"
     )

@@ -96,9 +96,7 @@ def test_sweep_and_waiver_racing_on_one_check_leave_one_outcome() -> None:
 
 
 def test_concurrent_missed_run_sweeps_create_one_run_and_one_event_per_fire_time(story_job: Job) -> None:
-    target = JobTargetFactory(
-        job=story_job, tenant=TenantFactory(), created_at=NOW - timedelta(days=5, hours=12)
-    )
+    target = JobTargetFactory(job=story_job, tenant=TenantFactory(), created_at=NOW - timedelta(days=5, hours=12))
 
     results, errors = run_together(4, run_sweep_missed)
 

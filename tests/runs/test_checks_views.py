@@ -148,3 +148,35 @@ def test_run_page_shows_the_next_fire_times_and_the_checks_result(
     assert "2026-12-03 02:00:00 CET" in page  # the fifth fire time
     assert "verifies this run&#x27;s recovery" in page or "verifies this run's recovery" in page
     assert "not evaluated yet" in page
+
+
+def test_healthz_reports_the_broker_and_overdue_next_run_checks() -> None:
+    NextRunCheckFactory(expected_at=NOW - timedelta(hours=1))  # deadline passed, not swept yet
+    NextRunCheckFactory(expected_at=NOW + timedelta(days=1))
+
+    with time_machine.travel(NOW, tick=False):
+        body = Client().get("/healthz").json()
+
+    assert body["database"] == "ok" and body["broker"] == "ok"
+    assert body["overdue_next_run_checks"] == 1
+
+
+def test_check_page_shows_evidence_late_success_and_the_admin_list_is_read_only(acme: JobTarget, support: Any) -> None:
+    passed = NextRunCheckFactory(target=acme, passed=True, result_summary="Passed: the next run succeeded")
+    late = NextRunCheckFactory(
+        target=acme,
+        failed=True,
+        late_success_attempt=passed.evidence_attempt,
+        late_success_at=passed.expected_at + timedelta(hours=2),
+        result_summary="Failed: the next run succeeded only after the deadline (kept as evidence)",
+    )
+
+    passed_page = logged_in(support).get(f"/checks/{passed.public_id}/").content.decode()
+    late_page = logged_in(support).get(f"/checks/{late.public_id}/").content.decode()
+    admin = logged_in(UserFactory(admin=True))
+
+    assert "Passed: the next run succeeded" in passed_page and passed.evidence_attempt.execution_id in passed_page
+    assert "late success" in late_page and "the check stays failed" in late_page
+    assert "Waive" not in late_page  # only a scheduled check can be waived
+    assert admin.get("/admin/runs/nextruncheck/").status_code == 200
+    assert admin.get("/admin/runs/nextruncheck/add/").status_code == 403

@@ -1,0 +1,42 @@
+"""Job pause and resume: reason required, idempotent, a job-level timeline event with who and when."""
+
+from __future__ import annotations
+
+import pytest
+
+from handover.errors import DomainError
+from runs.models import TimelineEvent
+from runs.services import job_pause, job_resume
+from tests.handover.helpers import World
+
+pytestmark = pytest.mark.django_db
+
+
+def test_pause_records_reason_actor_and_a_job_level_event(world: World) -> None:
+    job = job_pause(job=world.job, actor=world.support, reason="ledger gateway maintenance")
+
+    assert job.paused_at and job.paused_by == world.support and job.pause_reason == "ledger gateway maintenance"
+    event = TimelineEvent.objects.get(kind="job_paused")
+    assert (event.job, event.tenant, event.run, event.attempt) == (world.job, None, None, None)
+    assert event.actor_user == world.support and "ledger gateway maintenance" in event.summary
+
+
+def test_pause_needs_a_reason_and_is_idempotent(world: World) -> None:
+    with pytest.raises(DomainError):
+        job_pause(job=world.job, actor=world.support, reason=" ")
+    first = job_pause(job=world.job, actor=world.support, reason="first")
+    again = job_pause(job=world.job, actor=world.owner, reason="second")
+
+    assert again.paused_at == first.paused_at and again.pause_reason == "first" and again.paused_by == world.support
+    assert TimelineEvent.objects.filter(kind="job_paused").count() == 1
+
+
+def test_resume_clears_the_pause_once(world: World) -> None:
+    job_pause(job=world.job, actor=world.support, reason="maintenance")
+
+    job = job_resume(job=world.job, actor=world.owner, note="gateway back")
+    job_resume(job=world.job, actor=world.owner)
+
+    assert job.paused_at is None and job.paused_by is None and job.pause_reason == ""
+    event = TimelineEvent.objects.get(kind="job_resumed")
+    assert event.actor_user == world.owner and event.run is None and event.data["paused_reason"] == "maintenance"
