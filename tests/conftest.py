@@ -53,7 +53,7 @@ def is_postgres() -> bool:
 
 
 def fixture_path(source: str, name: str) -> Path:
-    """The project's own copy of a fixture file (never ../shared)."""
+    """The project's own copy of a fixture file, kept under runs/demo/alerts/."""
     return FIXTURES / source / name
 
 
