@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -24,10 +25,26 @@ class CheckSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class EligibleApproversSerializer(serializers.Serializer[dict[str, Any]]):
-    """Usernames who may give each approval (the requester excluded), as listed at creation."""
+    """Usernames who may give each approval (the requester excluded), as listed at creation.
+
+    The stored JSON is read defensively: the column defaults to ``{}`` (a request written by the admin,
+    a factory or an older version), so a missing kind, or anything but a list of names, is an empty list.
+    """
+
+    KINDS = ("business", "technical")
 
     business = serializers.ListField(child=serializers.CharField())
     technical = serializers.ListField(child=serializers.CharField())
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        stored = instance if isinstance(instance, Mapping) else {}
+        names = {kind: stored.get(kind) for kind in self.KINDS}
+        return super().to_representation(
+            {
+                kind: [str(name) for name in value] if isinstance(value, list | tuple) else []
+                for kind, value in names.items()
+            }
+        )
 
 
 class SideEffectSerializer(serializers.Serializer[dict[str, Any]]):

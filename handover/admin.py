@@ -7,7 +7,14 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from handover.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
+from handover.models import (
+    ApiTokenUse,
+    Handover,
+    HandoverNotification,
+    HandoverRevision,
+    HandoverRun,
+    ResidualException,
+)
 
 
 class ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -89,4 +96,38 @@ class HandoverNotificationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ApiTokenUse)
+class ApiTokenUseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Personal API tokens by last use (read-only; revoke a token on knox's "Auth tokens" page)."""
+
+    list_display = ["token_key", "owner", "created", "expiry", "last_used_at"]
+    list_select_related = ["token__user"]
+    ordering = ["-last_used_at"]
+
+    @admin.display(description="token prefix")
+    def token_key(self, obj: ApiTokenUse) -> str:
+        return obj.token.token_key
+
+    @admin.display(description="owner")
+    def owner(self, obj: ApiTokenUse) -> str:
+        return str(obj.token.user.get_username())
+
+    @admin.display(description="created")
+    def created(self, obj: ApiTokenUse) -> Any:
+        return obj.token.created
+
+    @admin.display(description="expires")
+    def expiry(self, obj: ApiTokenUse) -> Any:
+        return obj.token.expiry
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -5,11 +5,15 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from handover.api import HandoverViewSet, JobPauseView, JobResumeView
+from handover.api import ApiTokenViewSet, HandoverViewSet, JobPauseView, JobResumeView
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False
+# JSON only: no ``.json`` twins of every route (custom actions take no ``format`` argument: a 500)
+router.include_format_suffixes = False
 router.register("handovers", HandoverViewSet, basename="handover")
+# the caller's own personal API tokens: /api/v1/tokens/ and /api/v1/tokens/<prefix>/
+router.register("tokens", ApiTokenViewSet, basename="api-token")
 
 app_name = "handover-api"
 urlpatterns = [

@@ -31,4 +31,8 @@ urlpatterns = [
     path("runs/<uuid:id>/handover-box/", views.run_handover_box_view, name="run-handover-box"),
     path("jobs/<uuid:id>/pause/", views.job_pause_view, name="job-pause"),
     path("jobs/<uuid:id>/resume/", views.job_resume_view, name="job-resume"),
+    # the signed-in person's own personal API tokens (a prefix is knox's token_key, e.g. ho_1a2b3c4d5e6f)
+    path("account/tokens/", views.api_token_list_view, name="api-token-list"),
+    path("account/tokens/new/", views.api_token_create_view, name="api-token-create"),
+    path("account/tokens/<str:prefix>/revoke/", views.api_token_revoke_view, name="api-token-revoke"),
 ]

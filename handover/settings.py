@@ -190,6 +190,11 @@ AXES_COOLOFF_TIME = timedelta(seconds=env.int("HANDOVER_LOGIN_COOLOFF_SECONDS", 
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_STR_CALLABLE = "handover.login_throttle.client_str"
+# Reverse proxies (load balancers) in front of the app that append to X-Forwarded-For. 0: the
+# header is ignored and the address is REMOTE_ADDR; N: the N-th entry from the right (set it to the
+# real number: too high lets clients choose their address, too low locks out everyone behind a proxy).
+HANDOVER_TRUSTED_PROXY_COUNT = env.int("HANDOVER_TRUSTED_PROXY_COUNT", default=0)
+AXES_CLIENT_IP_CALLABLE = "handover.login_throttle.client_ip"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 if PRODUCTION:
     SECURE_HSTS_SECONDS = env.int("HANDOVER_HSTS_SECONDS", default=31536000)
@@ -235,7 +240,7 @@ if CACHES["default"]["BACKEND"].endswith("FileBasedCache"):
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes an unauthenticated call a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        "handover.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -248,6 +253,8 @@ REST_FRAMEWORK = {
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+# knox's token table, named (it is swappable): handover.ApiTokenUse (each token's last use) points at it.
+KNOX_TOKEN_MODEL = "knox.AuthToken"
 REST_KNOX = {
     "TOKEN_TTL": timedelta(days=env.int("HANDOVER_API_TOKEN_DAYS", default=90)),
     "AUTH_HEADER_PREFIX": "Token",

@@ -3,36 +3,25 @@
 from __future__ import annotations
 
 import logging
-from datetime import datetime
 from smtplib import SMTPException
 
 from celery import shared_task
-from django.conf import settings
-from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
 
-def _heartbeat_path() -> object:
-    return settings.VAR_DIR / "beat-heartbeat"
-
-
-def beat_heartbeat_age_seconds() -> float | None:
-    """Seconds since the last sweep tick wrote its heartbeat, or None when it never ran."""
-    path = _heartbeat_path()
-    try:
-        stamp = datetime.fromisoformat(path.read_text().strip())  # type: ignore[attr-defined]
-    except (OSError, ValueError):
-        return None
-    return round((timezone.now() - stamp).total_seconds(), 1)
-
-
 @shared_task(name="runs.alert_sweep_pending")
 def alert_sweep_pending() -> int:
-    """Beat tick: write the heartbeat, then finish alerts a crash left ``pending``. Returns the count."""
-    from runs.services import alert_sweep_pending as sweep
+    """Beat tick: write the beat's heartbeat, then finish alerts a crash left ``pending``. Returns the count.
 
-    _heartbeat_path().write_text(timezone.now().isoformat())  # type: ignore[attr-defined]
+    The heartbeat is a database row (``Heartbeat.BEAT``, upserted), so ``/healthz`` on any host
+    reads the same ``beat_age_seconds``.
+    """
+    from runs.models import Heartbeat
+    from runs.services import alert_sweep_pending as sweep
+    from runs.services import heartbeat_record
+
+    heartbeat_record(name=Heartbeat.BEAT)
     done = sweep()
     if done:
         logger.info("alert sweep applied %d pending alerts", done)
@@ -44,20 +33,25 @@ def next_run_check_sweep() -> dict[str, int]:
     """Beat tick: settle due next-run checks and record late successes (set-based; safe to overlap).
 
     Enqueues only follow-ups (``runs.next_run_check_notify_failed``, one per claimed batch with
-    failures). Returns the counts of the sweep.
+    failures, and again for failed checks whose follow-up never ran, see
+    ``next_run_check_follow_ups_resend``). Returns the counts of the sweep.
     """
     from runs.services import next_run_check_sweep as sweep
+    from runs.services.checks import next_run_check_follow_ups_resend
 
     result = sweep()
-    if result.due or result.late_successes:
+    # Follow-ups whose message was lost (a worker died after the commit or holding it) are re-found here.
+    resent = next_run_check_follow_ups_resend()
+    if result.due or result.late_successes or resent:
         logger.info(
-            "next-run sweep: due=%d passed=%d failed=%d awaiting=%d skipped=%d late=%d",
+            "next-run sweep: due=%d passed=%d failed=%d awaiting=%d skipped=%d late=%d follow-ups resent=%d",
             result.due,
             result.passed,
             result.failed,
             result.awaiting_confirmation,
             result.skipped,
             result.late_successes,
+            resent,
         )
     return {
         "due": result.due,

@@ -137,6 +137,11 @@ def audit_trail(role: str, scope: str) -> Outcome:
     return DENY
 
 
+def someone_elses(role: str, scope: str) -> Outcome:
+    """Another person's personal API token: nobody finds it on their own token pages, admins included (404)."""
+    return LOGIN if role == "anon" else HIDE
+
+
 def page_form(policy: Policy) -> Policy:
     """A form posted from a page whose refusals come back as messages on the page (a redirect): the
     service decides, the answer is a redirect for anyone who sees the object; 404 for everyone else."""
@@ -201,6 +206,22 @@ def _recovery_decision(world: Any, scope: str) -> dict[str, Any]:
 
 def _runs(world: Any, scope: str) -> dict[str, Any]:
     return {"runs": [str(world.obj("run", scope).public_id)]}
+
+
+def _token_create(world: Any, scope: str) -> dict[str, Any]:
+    return {"label": "matrix script", "expires_in_days": 7}
+
+
+def _foreign_token(world: Any, scope: str) -> dict[str, Any]:
+    """The prefix of a token held by a person outside the matrix's roles (made once per world)."""
+    from knox.models import AuthToken
+
+    from tests.factories import UserFactory
+
+    key = ("api_token", "site")
+    if key not in world.objects:
+        world.objects[key] = AuthToken.objects.create(user=UserFactory(username="matrix-token-owner"))[0]
+    return {"prefix": world.objects[key].token_key}
 
 
 # Django's admin site, one wildcard entry: staff only, whatever the model. Django's admin looks at
@@ -282,6 +303,9 @@ RULES: dict[str, Rule] = {
     "handover-api:handover-residual-exception-detail": R("exception", PATCH=WRITE),
     "handover-api:job-pause": R("job", POST=WRITE),
     "handover-api:job-resume": R("job", POST=WRITE),
+    # the caller's own personal API tokens: anyone signed in, only their own
+    "handover-api:api-token-list": R(site=True, GET=signed_in, POST=signed_in, data=_token_create),
+    "handover-api:api-token-detail": R(site=True, DELETE=someone_elses, kwargs=_foreign_token),
     # --- runs pages ----------------------------------------------------------------------------------
     "runs:run-list": R("run", GET=listing(READ)),
     "runs:run-detail": R("run", GET=READ),
@@ -338,6 +362,9 @@ RULES: dict[str, Rule] = {
     "handover:run-handover-box": R("run", GET=READ),
     "handover:job-pause": R("job", POST=WRITE),
     "handover:job-resume": R("job", POST=WRITE),
+    "handover:api-token-list": R(site=True, GET=signed_in),
+    "handover:api-token-create": R(site=True, POST=signed_in, data=_token_create),
+    "handover:api-token-revoke": R(site=True, GET=someone_elses, POST=someone_elses, kwargs=_foreign_token),
     # --- admin pages (/manage/) and the audit trail -------------------------------------------------
     "manage:role-list": R(site=True, GET=staff_page),
     "manage:role-grant": R(site=True, POST=staff_page),

@@ -48,6 +48,29 @@ def pytest_configure(config: pytest.Config) -> None:
     }
 
 
+@pytest.fixture
+def django_assert_max_num_queries(
+    django_assert_max_num_queries: Callable[..., Any], django_db_blocker: Any
+) -> Callable[..., Any]:
+    """pytest-django's query budget, with the per-process lookup caches warmed first.
+
+    A web process looks each model's ContentType, and each permission's ContentType for guardian's
+    ``get_objects_for_user``, up once and keeps it; a test that runs alone starts with those caches
+    cold and would count lookups a warm process never makes, so a budget would pass or fail with
+    the test order.
+    """
+    from django.apps import apps
+    from django.contrib.auth.models import Permission
+    from django.contrib.contenttypes.models import ContentType
+    from guardian.shortcuts import _get_ct_cached  # guardian's own lru_cache; no public warm-up
+
+    with django_db_blocker.unblock():
+        ContentType.objects.get_for_models(*apps.get_models())
+        for app_label, codename in Permission.objects.values_list("content_type__app_label", "codename"):
+            _get_ct_cached(app_label, codename)
+    return django_assert_max_num_queries
+
+
 def is_postgres() -> bool:
     return connection.vendor == "postgresql"
 

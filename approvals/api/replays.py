@@ -202,17 +202,9 @@ class ReplayRequestViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Replay
     )
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, id: str) -> Response:
-        replay = self.get_object()
-        data = ReplayRequestApproveInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values, decision = self._decision(ReplayRequestApproveInputSerializer)
         replay = replay_request_approve(
-            request=replay,
-            actor=request.user,  # type: ignore[arg-type]
-            kind=values["kind"],
-            scope_fingerprint=values["scope_fingerprint"],
-            reauthenticated_at=self._reauthenticated_at(values["password"]),
-            comment=values["comment"],
+            **decision,
             accepts_unknown_repeat_safety=values["accepts_unknown_repeat_safety"],
             acceptance_reason=values["acceptance_reason"],
         )
@@ -226,19 +218,28 @@ class ReplayRequestViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Replay
     )
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, id: str) -> Response:
+        _, decision = self._decision(ReplayRequestRejectInputSerializer)
+        return self._detail(replay_request_reject(**decision))
+
+    def _decision(self, serializer: type[BaseSerializer[Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The validated input of an approve or reject, and the arguments both services take.
+
+        Those are the request (404 when not visible), the actor, the approval kind, the scope the
+        person reviewed, when they re-entered their password (checked here) and their comment.
+        """
         replay = self.get_object()
-        data = ReplayRequestRejectInputSerializer(data=request.data)
+        data = serializer(data=self.request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        replay = replay_request_reject(
-            request=replay,
-            actor=request.user,  # type: ignore[arg-type]
-            kind=values["kind"],
-            scope_fingerprint=values["scope_fingerprint"],
-            reauthenticated_at=self._reauthenticated_at(values["password"]),
-            comment=values["comment"],
-        )
-        return self._detail(replay)
+        decision = {
+            "request": replay,
+            "actor": self.request.user,
+            "kind": values["kind"],
+            "scope_fingerprint": values["scope_fingerprint"],
+            "reauthenticated_at": self._reauthenticated_at(values["password"]),
+            "comment": values["comment"],
+        }
+        return values, decision
 
     def _reauthenticated_at(self, password: str) -> Any:
         return approver_reauthentication(

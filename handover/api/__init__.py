@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from handover.api.handovers import HandoverViewSet, MarkdownRenderer
 from handover.api.jobs import JobPauseView, JobResumeView
+from handover.api.tokens import ApiTokenViewSet
 
-__all__ = ["HandoverViewSet", "JobPauseView", "JobResumeView", "MarkdownRenderer"]
+__all__ = ["ApiTokenViewSet", "HandoverViewSet", "JobPauseView", "JobResumeView", "MarkdownRenderer"]

@@ -14,8 +14,11 @@ from handover.models.handovers import (
     HandoverRun,
     ResidualException,
 )
+from handover.models.tokens import ApiTokenLabel, ApiTokenUse
 
 __all__ = [
+    "ApiTokenLabel",
+    "ApiTokenUse",
     "Handover",
     "HandoverNotification",
     "HandoverRevision",

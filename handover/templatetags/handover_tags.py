@@ -2,56 +2,91 @@
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from datetime import datetime, timedelta
 
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
+from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
 
+# Every status (and outcome, decision) value of every stateful model has an icon here, shown beside
+# the word, so a badge never relies on its colour (tests/handover/test_templatetags.py walks the models).
 STATUS_ICONS = {
+    # runs and attempts
+    "expected": "…",
+    "queued": "…",
+    "running": "▶",
     "succeeded": "✔",
-    "accepted": "✔",
-    "passed": "✔",
     "failed": "✖",
     "timed_out": "⏱",
-    "rejected": "✖",
-    "running": "▶",
-    "queued": "…",
-    "pending": "…",
-    "expected": "…",
     "missed": "⚠",
-    "unmatched": "⚠",
     "unknown": "?",
-    "duplicate": "≡",
-    "ignored": "–",
     "abandoned": "–",
-    # handover statuses
+    # deliveries and alerts
+    "received": "↓",
+    "processed": "✔",
+    "pending": "…",
+    "accepted": "✔",
+    "duplicate": "≡",
+    "unmatched": "⚠",
+    "rejected": "✖",
+    "ignored": "–",
+    # next-run checks
+    "scheduled": "◷",
+    "passed": "✔",
+    "waived": "⚑",
+    # work items (ledger outcomes, runner statuses) and ledger loads
+    "unverified": "◌",
+    "completed": "✔",
+    "absent": "∅",
+    "uncertain": "≈",
+    "skipped": "↷",
+    "attempted": "↗",
+    "committed": "✔",
+    # handovers and their notifications
     "draft": "✎",
     "handed_over": "➜",
     "recovering": "⟳",
     "verifying": "…",
     "resolved": "✔",
     "closed": "■",
+    "sent": "✔",
     "paused": "⏸",
+    # replay requests, approvals, dispatches and webhook deliveries
+    "approved": "✔",
+    "dispatched": "⇢",
+    "cancelled": "⊘",
+    "expired": "⌛",
+    "approve": "✔",
+    "reject": "✖",
+    "leased": "⧖",
+    "started": "▶",
+    "sending": "…",
 }
 
 
 @register.filter
 def when(value: datetime | None, zone_name: str | None = None) -> str:
-    """``<time>`` in the viewer's zone (or ``zone_name``) carrying the UTC ISO value; "—" for None."""
+    """``<time>`` in the viewer's zone (or ``zone_name``) carrying the UTC ISO value; "—" for None.
+
+    To the second, cut (not rounded) like the export's ``utc``: a stored time often has microseconds
+    (``timezone.now()``), which say nothing to a person and would make one table's times uneven.
+    """
     if value is None:
         return mark_safe('<span class="muted">—</span>')
+    value = value.replace(microsecond=0)
     zone = zoneinfo.ZoneInfo(zone_name) if zone_name else timezone.get_current_timezone()
     local = value.astimezone(zone)
     utc = value.astimezone(zoneinfo.ZoneInfo("UTC"))
-    micro = f".{local.microsecond:06d}".rstrip("0") if local.microsecond else ""
-    text = f"{local:%Y-%m-%d %H:%M:%S}{micro} {local.tzname()}"
     return format_html(
-        '<time datetime="{}" title="{} UTC">{}</time>', utc.isoformat(), f"{utc:%Y-%m-%d %H:%M:%S}", text
+        '<time datetime="{}" title="{} UTC">{}</time>',
+        utc.isoformat(),
+        f"{utc:%Y-%m-%d %H:%M:%S}",
+        f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}",
     )
 
 
@@ -102,3 +137,60 @@ def utc(value: datetime | None) -> str:
     if value is None:
         return "—"
     return f"{value.astimezone(zoneinfo.ZoneInfo('UTC')):%Y-%m-%d %H:%M:%S}Z"
+
+
+# Markdown export (templates/handover/export.md). Payload and people's text is untrusted: it must not add
+# links, images, HTML, code, headings, list items or table cells of its own to a document pasted into a ticket.
+_MD_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+# Inline syntax, escaped everywhere: code and fences (`` ` ~``), emphasis (``*``), links and images
+# (``[ ]``: ``![x](y)`` without its brackets is text), table cells (``|``) and the escape itself.
+_MD_INLINE = re.compile(r"([\\`*\[\]|~])")
+# ``_`` emphasises only at a word's edge, so ``nightly_invoice`` stays as it is.
+_MD_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+# Block syntax at the start of a line: headings, setext underlines, rules, bullets, ordered list numbers,
+# and a table's delimiter row (``:--``: with a line holding an escaped ``\|`` above it, GFM makes a table).
+_MD_LINE_START = re.compile(r"^(\s*)(?:([#=+:-])|(\d+)([.)])(?=\s|$))")
+_MD_BULLET = re.compile(r"^(\s*[-+] +)(\S.*)$")
+
+
+def _markdown_line(line: str, *, keep_bullet: bool) -> str:
+    bullet = _MD_BULLET.match(line) if keep_bullet else None
+    if bullet:  # a person's "- " list stays a list; what follows the marker is escaped like a line
+        return bullet.group(1) + _markdown_line(bullet.group(2), keep_bullet=False)
+    return _MD_LINE_START.sub(
+        lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2) else f"{m.group(3)}\\{m.group(4)}"), line, count=1
+    )
+
+
+@register.filter
+def markdown_escape(value: object, mode: str = "") -> SafeString:
+    """Untrusted text as inert Markdown: it reads the same, but adds no syntax of its own.
+
+    HTML's ``<>&`` become entities; Markdown's inline characters are backslash-escaped, so
+    ``[x](javascript:…)`` and ``![img](…)`` are text, not a link or an image; a line that starts like
+    a heading, a rule or a numbered item is escaped. ``mode``: ``""`` for a block of text (line breaks
+    kept, a ``- `` bullet stays a bullet), ``"inline"`` for a list item or a table cell (line breaks
+    fold into spaces, so the text cannot end the item or the row). None is "".
+    """
+    text = "" if value is None else str(value)
+    inline = mode == "inline"
+    text = " ".join(text.split()) if inline else text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _MD_UNDERSCORE.sub(r"\\_", _MD_INLINE.sub(r"\\\1", text.translate(_MD_HTML)))
+    lines = (_markdown_line(line, keep_bullet=not inline) for line in text.split("\n"))
+    return mark_safe("\n".join(lines))  # noqa: S308 - every character with a meaning was escaped above
+
+
+@register.filter
+def markdown_code(value: object, mode: str = "") -> SafeString:
+    """Untrusted text as one Markdown code span (an execution id, a job key), on one line.
+
+    A code span shows its content literally (no HTML, no links), so only the fence needs care: one
+    backtick longer than the longest run of backticks inside. ``mode`` ``"cell"`` (a table cell):
+    GFM splits cells on ``|`` even inside code, so such text is escaped as text instead.
+    """
+    text = " ".join(("" if value is None else str(value)).split())
+    if mode == "cell" and ("|" in text or "\\" in text):
+        return markdown_escape(text, "inline")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return mark_safe(f"{fence}{pad}{text}{pad}{fence}")  # noqa: S308 - a code span shows its content literally

@@ -19,9 +19,13 @@ from handover.views.handovers import (
     run_handover_box_view,
 )
 from handover.views.jobs import job_pause_view, job_resume_view
+from handover.views.tokens import api_token_create_view, api_token_list_view, api_token_revoke_view
 
 __all__ = [
     "PreferenceForm",
+    "api_token_create_view",
+    "api_token_list_view",
+    "api_token_revoke_view",
     "attention_view",
     "handover_action_view",
     "handover_detail_view",

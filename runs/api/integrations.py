@@ -96,7 +96,7 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
 
     @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})  # type: ignore[misc]
     def get_mapping(self, integration: Integration) -> dict[str, Any] | None:
-        """The mapping of a custom integration (``runs/ingest/custom.py``); null for built-in sources."""
+        """The mapping of a custom integration (``runs/ingest/custom/``); null for built-in sources."""
         if integration.source != custom.SOURCE:
             return None
         mapping = (integration.settings or {}).get("mapping") or {}
@@ -141,7 +141,7 @@ class _JsonObjectField(serializers.JSONField):
         return value
 
 
-# OpenAPI: a JSON object with any keys (a mapping is documented in runs/ingest/custom.py and on the editor page).
+# OpenAPI: a JSON object with any keys (a mapping is documented in runs/ingest/custom/ and on the editor page).
 MappingObjectField = extend_schema_field(JSON_OBJECT)(_JsonObjectField)
 
 
@@ -169,7 +169,7 @@ class IntegrationCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
     """A new custom integration: its name, mapping, optional samples that must map, and optionally a key."""
 
     name = serializers.CharField(max_length=100)
-    mapping = MappingObjectField(help_text="the mapping (runs/ingest/custom.py): fields, status_map, defaults, ...")
+    mapping = MappingObjectField(help_text="the mapping (runs/ingest/custom/): fields, status_map, defaults, ...")
     samples = serializers.ListField(
         child=serializers.JSONField(),
         required=False,

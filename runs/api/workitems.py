@@ -42,6 +42,7 @@ from runs.services.ledger import (
     OPTION_NAMES,
     LoadFile,
     run_failure_class_confirm,
+    run_ledger_require_writer,
     work_item_change,
     work_item_load_retry,
     work_item_loads_create,
@@ -354,6 +355,17 @@ def _run(request: Request, run_id: object) -> Run:
     return run
 
 
+def _writable_run(request: Request, run_id: object) -> Run:
+    """The run whose ledger the caller changes: 404 when they may not see it, 403 when they may only read.
+
+    Checked before the request body is read or validated, so a reader gets 403 for any body, never a
+    400 that tells them what the write would have needed.
+    """
+    run = _run(request, run_id)
+    run_ledger_require_writer(user=request.user, run=run)
+    return run
+
+
 def _input_problem(exc: LedgerInputError) -> Response:
     """A bad file as problem details, with its ``line`` and ``column`` as fields of their own."""
     extra: dict[str, Any] = {"line": exc.line, "column": exc.column or None}
@@ -443,7 +455,7 @@ class WorkItemChangeView(APIView):
         },
     )
     def post(self, request: Request, id: str) -> Response:
-        run = _run(request, id)
+        run = _writable_run(request, id)
         data = WorkItemChangeInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         item = work_item_change(user=request.user, run=run, **data.validated_data)
@@ -464,7 +476,7 @@ class WorkItemVerifyView(APIView):
         },
     )
     def post(self, request: Request, id: str) -> Response:
-        run = _run(request, id)
+        run = _writable_run(request, id)
         data = WorkItemVerifyInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         item = work_item_verify(user=request.user, run=run, **data.validated_data)
@@ -507,7 +519,7 @@ class WorkItemLoadListCreateView(generics.ListAPIView[WorkItemLoad]):
         },
     )
     def post(self, request: Request, id: str) -> Response:
-        run = _run(request, id)
+        run = _writable_run(request, id)
         data = WorkItemLoadCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -562,7 +574,7 @@ class WorkItemLoadRetryView(APIView):
         },
     )
     def post(self, request: Request, id: str, load_id: str) -> Response:
-        run = _run(request, id)
+        run = _writable_run(request, id)
         load = work_item_load_get(run=run, public_id=_uuid(load_id))
         if load is None:
             raise Http404
@@ -593,7 +605,7 @@ class RunFailureClassConfirmView(APIView):
         responses={200: RunLedgerSerializer, **PROBLEMS},
     )
     def post(self, request: Request, id: str) -> Response:
-        run = _run(request, id)
+        run = _writable_run(request, id)
         data = RunFailureClassConfirmInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run = run_failure_class_confirm(user=request.user, run=run, **data.validated_data)

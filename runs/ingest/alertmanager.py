@@ -13,7 +13,6 @@ a repeat or HA re-send of the same firing alert is a duplicate; ``groupKey`` pla
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime
@@ -25,11 +24,12 @@ from runs.ingest.base import (
     InvalidItem,
     ParsedAlert,
     ParseResult,
+    PathReader,
     TimeFormatError,
-    dig,
+    describe_label_path,
+    http_link,
     parse_timestamp,
-    read_integer,
-    read_timestamp,
+    sha256_json,
     summarise_error,
 )
 
@@ -61,7 +61,6 @@ DEFAULT_SETTINGS: dict[str, Any] = {
 # Free text (annotations) is redacted by the mechanism's text rules.
 REDACT_PATHS: tuple[str, ...] = ()
 
-TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "catch_up")
 SUMMARY_MAX_CHARS = 200
 
 
@@ -96,7 +95,7 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
     for index, alert in enumerate(alerts):
         problem = item_errors[index]
         if problem:
-            records.append(InvalidItem(field=problem[0], message=problem[1], dedup_key=_hash(alert)))
+            records.append(InvalidItem(field=problem[0], message=problem[1], dedup_key=sha256_json(alert)))
         else:
             records.append(_parse_alert(alert, settings))
     # ``truncatedAlerts > 0``: alerts are missing from ``alerts[]`` and cannot be recovered from this post.
@@ -139,52 +138,36 @@ def _item_error(alert: Any, index: int) -> tuple[str, str, int] | None:
 
 def _parse_alert(alert: dict[str, Any], settings: Mapping[str, Any]) -> ParsedAlert:
     problems: list[str] = []
+    read = PathReader(alert, problems, describe_label_path)
     firing = alert["status"] == "firing"
     fingerprint: str = alert["fingerprint"]
     starts_at = parse_timestamp(alert["startsAt"])
     # Go's zero time ``0001-01-01T00:00:00Z`` means "not resolved yet"; parse_timestamp gives None.
     ends_at = parse_timestamp(alert.get("endsAt"))
     record = ParsedAlert(
-        dedup_key=_hash([fingerprint, alert["startsAt"], alert["status"]]),
+        dedup_key=sha256_json([fingerprint, alert["startsAt"], alert["status"]]),
         kind=AlertKind.ATTEMPT if firing else AlertKind.RESOLVE,
         group_ref=f"{fingerprint}@{alert['startsAt']}",
     )
-    record.job_key = _text(alert, settings.get("job_from"), "job", problems, required=True)
-    record.tenant = _text(
-        alert,
-        settings.get("tenant_from"),
-        "tenant",
-        problems,
-        required=True,
-        default=settings.get("default_tenant"),
-    )
-    record.environment = _text(
-        alert,
-        settings.get("environment_from"),
-        "environment",
-        problems,
-        required=True,
-        default=settings.get("default_environment"),
-    )
-    record.execution_id = _text(alert, settings.get("execution_id_from"), "execution id", problems, required=True)
-    record.window_start, record.window_end = _window(alert, settings, problems)
-    record.scheduled_for = _time(alert, settings.get("scheduled_for_from"), problems)
-    path, raw = _first(alert, settings.get("attempt_from"))
-    record.attempt_number = read_integer(raw, _describe(path), problems)
+    record.job_key, record.tenant, record.environment = read.run_identity(settings)
+    record.execution_id = read.text(settings.get("execution_id_from"), "execution id", required=True)
+    record.window_start, record.window_end = read.window(settings)
+    record.scheduled_for = read.time(settings.get("scheduled_for_from"))
+    record.attempt_number = read.integer(settings.get("attempt_from"))
     if firing:
         # Alertmanager reports alert state, not job state: the rule fires on a failed execution.
         record.status = "failed"
-        record.trigger = _trigger(alert, settings, record.attempt_number, problems)
-        record.started_at = _time(alert, settings.get("started_at_from"), problems)
-        record.ended_at = _time(alert, settings.get("ended_at_from"), problems)
-        record.error_summary = summarise_error(_text(alert, settings.get("error_from"), "error", problems))
-        record.correlation_ref = _text(alert, settings.get("correlation_from"), "correlation", problems) or ""
-        record.log_url = _link(_text(alert, settings.get("log_url_from"), "log link", problems))
-        record.config_version = _text(alert, settings.get("config_version_from"), "config", problems) or ""
+        record.trigger = read.trigger(settings.get("trigger_from"), record.attempt_number)
+        record.started_at = read.time(settings.get("started_at_from"))
+        record.ended_at = read.time(settings.get("ended_at_from"))
+        record.error_summary = summarise_error(read.text(settings.get("error_from"), "error"))
+        record.correlation_ref = read.text(settings.get("correlation_from"), "correlation") or ""
+        record.log_url = http_link(read.text(settings.get("log_url_from"), "log link"))
+        record.config_version = read.text(settings.get("config_version_from"), "config") or ""
         record.occurred_at = record.ended_at
     else:
         record.occurred_at = ends_at  # when the alert resolved
-    headline = _text(alert, settings.get("summary_from"), "summary", problems) or fingerprint
+    headline = read.text(settings.get("summary_from"), "summary") or fingerprint
     record.summary = f"{alert['status']}: {headline}"[:SUMMARY_MAX_CHARS]
     record.problems = problems
     labels = alert["labels"]
@@ -193,7 +176,7 @@ def _parse_alert(alert: dict[str, Any], settings: Mapping[str, Any]) -> ParsedAl
         "status": alert["status"],
         "starts_at": starts_at.isoformat() if starts_at else None,
         "ends_at": ends_at.isoformat() if ends_at else None,
-        "generator_url": _link(alert.get("generatorURL")),  # an empty generatorURL is no link
+        "generator_url": http_link(alert.get("generatorURL")),  # an empty generatorURL is no link
         "severity": labels.get("severity"),
         "alertname": labels.get("alertname"),
         "namespace": labels.get("namespace"),
@@ -201,103 +184,3 @@ def _parse_alert(alert: dict[str, Any], settings: Mapping[str, Any]) -> ParsedAl
         "annotations": alert.get("annotations", {}),
     }
     return record
-
-
-def _paths(spec: Any) -> list[str]:
-    if not spec:
-        return []
-    return [spec] if isinstance(spec, str) else [str(path) for path in spec]
-
-
-def _first(alert: Mapping[str, Any], spec: Any) -> tuple[str, Any]:
-    """The first configured path with a value (``""`` counts as absent); ``("", None)`` if none."""
-    paths = _paths(spec)
-    for path in paths:
-        value = dig(alert, path)
-        if value is not None and value != "":
-            return path, value
-    return (paths[0] if paths else ""), None
-
-
-def _describe(path: str) -> str:
-    """Name a path the way a rule author thinks of it: ``labels.tenant`` -> "`tenant` label"."""
-    section, _, name = path.partition(".")
-    if section == "labels" and name:
-        return f"`{name}` label"
-    if section == "annotations" and name:
-        return f"`{name}` annotation"
-    return f"`{path}`"
-
-
-def _text(
-    alert: Mapping[str, Any],
-    spec: Any,
-    concept: str,
-    problems: list[str],
-    *,
-    required: bool = False,
-    default: str | None = None,
-) -> str | None:
-    """Read a text convention; a missing required one (with no default) adds a problem."""
-    path, value = _first(alert, spec)
-    if value is None:
-        if default:
-            return str(default)
-        if required:
-            names = " or ".join(_describe(p) for p in _paths(spec)) or f"setting for the {concept}"
-            problems.append(f"no {names}: the {concept} is unknown")
-        return None
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        problems.append(f"{_describe(path)} {value!r} is not text")
-        return None
-    return str(value).strip()
-
-
-def _time(alert: Mapping[str, Any], spec: Any, problems: list[str]) -> datetime | None:
-    path, value = _first(alert, spec)
-    return read_timestamp(value, _describe(path), problems)
-
-
-def _window(
-    alert: Mapping[str, Any], settings: Mapping[str, Any], problems: list[str]
-) -> tuple[datetime | None, datetime | None]:
-    """Both ends or neither; a garbled or lone end is a problem (a missing window is the mechanism's)."""
-    start_path, start_raw = _first(alert, settings.get("window_start_from"))
-    end_path, end_raw = _first(alert, settings.get("window_end_from"))
-    start = read_timestamp(start_raw, _describe(start_path), problems)
-    end = read_timestamp(end_raw, _describe(end_path), problems)
-    if (start_raw is None) != (end_raw is None):
-        missing, which = (end_path, "end") if end_raw is None else (start_path, "start")
-        where = _describe(missing) if missing else f"the window {which} (no setting names it)"
-        problems.append(f"{where} is missing: a window needs both its start and its end")
-        return None, None
-    if start and end and start >= end:
-        problems.append(f"window start {start.isoformat()} is not before window end {end.isoformat()}")
-        return None, None
-    return (start, end) if start and end else (None, None)
-
-
-def _trigger(
-    alert: Mapping[str, Any], settings: Mapping[str, Any], number: int | None, problems: list[str]
-) -> str | None:
-    path, value = _first(alert, settings.get("trigger_from"))
-    if value is not None:
-        if value in TRIGGERS:
-            return str(value)
-        problems.append(f"{_describe(path)} {value!r} is not one of {', '.join(TRIGGERS)}")
-        return None
-    if number is None:
-        return None
-    return "scheduled" if number <= 1 else "automatic_retry"
-
-
-def _link(value: Any) -> str:
-    """Only http(s) links are kept (DESIGN: links from payloads are shown only if http(s))."""
-    if isinstance(value, str) and value.strip().lower().startswith(("https://", "http://")):
-        return value.strip()
-    return ""
-
-
-def _hash(parts: Any) -> str:
-    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -1,7 +1,7 @@
 """The contract between the ingestion mechanism and the per-source parsers.
 
-A source is a pure parser module ``runs/ingest/<source>.py`` (no ORM, no settings access)
-plus declarative integration settings. Each module exposes:
+A source is a pure parser module ``runs/ingest/<source>.py`` (or a package of that name, like
+``custom/``; no ORM, no settings access) plus declarative integration settings. Each module exposes:
 
 - ``SOURCE: str`` -- the API slug (``POST /api/v1/alerts/<SOURCE>/``).
 - ``DEFAULT_SETTINGS: dict`` -- per-source defaults (which label carries the tenant, ...);
@@ -21,12 +21,18 @@ Optional hooks:
   body (PagerDuty's ``routing_key``); the ``Authorization: Bearer`` header wins when both exist.
 - ``render_response(*, delivery_id, alerts: list[dict], error: FormatError | None) -> tuple[int, dict]``
   -- for senders that expect their own response shape (PagerDuty Events v2).
+
+Shared helpers: timestamps, integers and dotted paths (``dig``); ``PathReader`` for the sources whose
+conventions are read through configured dotted paths (Alertmanager and Grafana labels and annotations,
+PagerDuty custom details); ``http_link`` and ``sha256_json`` for links and dedup keys.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -242,3 +248,141 @@ def read_timestamp(value: Any, name: str, problems: list[str]) -> datetime | Non
     except TimeFormatError as exc:
         problems.append(f"{name}: {exc}")
         return None
+
+
+# --- conventions read through configured dotted paths (Alertmanager, Grafana, PagerDuty) --------------
+
+TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "catch_up")
+
+
+def quote_path(path: str) -> str:
+    """Name a configured path as written: ``payload.group`` -> "`payload.group`"."""
+    return f"`{path}`"
+
+
+def describe_label_path(path: str) -> str:
+    """Name a path the way a rule author thinks of it: ``labels.tenant`` -> "`tenant` label",
+    ``annotations.window_start`` -> "`window_start` annotation"; any other path as written."""
+    section, _, name = path.partition(".")
+    if section in ("labels", "annotations") and name:
+        return f"`{name}` {section[:-1]}"
+    return quote_path(path)
+
+
+@dataclass
+class PathReader:
+    """Read one record's conventions through the dotted paths an integration's settings name.
+
+    A setting (``spec``) is a path (``"labels.tenant"``), a list of paths ("this, else that") or empty
+    (not configured); ``""`` counts as absent. Whatever is missing or garbled is added to ``problems``
+    as a sentence naming the field through ``describe`` (a label, an annotation, a path). Pure: no ORM.
+    """
+
+    data: Mapping[str, Any]
+    problems: list[str]
+    describe: Callable[[str], str] = quote_path
+
+    @staticmethod
+    def paths(spec: Any) -> list[str]:
+        """The paths of a setting, in the order they are tried."""
+        if not spec:
+            return []
+        return [spec] if isinstance(spec, str) else [str(path) for path in spec]
+
+    def first(self, spec: Any) -> tuple[str, Any]:
+        """The first configured path with a value, and that value; ``(first path or "", None)`` if none."""
+        paths = self.paths(spec)
+        for path in paths:
+            value = dig(self.data, path)
+            if value is not None and value != "":
+                return path, value
+        return (paths[0] if paths else ""), None
+
+    def text(self, spec: Any, concept: str, *, required: bool = False, default: str | None = None) -> str | None:
+        """Read a text convention (stripped); a missing required one with no ``default`` adds a problem."""
+        path, value = self.first(spec)
+        if value is None:
+            if default:
+                return str(default)
+            if required:
+                names = " or ".join(self.describe(p) for p in self.paths(spec)) or f"setting for the {concept}"
+                self.problems.append(f"no {names}: the {concept} is unknown")
+            return None
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            self.problems.append(f"{self.describe(path)} {value!r} is not text")
+            return None
+        return str(value).strip()
+
+    def time(self, spec: Any) -> datetime | None:
+        """Read an optional timestamp convention (``read_timestamp``)."""
+        path, value = self.first(spec)
+        return read_timestamp(value, self.describe(path), self.problems)
+
+    def integer(self, spec: Any) -> int | None:
+        """Read an optional integer convention that may arrive as a string (``read_integer``)."""
+        path, value = self.first(spec)
+        return read_integer(value, self.describe(path), self.problems)
+
+    def run_identity(
+        self, settings: Mapping[str, Any], *, required: bool = True
+    ) -> tuple[str | None, str | None, str | None]:
+        """The job key, tenant and environment through ``job_from``, ``tenant_from`` and ``environment_from``.
+
+        The tenant and environment fall back to the integration's ``default_tenant`` and
+        ``default_environment``; with ``required``, each one still unknown is a problem.
+        """
+        job_key = self.text(settings.get("job_from"), "job", required=required)
+        tenant = self.text(
+            settings.get("tenant_from"), "tenant", required=required, default=settings.get("default_tenant")
+        )
+        environment = self.text(
+            settings.get("environment_from"),
+            "environment",
+            required=required,
+            default=settings.get("default_environment"),
+        )
+        return job_key, tenant, environment
+
+    def window(self, settings: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+        """The window through ``window_start_from`` and ``window_end_from``: both ends or neither.
+
+        A garbled or lone end is a problem (a missing window is the mechanism's to report).
+        """
+        start_path, start_raw = self.first(settings.get("window_start_from"))
+        end_path, end_raw = self.first(settings.get("window_end_from"))
+        start = read_timestamp(start_raw, self.describe(start_path), self.problems)
+        end = read_timestamp(end_raw, self.describe(end_path), self.problems)
+        if (start_raw is None) != (end_raw is None):
+            missing, which = (end_path, "end") if end_raw is None else (start_path, "start")
+            where = self.describe(missing) if missing else f"the window {which} (no setting names it)"
+            self.problems.append(f"{where} is missing: a window needs both its start and its end")
+            return None, None
+        if start and end and start >= end:
+            self.problems.append(f"window start {start.isoformat()} is not before window end {end.isoformat()}")
+            return None, None
+        return (start, end) if start and end else (None, None)
+
+    def trigger(self, spec: Any, attempt_number: int | None) -> str | None:
+        """The configured trigger, else one implied by the attempt number (1 scheduled, higher a retry)."""
+        path, value = self.first(spec)
+        if value is not None:
+            if value in TRIGGERS:
+                return str(value)
+            self.problems.append(f"{self.describe(path)} {value!r} is not one of {', '.join(TRIGGERS)}")
+            return None
+        if attempt_number is None:
+            return None
+        return "scheduled" if attempt_number <= 1 else "automatic_retry"
+
+
+def http_link(value: Any) -> str:
+    """Keep only http(s) links (DESIGN: links from payloads are shown only if http(s)); ``""`` is no link."""
+    if isinstance(value, str) and value.strip().lower().startswith(("https://", "http://")):
+        return value.strip()
+    return ""
+
+
+def sha256_json(parts: Any) -> str:
+    """SHA-256 hex of ``parts`` as canonical JSON (sorted keys, no whitespace, UTF-8): a dedup key."""
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -15,7 +15,6 @@ re-evaluated count changed (A=1 -> A=2) is a new failure, a byte-identical re-se
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime
@@ -27,11 +26,13 @@ from runs.ingest.base import (
     InvalidItem,
     ParsedAlert,
     ParseResult,
+    PathReader,
     TimeFormatError,
-    dig,
+    describe_label_path,
+    http_link,
     parse_timestamp,
     read_integer,
-    read_timestamp,
+    sha256_json,
     summarise_error,
 )
 
@@ -114,7 +115,7 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
     for index, alert in enumerate(alerts):
         if item_errors[index]:
             field_name, message = item_errors[index][0]
-            records.append(InvalidItem(field=field_name, message=message, dedup_key=_hash(alert)))
+            records.append(InvalidItem(field=field_name, message=message, dedup_key=sha256_json(alert)))
         else:
             records.append(_parse_alert(alert, data, settings))
     return ParseResult(alerts=records, notes={"truncated_alerts": truncated} if truncated else {})
@@ -148,41 +149,33 @@ def _item_errors(alert: Any, where: str) -> list[tuple[str, str]]:
 
 def _parse_alert(alert: dict[str, Any], data: Mapping[str, Any], settings: Mapping[str, Any]) -> ParsedAlert:
     problems: list[str] = []
+    read = PathReader(alert, problems, describe_label_path)
     firing = alert["status"] == "firing"
     fingerprint: str = alert["fingerprint"]
     starts_at = parse_timestamp(alert["startsAt"])
     ends_at = parse_timestamp(alert.get("endsAt"))  # Go zero time = still firing = None
     values = alert.get("values")
     record = ParsedAlert(
-        dedup_key=_hash([fingerprint, alert["startsAt"], alert["status"], values]),
+        dedup_key=sha256_json([fingerprint, alert["startsAt"], alert["status"], values]),
         kind=AlertKind.ATTEMPT if firing else AlertKind.RESOLVE,
         # One firing episode of one series: the mechanism attaches a resolve (which carries A=0 and so no
         # attempt) to the latest attempt reported under this reference.
         group_ref=f"{fingerprint}@{alert['startsAt']}",
     )
-    alertname = _text(alert, settings.get("alertname_from"), "alert name", problems)
+    alertname = read.text(settings.get("alertname_from"), "alert name")
     evaluation = alertname in (settings.get("evaluation_alertnames") or [])
-    record.job_key = _text(alert, settings.get("job_from"), "job", problems, required=True)
-    record.tenant = _text(alert, settings.get("tenant_from"), "tenant", problems, True, settings.get("default_tenant"))
-    record.environment = _text(
-        alert,
-        settings.get("environment_from"),
-        "environment",
-        problems,
-        True,
-        settings.get("default_environment"),
-    )
+    record.job_key, record.tenant, record.environment = read.run_identity(settings)
     if evaluation:
         problems.append(
             f"alertname `{alertname}`: Grafana could not evaluate the rule; that says nothing about the job "
             "and is never recorded as a job failure"
         )
-    record.window_start, record.window_end = _window(alert, settings, problems)
-    record.scheduled_for = _time(alert, settings.get("scheduled_for_from"), problems)
+    record.window_start, record.window_end = read.window(settings)
+    record.scheduled_for = read.time(settings.get("scheduled_for_from"))
     if firing and not evaluation:
         record.status = "failed"
-        record.attempt_number = _attempt(alert, settings, problems)
-        record.execution_id = _execution_id(alert, settings, fingerprint, record.attempt_number, problems)
+        record.attempt_number = _attempt(read, settings)
+        record.execution_id = _execution_id(read, settings, fingerprint, record.attempt_number)
         if record.attempt_number is not None:
             # Grafana names no trigger: the first counted failure is the scheduled attempt, others retries.
             record.trigger = "scheduled" if record.attempt_number == 1 else "automatic_retry"
@@ -190,9 +183,9 @@ def _parse_alert(alert: dict[str, Any], data: Mapping[str, Any], settings: Mappi
         # (count above 1) carries no time for the newer failure, so the mechanism uses the received time.
         record.occurred_at = starts_at if record.attempt_number == 1 else None
     elif not firing:
-        record.execution_id = _text(alert, settings.get("execution_id_from"), "execution id", problems)
+        record.execution_id = read.text(settings.get("execution_id_from"), "execution id")
         record.occurred_at = ends_at
-    headline = _text(alert, settings.get("summary_from"), "summary", problems) or fingerprint
+    headline = read.text(settings.get("summary_from"), "summary") or fingerprint
     record.summary = f"{alert['status']}: {headline}"[:SUMMARY_MAX_CHARS]
     record.problems = problems
     labels = alert["labels"]
@@ -204,8 +197,8 @@ def _parse_alert(alert: dict[str, Any], data: Mapping[str, Any], settings: Mappi
         "starts_at": starts_at.isoformat() if starts_at else None,
         "ends_at": ends_at.isoformat() if ends_at else None,
         "values": values,
-        "generator_url": _link(alert.get("generatorURL")),  # the rule's page
-        **{name: _link(alert.get(key)) for key, name in _LINKS.items()},
+        "generator_url": http_link(alert.get("generatorURL")),  # the rule's page
+        **{name: http_link(alert.get(key)) for key, name in _LINKS.items()},
         "org_id": alert.get("orgId", data.get("orgId")),  # per-alert ``orgId`` is omitempty
         "severity": labels.get("severity"),
         "grafana_folder": labels.get("grafana_folder"),
@@ -218,119 +211,36 @@ def _parse_alert(alert: dict[str, Any], data: Mapping[str, Any], settings: Mappi
     return record
 
 
-def _paths(spec: Any) -> list[str]:
-    if not spec:
-        return []
-    return [spec] if isinstance(spec, str) else [str(path) for path in spec]
-
-
-def _first(alert: Mapping[str, Any], spec: Any) -> tuple[str, Any]:
-    paths = _paths(spec)
-    for path in paths:
-        value = dig(alert, path)
-        if value is not None and value != "":
-            return path, value
-    return (paths[0] if paths else ""), None
-
-
-def _describe(path: str) -> str:
-    section, _, name = path.partition(".")
-    if section in ("labels", "annotations") and name:
-        return f"`{name}` {section[:-1]}"
-    return f"`{path}`"
-
-
-def _text(
-    alert: Mapping[str, Any],
-    spec: Any,
-    concept: str,
-    problems: list[str],
-    required: bool = False,
-    default: str | None = None,
-) -> str | None:
-    path, value = _first(alert, spec)
-    if value is None:
-        if default:
-            return str(default)
-        if required:
-            names = " or ".join(_describe(p) for p in _paths(spec)) or f"setting for the {concept}"
-            problems.append(f"no {names}: the {concept} is unknown")
-        return None
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        problems.append(f"{_describe(path)} {value!r} is not text")
-        return None
-    return str(value).strip()
-
-
-def _time(alert: Mapping[str, Any], spec: Any, problems: list[str]) -> datetime | None:
-    path, value = _first(alert, spec)
-    return read_timestamp(value, _describe(path), problems)
-
-
-def _window(
-    alert: Mapping[str, Any], settings: Mapping[str, Any], problems: list[str]
-) -> tuple[datetime | None, datetime | None]:
-    start_path, start_raw = _first(alert, settings.get("window_start_from"))
-    end_path, end_raw = _first(alert, settings.get("window_end_from"))
-    start = read_timestamp(start_raw, _describe(start_path), problems)
-    end = read_timestamp(end_raw, _describe(end_path), problems)
-    if (start_raw is None) != (end_raw is None):
-        missing, which = (end_path, "end") if end_raw is None else (start_path, "start")
-        where = _describe(missing) if missing else f"the window {which} (no setting names it)"
-        problems.append(f"{where} is missing: a window needs both its start and its end")
-        return None, None
-    if start and end and start >= end:
-        problems.append(f"window start {start.isoformat()} is not before window end {end.isoformat()}")
-        return None, None
-    return (start, end) if start and end else (None, None)
-
-
-def _attempt(alert: Mapping[str, Any], settings: Mapping[str, Any], problems: list[str]) -> int | None:
+def _attempt(read: PathReader, settings: Mapping[str, Any]) -> int | None:
     """The failed-attempt count; ``values`` are floats in Grafana (``2.0``), so whole floats are accepted."""
-    path, value = _first(alert, settings.get("attempt_from"))
+    path, value = read.first(settings.get("attempt_from"))
     if value is None:
         if path:
-            problems.append(f"no {_describe(path)}: the failed-attempt count that numbers the attempt is missing")
+            read.problems.append(
+                f"no {read.describe(path)}: the failed-attempt count that numbers the attempt is missing"
+            )
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    number = read_integer(value, _describe(path), problems)
+    number = read_integer(value, read.describe(path), read.problems)
     if number is not None and number < 1:
-        problems.append(f"{_describe(path)} {number} counts no failed attempt, yet the alert is firing")
+        read.problems.append(f"{read.describe(path)} {number} counts no failed attempt, yet the alert is firing")
         return None
     return number
 
 
-def _execution_id(
-    alert: Mapping[str, Any],
-    settings: Mapping[str, Any],
-    fingerprint: str,
-    number: int | None,
-    problems: list[str],
-) -> str | None:
+def _execution_id(read: PathReader, settings: Mapping[str, Any], fingerprint: str, number: int | None) -> str | None:
     """The configured execution id, else one inferred from the template (``<fingerprint>#<count>``)."""
     if settings.get("execution_id_from"):
-        return _text(alert, settings["execution_id_from"], "execution id", problems, required=True)
+        return read.text(settings["execution_id_from"], "execution id", required=True)
     template = settings.get("execution_id_template")
     if not template:
-        problems.append("no execution id: the integration sets neither `execution_id_from` nor a template")
+        read.problems.append("no execution id: the integration sets neither `execution_id_from` nor a template")
         return None
     if number is None:
         return None  # the missing or garbled count is already listed as a problem
     try:
         return str(template).format(fingerprint=fingerprint, attempt=number)
     except (AttributeError, IndexError, KeyError, ValueError) as exc:
-        problems.append(f"setting `execution_id_template` {template!r} cannot be filled in ({exc!r})")
+        read.problems.append(f"setting `execution_id_template` {template!r} cannot be filled in ({exc!r})")
         return None
-
-
-def _link(value: Any) -> str:
-    """Only http(s) links are kept; ``""`` (Grafana's empty dashboard/panel URL) is no link."""
-    if isinstance(value, str) and value.strip().lower().startswith(("https://", "http://")):
-        return value.strip()
-    return ""
-
-
-def _hash(parts: Any) -> str:
-    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -17,7 +17,6 @@ is the event without ``routing_key``, as JSON with sorted keys and no whitespace
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime
@@ -28,9 +27,10 @@ from runs.ingest.base import (
     FormatError,
     ParsedAlert,
     ParseResult,
-    dig,
-    read_integer,
+    PathReader,
+    http_link,
     read_timestamp,
+    sha256_json,
     summarise_error,
 )
 
@@ -66,7 +66,6 @@ EVENT_ACTIONS = ("trigger", "acknowledge", "resolve")
 SEVERITIES = ("critical", "error", "warning", "info")
 SUMMARY_MAX_CHARS = 1024
 DEDUP_KEY_MAX_CHARS = 255
-TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "catch_up")
 _KINDS = {"trigger": AlertKind.ATTEMPT, "acknowledge": AlertKind.ACKNOWLEDGE, "resolve": AlertKind.RESOLVE}
 
 
@@ -98,41 +97,30 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
     _validate(event)
     action: str = event["event_action"]
     pd_key: str = event.get("dedup_key") or ""
-    body_hash = _hash({k: v for k, v in event.items() if k != "routing_key"})  # routing_key is a secret
+    body_hash = sha256_json({k: v for k, v in event.items() if k != "routing_key"})  # routing_key is a secret
     payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
     trigger = action == "trigger"
     problems: list[str] = []
+    read = PathReader(event, problems)
     record = ParsedAlert(dedup_key="", kind=_KINDS[action])
     # An acknowledge/resolve is attached by ``dedup_key`` to earlier triggers, so missing run identity is no
     # problem there; identity found in its payload is still carried.
-    record.job_key = _text(event, settings.get("job_from"), "job", problems, trigger)
-    record.tenant = _text(
-        event, settings.get("tenant_from"), "tenant", problems, trigger, settings.get("default_tenant")
-    )
-    record.environment = _text(
-        event,
-        settings.get("environment_from"),
-        "environment",
-        problems,
-        trigger,
-        settings.get("default_environment"),
-    )
-    record.execution_id = _text(event, settings.get("execution_id_from"), "execution id", problems, trigger)
-    record.window_start, record.window_end = _window(event, settings, problems)
-    record.scheduled_for = _time(event, settings.get("scheduled_for_from"), problems)
-    path, raw = _first(event, settings.get("attempt_from"))
-    record.attempt_number = read_integer(raw, f"`{path}`", problems)
+    record.job_key, record.tenant, record.environment = read.run_identity(settings, required=trigger)
+    record.execution_id = read.text(settings.get("execution_id_from"), "execution id", required=trigger)
+    record.window_start, record.window_end = read.window(settings)
+    record.scheduled_for = read.time(settings.get("scheduled_for_from"))
+    record.attempt_number = read.integer(settings.get("attempt_from"))
     details = payload.get("custom_details")
     if trigger:
         if details not in (None, "") and not isinstance(details, dict):
             problems.append("`payload.custom_details` is text, not an object: no run detail can be read from it")
         record.status = "failed"
-        record.trigger = _trigger(event, settings, record.attempt_number, problems)
-        record.started_at = _time(event, settings.get("started_at_from"), problems)
-        record.ended_at = _time(event, settings.get("ended_at_from"), problems)
-        record.error_summary = summarise_error(_text(event, settings.get("error_from"), "error", problems))
-        record.correlation_ref = _text(event, settings.get("correlation_from"), "correlation", problems) or ""
-        record.config_version = _text(event, settings.get("config_version_from"), "config", problems) or ""
+        record.trigger = read.trigger(settings.get("trigger_from"), record.attempt_number)
+        record.started_at = read.time(settings.get("started_at_from"))
+        record.ended_at = read.time(settings.get("ended_at_from"))
+        record.error_summary = summarise_error(read.text(settings.get("error_from"), "error"))
+        record.correlation_ref = read.text(settings.get("correlation_from"), "correlation") or ""
+        record.config_version = read.text(settings.get("config_version_from"), "config") or ""
         record.log_url = _log_link(event.get("links"), settings.get("log_link_text"))
         record.occurred_at = record.ended_at
     else:
@@ -144,7 +132,7 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
         pd_key = body_hash[:32]
         record.dedup_key = body_hash
     else:
-        record.dedup_key = _hash([pd_key, action, record.execution_id or body_hash])
+        record.dedup_key = sha256_json([pd_key, action, record.execution_id or body_hash])
     record.group_ref = pd_key  # acknowledge/resolve attach to the latest trigger under this key
     record.summary = str(payload.get("summary") or f"{action} for {pd_key}")[:200]
     record.problems = problems
@@ -159,14 +147,14 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
         "source": payload.get("source"),
         "class": payload.get("class"),
         "timestamp": payload.get("timestamp"),
-        "exception": _text(event, settings.get("exception_from"), "exception", problems),
+        "exception": read.text(settings.get("exception_from"), "exception"),
         "custom_details": details,  # any JSON, a plain string included
         "client": event.get("client"),
-        "client_url": _link(event.get("client_url")),
+        "client_url": http_link(event.get("client_url")),
         "links": [
-            {"href": _link(item.get("href")), "text": item.get("text")}
+            {"href": http_link(item.get("href")), "text": item.get("text")}
             for item in event.get("links") or []
-            if isinstance(item, dict) and _link(item.get("href"))
+            if isinstance(item, dict) and http_link(item.get("href"))
         ],
         "notes": notes,
     }
@@ -243,95 +231,9 @@ def _validate(event: Mapping[str, Any]) -> None:
         )
 
 
-def _paths(spec: Any) -> list[str]:
-    if not spec:
-        return []
-    return [spec] if isinstance(spec, str) else [str(path) for path in spec]
-
-
-def _first(event: Mapping[str, Any], spec: Any) -> tuple[str, Any]:
-    paths = _paths(spec)
-    for path in paths:
-        value = dig(event, path)
-        if value is not None and value != "":
-            return path, value
-    return (paths[0] if paths else ""), None
-
-
-def _text(
-    event: Mapping[str, Any],
-    spec: Any,
-    concept: str,
-    problems: list[str],
-    required: bool = False,
-    default: str | None = None,
-) -> str | None:
-    path, value = _first(event, spec)
-    if value is None:
-        if default:
-            return str(default)
-        if required:
-            names = " or ".join(f"`{p}`" for p in _paths(spec)) or f"setting for the {concept}"
-            problems.append(f"no {names}: the {concept} is unknown")
-        return None
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        problems.append(f"`{path}` {value!r} is not text")
-        return None
-    return str(value).strip()
-
-
-def _time(event: Mapping[str, Any], spec: Any, problems: list[str]) -> datetime | None:
-    path, value = _first(event, spec)
-    return read_timestamp(value, f"`{path}`", problems)
-
-
-def _window(
-    event: Mapping[str, Any], settings: Mapping[str, Any], problems: list[str]
-) -> tuple[datetime | None, datetime | None]:
-    """Both ends or neither; a garbled or lone end is a problem (a missing window is the mechanism's)."""
-    start_path, start_raw = _first(event, settings.get("window_start_from"))
-    end_path, end_raw = _first(event, settings.get("window_end_from"))
-    start = read_timestamp(start_raw, f"`{start_path}`", problems)
-    end = read_timestamp(end_raw, f"`{end_path}`", problems)
-    if (start_raw is None) != (end_raw is None):
-        missing, which = (end_path, "end") if end_raw is None else (start_path, "start")
-        where = f"`{missing}`" if missing else f"the window {which} (no setting names it)"
-        problems.append(f"{where} is missing: a window needs both its start and its end")
-        return None, None
-    if start and end and start >= end:
-        problems.append(f"window start {start.isoformat()} is not before window end {end.isoformat()}")
-        return None, None
-    return (start, end) if start and end else (None, None)
-
-
-def _trigger(
-    event: Mapping[str, Any], settings: Mapping[str, Any], number: int | None, problems: list[str]
-) -> str | None:
-    path, value = _first(event, settings.get("trigger_from"))
-    if value is not None:
-        if value in TRIGGERS:
-            return str(value)
-        problems.append(f"`{path}` {value!r} is not one of {', '.join(TRIGGERS)}")
-        return None
-    if number is None:
-        return None
-    return "scheduled" if number <= 1 else "automatic_retry"
-
-
 def _log_link(links: Any, text: Any) -> str:
     """The href of the ``links[]`` entry whose ``text`` is the configured one (http(s) only)."""
     for item in links if isinstance(links, list) else []:
         if isinstance(item, dict) and text and item.get("text") == text:
-            return _link(item.get("href"))
+            return http_link(item.get("href"))
     return ""
-
-
-def _link(value: Any) -> str:
-    if isinstance(value, str) and value.strip().lower().startswith(("https://", "http://")):
-        return value.strip()
-    return ""
-
-
-def _hash(parts: Any) -> str:
-    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

@@ -21,6 +21,7 @@ from runs.models.core import (
     TimelineEvent,
     normalise_slug,
 )
+from runs.models.heartbeats import Heartbeat
 from runs.models.ledger import WorkItem, WorkItemChange, WorkItemLoad
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Attempt",
     "AuthFailureCounter",
     "Delivery",
+    "Heartbeat",
     "Integration",
     "IntegrationKey",
     "Job",

@@ -40,6 +40,7 @@ from runs.services.checks import (
     schedule_fire_times,
     target_schedule,
 )
+from runs.services.heartbeats import heartbeat_record
 from runs.services.ingest import (
     IngestResult,
     alert_ignore,
@@ -82,6 +83,7 @@ __all__ = [
     "delivery_receive",
     "delivery_record_response",
     "delivery_sweep_received",
+    "heartbeat_record",
     "integration_get_or_create",
     "integration_key_create",
     "integration_key_revoke",

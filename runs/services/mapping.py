@@ -1,6 +1,6 @@
 """Custom integrations: create them, test and save their mappings, reprocess what they left unmatched.
 
-The mapping language and its evaluation live in the pure parser ``runs/ingest/custom.py``; this module
+The mapping language and its evaluation live in the pure parser package ``runs/ingest/custom/``; this module
 adds what needs the database: registered jobs and tenants for the editor's preview, saving, and the
 "reprocess unmatched alerts of this integration" action after a fix.
 """
@@ -315,7 +315,7 @@ def integration_custom_create(
 ) -> Integration:
     """Create a ``custom`` integration with a mapping that compiles and maps every given sample.
 
-    ``mapping`` is the object described in ``runs/ingest/custom.py``. Raises ``MappingInvalid``
+    ``mapping`` is the object described in ``runs/ingest/custom/__init__.py``. Raises ``MappingInvalid``
     (errors by path: ``mapping.fields.status``, ``samples.0``, ...) and ``Conflict`` when the name is
     taken. Issue its key with ``integration_key_create``. Writes one Integration row.
     """

@@ -68,6 +68,29 @@ def _loads_due(cutoff: datetime) -> QuerySet[WorkItemLoad]:
     return WorkItemLoad.objects.filter(created_at__lt=cutoff, status=WorkItemLoad.Status.FAILED).exclude(content=b"")
 
 
+def _days(older_than_days: int | None) -> int:
+    return settings.HANDOVER_RETENTION_DAYS if older_than_days is None else older_than_days
+
+
+def retention_preview(*, older_than_days: int | None = None, now: datetime | None = None) -> RetentionResult:
+    """Count what ``retention_purge`` with the same arguments would purge now, purging nothing.
+
+    Same rules and cutoff as the purge (``older_than_days`` defaults to ``HANDOVER_RETENTION_DAYS``;
+    0 or less: nothing, cutoff None). Returns the counts per kind (``per_job`` is left empty).
+    Queries: three counts; no writes, no events.
+    """
+    days = _days(older_than_days)
+    if days <= 0:
+        return RetentionResult(cutoff=None)
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    return RetentionResult(
+        cutoff=cutoff,
+        delivery_bodies=_deliveries_due(cutoff).count(),
+        work_items=_work_items_due(cutoff).count(),
+        load_files=_loads_due(cutoff).count(),
+    )
+
+
 def retention_purge(*, older_than_days: int | None = None, now: datetime | None = None) -> RetentionResult:
     """Purge delivery bodies and work-ledger items older than ``older_than_days`` (default the
     ``HANDOVER_RETENTION_DAYS`` setting; 0 or less does nothing).
@@ -77,7 +100,7 @@ def retention_purge(*, older_than_days: int | None = None, now: datetime | None 
     (``retention_purged``) per job touched and one AuditEvent (``retention_purge``) when anything
     was purged. Safe to run concurrently and repeatedly.
     """
-    days = settings.HANDOVER_RETENTION_DAYS if older_than_days is None else older_than_days
+    days = _days(older_than_days)
     if days <= 0:
         return RetentionResult(cutoff=None)
     now = now or timezone.now()

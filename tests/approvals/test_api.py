@@ -291,3 +291,27 @@ def test_the_list_filters_by_run_status_and_open(world: World, make_request: Mak
     assert listed("status=cancelled") == [str(closed.public_id)]
     assert listed("run=00000000-0000-0000-0000-000000000000") == []
     assert listed("run=not-a-uuid") == []
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [
+        ({}, {"business": [], "technical": []}),
+        ({"business": ["bea-business"]}, {"business": ["bea-business"], "technical": []}),
+        ({"technical": ["tom-technical"], "business": None}, {"business": [], "technical": ["tom-technical"]}),
+        ([], {"business": [], "technical": []}),
+    ],
+)
+def test_a_request_whose_stored_eligible_approvers_lack_a_kind_reads_as_empty_lists(
+    world: World, make_request: MakeRequest, stored: Any, expected: dict[str, list[str]]
+) -> None:
+    # found: the detail answered 500 (KeyError in the serializer) when the JSON column held {} or one kind
+    request = make_request()
+    ReplayRequest.objects.filter(pk=request.pk).update(eligible_approvers=stored)
+
+    response = client_for(world.support).get(f"/api/v1/replays/{request.public_id}/")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["eligible_approvers"] == expected
+    assert client_for(world.support).get("/api/v1/replays/").status_code == 200
+    assert ReplayRequest.objects.get(pk=request.pk).eligible_approvers == stored  # read, never rewritten

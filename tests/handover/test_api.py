@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+import time_machine
+from django.core.cache import cache
 from django.test import Client
+from django.utils import timezone
+from knox.models import AuthToken
 
-from handover.models import Handover, HandoverRevision
+from handover.models import ApiTokenUse, Handover, HandoverRevision
 from handover.services import handover_create
 from runs.models import Job, TimelineEvent
 from tests.factories import JobTargetFactory, RunFactory, UserFactory
@@ -267,3 +272,25 @@ def test_revisions_list_every_generated_section(world: World, draft: Handover) -
     body = client_for(world.support).get(f"{BASE}{draft.public_id}/revisions/").json()
     assert len(body) == HandoverRevision.objects.filter(handover=draft).count() == 6
     assert all(r["is_generated"] and r["created_by"] is None for r in body)
+
+
+def test_a_personal_api_token_records_its_last_use_at_most_once_a_minute(world: World) -> None:
+    token, secret = AuthToken.objects.create(user=world.auditor)
+    client = Client(HTTP_AUTHORIZATION=f"Token {secret}")
+    assert not ApiTokenUse.objects.exists()
+    start = timezone.now()
+
+    with time_machine.travel(start, tick=False):
+        assert client.get(BASE).status_code == 200
+        assert client.get(BASE).status_code == 200  # within the minute: no second write
+    first = ApiTokenUse.objects.get(token=token).last_used_at
+    assert first == start
+    cache.delete(f"api-token-used:{token.digest}")  # the minute has passed (the cache forgets)
+    with time_machine.travel(start + timedelta(minutes=2), tick=False):
+        assert client.get(BASE).status_code == 200
+    assert ApiTokenUse.objects.get(token=token).last_used_at == start + timedelta(minutes=2)
+    # a wrong token records nothing; a revoked token's use goes with it
+    assert Client(HTTP_AUTHORIZATION=f"Token {secret[:-2]}xx").get(BASE).status_code == 401
+    token.delete()
+    assert not ApiTokenUse.objects.exists()
+    assert secret not in str(list(ApiTokenUse.objects.values()))

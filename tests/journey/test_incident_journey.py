@@ -12,7 +12,8 @@ Then the business records are checked, not the pages: one dispatch with one key,
 nothing unresolved and no possible duplicate, one attempt per execution, the check passed on the
 right evidence, and the run's timeline complete and in order.
 
-Screenshots of each step go to ``docs/screenshots/`` (1280×800; two at 390×844, a phone).
+Screenshots of each step (1280×800; two at 390×844, a phone) go to ``$HANDOVER_VAR_DIR/screenshots/``;
+with ``HANDOVER_UPDATE_SCREENSHOTS=1`` they replace the committed ones in ``docs/screenshots/`` instead.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from django.core import mail
 from playwright.sync_api import APIRequestContext, Page, Playwright, expect
 
 from approvals.tasks import replay_sweep
+from handover.env import env
 from handover.models import Handover
 from handover.services import user_preference_set
 from handover.tasks import handover_sweep_verifying
@@ -60,7 +62,10 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "runs" / "demo" / "alerts" / "generic"
 LEDGER = REPO / "tests" / "data" / "journey"
-SCREENSHOTS = REPO / "docs" / "screenshots"
+# The committed screenshots (README, docs) are rewritten only on request: a journey run otherwise
+# leaves them alone and writes its screenshots under the var directory.
+UPDATE_SCREENSHOTS = env.bool("HANDOVER_UPDATE_SCREENSHOTS", default=False)
+SCREENSHOTS = REPO / "docs" / "screenshots" if UPDATE_SCREENSHOTS else settings.VAR_DIR / "screenshots"
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
 PHONE = {"width": 390, "height": 844}
 TIMEOUT_MS = 15_000
@@ -207,8 +212,8 @@ def api(playwright: Playwright, live_server: Any) -> Iterator[APIRequestContext]
 
 
 class Shots:
-    """Numbered screenshots of each step, viewport only (small PNGs), published to ``docs/screenshots/``
-    only when the whole journey passed (a failed run leaves the committed ones alone)."""
+    """Numbered screenshots of each step, viewport only (small PNGs), published to ``SCREENSHOTS`` only
+    when the whole journey passed (a failed run leaves the published ones alone)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder

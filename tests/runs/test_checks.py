@@ -500,7 +500,7 @@ def test_follow_up_releases_its_claim_when_the_mail_fails(
     def broken(**kwargs: Any) -> None:
         raise OSError("smtp down")
 
-    monkeypatch.setattr("runs.services.checks.send_mail", broken)
+    monkeypatch.setattr("runs.services.checks.follow_ups.send_mail", broken)
     with pytest.raises(OSError):
         next_run_check_notify_failed(check_ids=[check.pk])
     check.refresh_from_db()

@@ -9,8 +9,8 @@ import pytest
 import time_machine
 from django.test import Client
 
-from runs.models import JobTarget, NextRunCheck, Run
-from runs.services import next_run_check_schedule, role_grant
+from runs.models import Heartbeat, JobTarget, NextRunCheck, Run
+from runs.services import heartbeat_record, next_run_check_schedule, role_grant
 from tests.factories import JobTargetFactory, NextRunCheckFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -67,16 +67,15 @@ def test_checks_page_groups_due_upcoming_failed_and_waived_within_a_query_budget
     assert "Failed: no run was reported" in page
 
 
-def test_checks_page_warns_when_the_beat_is_silent(support: Any, settings: Any, tmp_path: Any) -> None:
-    settings.VAR_DIR = tmp_path
+def test_checks_page_warns_when_the_beat_is_silent(support: Any) -> None:
     page = logged_in(support).get("/checks/").content.decode()
     assert "The Celery beat has never ticked here" in page
 
-    (tmp_path / "beat-heartbeat").write_text((datetime.now(UTC) - timedelta(minutes=10)).isoformat())
+    heartbeat_record(name=Heartbeat.BEAT, at=datetime.now(UTC) - timedelta(minutes=10))
     page = logged_in(support).get("/checks/").content.decode()
     assert "has been silent for" in page
 
-    (tmp_path / "beat-heartbeat").write_text(datetime.now(UTC).isoformat())
+    heartbeat_record(name=Heartbeat.BEAT, at=datetime.now(UTC))
     assert "Celery beat" not in logged_in(support).get("/checks/").content.decode()
 
 

@@ -1,4 +1,4 @@
-"""The custom source's parser (runs/ingest/custom.py): time parsing, mapping errors, evaluation, dedup keys.
+"""The custom source's parser (runs/ingest/custom/): time parsing, mapping errors, evaluation, dedup keys.
 
 Pure functions: no database. The stories posted through the API are in test_custom_stories.py.
 """

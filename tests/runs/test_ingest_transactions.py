@@ -14,7 +14,10 @@ from django.test import Client
 from django.utils import timezone
 
 from runs.models import Alert, Attempt, Delivery, IntegrationKey, Run, RunnerReport, TimelineEvent
-from runs.services import alert_sweep_pending, delivery_sweep_received, ingest
+from runs.services import alert_sweep_pending, delivery_sweep_received
+from runs.services.ingest import (
+    delivery as ingest_delivery,  # the post's loop: _alert_ingest, _alert_apply, CHUNK_ALERTS
+)
 from tests.conftest import fixture_path, is_postgres
 
 pytestmark = pytest.mark.django_db
@@ -46,14 +49,14 @@ def world() -> tuple[int, ...]:
 
 def crash_at(monkeypatch: pytest.MonkeyPatch, index: int) -> None:
     """Make applying the alert at ``index`` of a post raise, as a process dying mid-request would stop it."""
-    apply = ingest._alert_apply
+    apply = ingest_delivery._alert_apply
 
     def crashing(alert: Alert, record: Any, ctx: Any) -> Alert:
         if alert.index == index:
             raise RuntimeError("simulated crash")
         return apply(alert, record, ctx)
 
-    monkeypatch.setattr(ingest, "_alert_apply", crashing)
+    monkeypatch.setattr(ingest_delivery, "_alert_apply", crashing)
 
 
 def post_through_crash(post_alert: Any, body: dict[str, Any], key: str) -> None:
@@ -106,7 +109,7 @@ def test_a_batch_of_100_costs_about_five_statements_per_alert(
 def test_a_chunk_that_fails_on_a_database_error_is_redone_alert_by_alert(
     key: str, post_alert: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ingest_one = ingest._alert_ingest
+    ingest_one = ingest_delivery._alert_ingest
     failed: list[int] = []
 
     def deadlock_once(delivery: Delivery, index: int, record: Any, ctx: Any) -> Alert:
@@ -116,7 +119,7 @@ def test_a_chunk_that_fails_on_a_database_error_is_redone_alert_by_alert(
             raise OperationalError("deadlock detected")  # after alerts 0-2 were written in the chunk
         return alert
 
-    monkeypatch.setattr(ingest, "_alert_ingest", deadlock_once)
+    monkeypatch.setattr(ingest_delivery, "_alert_ingest", deadlock_once)
 
     response = post_alert("generic", batch(4), key)
 
@@ -180,11 +183,11 @@ def test_a_delivery_left_received_by_a_crash_is_finished_by_the_sweep_exactly_on
 def test_the_sweep_skips_the_alerts_of_a_batch_committed_before_the_crash(
     key: str, post_alert: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest, "CHUNK_ALERTS", 2)
+    monkeypatch.setattr(ingest_delivery, "CHUNK_ALERTS", 2)
     crash_at(monkeypatch, 3)  # chunk [0, 1] commits; chunk [2, 3] is rolled back; [4] never starts
     post_through_crash(post_alert, batch(5), key)
     monkeypatch.undo()
-    monkeypatch.setattr(ingest, "CHUNK_ALERTS", 2)
+    monkeypatch.setattr(ingest_delivery, "CHUNK_ALERTS", 2)
     recorded = {a.index: (a.public_id, a.attempt_id) for a in Alert.objects.all()}
     assert sorted(recorded) == [0, 1]
     assert Delivery.objects.get().outcome == Delivery.Outcome.RECEIVED

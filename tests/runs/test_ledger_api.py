@@ -184,6 +184,37 @@ def test_readers_get_403_on_every_write(ledger_world: LedgerWorld, who: str) -> 
     assert WorkItemLoad.objects.count() == 2 and not WorkItem.objects.filter(evidence_kind="manual").exists()
 
 
+@pytest.mark.parametrize("who", ["auditor", "business_owner", "outsider"])
+def test_permission_is_checked_before_the_body_so_a_bad_body_is_403_or_404_not_400(
+    ledger_world: LedgerWorld, who: str
+) -> None:
+    # found: a reader posting an invalid body got the 400 (naming the fields a write needs), not the 403
+    load(ledger_world, population=POPULATION)
+    client = client_for(getattr(ledger_world, who))
+    load_id = WorkItemLoad.objects.get().public_id
+    events = TimelineEvent.objects.count()
+
+    responses = [
+        client.post(base(ledger_world) + "loads/", {}),  # no file at all
+        client.post(base(ledger_world) + "change/", {"outcome": "no-such-outcome"}),
+        client.post(base(ledger_world) + "verify/", {"found": "perhaps"}),
+        client.post(base(ledger_world) + "failure-class/", {"failure_class": 7}, content_type="application/json"),
+        client.post(base(ledger_world) + f"loads/{load_id}/retry/"),
+    ]
+
+    expected = 404 if who == "outsider" else 403  # may not see the run at all / may see it but not change it
+    assert [r.status_code for r in responses] == [expected] * 5
+    assert all(r["Content-Type"] == "application/problem+json" for r in responses)
+    assert all("errors" not in r.json() for r in responses), "nothing about the body is told"
+    assert WorkItemLoad.objects.count() == 1 and not WorkItem.objects.filter(evidence_kind="manual").exists()
+    assert TimelineEvent.objects.count() == events
+
+
+def test_a_writer_still_gets_400_for_a_bad_body(ledger_world: LedgerWorld) -> None:
+    response = client_for(ledger_world.support).post(base(ledger_world) + "change/", {"outcome": "no-such-outcome"})
+    assert response.status_code == 400 and set(response.json()["errors"]) >= {"record_id", "outcome", "note"}
+
+
 def test_another_tenants_run_is_404_for_every_ledger_path(ledger_world: LedgerWorld) -> None:
     load(ledger_world, population=POPULATION)
     client = client_for(ledger_world.outsider)

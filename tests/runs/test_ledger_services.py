@@ -439,7 +439,7 @@ def test_a_file_over_the_limit_is_refused_before_anything_is_stored(ledger_world
 def test_an_unexpected_failure_keeps_the_bytes_for_a_retry(
     ledger_world: LedgerWorld, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
 ) -> None:
-    import runs.services.ledger as ledger
+    from runs.services.ledger import reconciliation as ledger
 
     load(ledger_world, population=POPULATION)
 
@@ -679,3 +679,49 @@ def test_two_runners_of_one_upload_commit_it_once(monkeypatch: pytest.MonkeyPatc
     assert WorkItem.objects.filter(run=world.run).count() == 5
     assert TimelineEvent.objects.filter(run=world.run, kind="work_items_loaded").count() == 1
     assert set(WorkItemLoad.objects.values_list("status", flat=True)) == {"committed"}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks of concurrent runners need PostgreSQL")
+def test_a_runner_that_waited_for_the_other_to_commit_answers_the_load_as_committed(
+    monkeypatch: pytest.MonkeyPatch, request: Any
+) -> None:
+    # The flake of the test above, forced: runner B reads the load while A holds the batch's row
+    # locks, B's claim waits for A's commit and then claims nothing -- and B answered the load as it
+    # had read it ("running"), not as A left it ("committed").
+    import time
+
+    from runs.services.ledger import batches as ledger  # where work_item_load_run looks up _batch_apply
+
+    world = request.getfixturevalue("ledger_world")
+    monkeypatch.setattr("runs.tasks.work_item_load_run.delay", lambda load_id: None)
+    with override_settings(HANDOVER_LEDGER_SYNC_MAX_BYTES=10):
+        loads = load(world, population=POPULATION)
+    locked = threading.Event()
+    real_apply = ledger._batch_apply
+
+    def slow_apply(*args: Any, **kwargs: Any) -> Any:
+        locked.set()  # A holds the load rows FOR UPDATE now
+        time.sleep(1.0)  # long enough for B's claim UPDATE to block on them
+        return real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(ledger, "_batch_apply", slow_apply)
+    results: dict[str, str] = {}
+
+    def runner(name: str) -> None:
+        try:
+            if name == "B":
+                assert locked.wait(10)
+            results[name] = ledger.work_item_load_run(load_id=loads[0].pk).status
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=runner, args=(name,)) for name in ("A", "B")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert results == {"A": "committed", "B": "committed"}
+    assert TimelineEvent.objects.filter(run=world.run, kind="work_items_loaded").count() == 1
+    assert WorkItem.objects.filter(run=world.run).count() == 5

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
+import time_machine
+from django.core.management import CommandError, call_command
+from django.db import OperationalError
 from django.test import override_settings
 from django.utils import timezone
 
+from runs.management.commands import purge_retention
 from runs.models import Alert, AuditEvent, Delivery, TimelineEvent, WorkItem, WorkItemChange, WorkItemLoad
 from runs.services import integration_get_or_create, integration_key_create
 from runs.services.retention import retention_purge
@@ -127,3 +132,76 @@ def test_retention_task_uses_the_configured_age() -> None:
     with override_settings(HANDOVER_RETENTION_DAYS=30):
         assert retention_purge_task()["delivery_bodies"] == 1
         assert retention_purge_task()["delivery_bodies"] == 0  # idempotent
+
+
+def _command(*args: str) -> str:
+    out = StringIO()
+    call_command("purge_retention", *args, stdout=out)
+    return out.getvalue()
+
+
+def _old_data() -> tuple[Delivery, WorkItem]:
+    run = RunFactory(window_start=NOW - timedelta(days=200), window_end=NOW - timedelta(days=199))
+    delivery = _delivery(run, days_old=100)
+    _delivery(run, days_old=5)
+    item = WorkItem.objects.create(run=run, record_id="INV-OLD")
+    return delivery, item
+
+
+def test_purge_retention_dry_run_prints_the_counts_per_kind_and_changes_nothing() -> None:
+    delivery, item = _old_data()
+
+    with time_machine.travel(NOW, tick=False):
+        out = _command("--dry-run", "--older-than-days", "90")
+
+    assert out.splitlines() == [
+        "Would purge data older than 90 days (before 2026-08-31 12:00:00Z):",
+        "  delivery bodies: 1",
+        "  work items: 1",
+        "  ledger files: 0",
+        "  total: 2",
+    ]
+    assert Delivery.objects.get(pk=delivery.pk).body == '{"a": 1}' and WorkItem.objects.filter(pk=item.pk).exists()
+    assert not TimelineEvent.objects.filter(kind="retention_purged").exists()
+    assert not AuditEvent.objects.filter(action="retention_purge").exists()
+
+
+def test_purge_retention_purges_with_the_configured_age_records_counts_and_is_idempotent() -> None:
+    delivery, item = _old_data()
+
+    with time_machine.travel(NOW, tick=False), override_settings(HANDOVER_RETENTION_DAYS=90):
+        first = _command()
+        preview_after = _command("--dry-run")
+        second = _command()
+
+    assert "Purged data older than 90 days" in first and "  delivery bodies: 1\n  work items: 1\n" in first
+    assert "  total: 2 (counts on the timeline of 1 jobs, and in the audit)" in first
+    assert "  total: 0\n" in preview_after and "  total: 0 " in second
+    assert Delivery.objects.get(pk=delivery.pk).body == "" and not WorkItem.objects.filter(pk=item.pk).exists()
+    event = TimelineEvent.objects.get(kind="retention_purged")
+    assert (event.data["delivery_bodies"], event.data["work_items"], event.data["older_than_days"]) == (1, 1, 90)
+    assert AuditEvent.objects.get(action="retention_purge").data["work_items"] == 1
+
+
+def test_purge_retention_with_zero_days_purges_nothing() -> None:
+    delivery, _ = _old_data()
+    with override_settings(HANDOVER_RETENTION_DAYS=0):
+        assert "Retention is off" in _command()
+    assert "Retention is off" in _command("--older-than-days", "0")
+    assert Delivery.objects.get(pk=delivery.pk).body == '{"a": 1}'
+
+
+# an age past year 1 (or past timedelta's range) was an OverflowError traceback, not a CommandError
+@pytest.mark.parametrize("days", ["-1", "ninety", "1.5", "36501", "800000", "1000000000"])
+def test_purge_retention_refuses_a_bad_age(days: str) -> None:
+    with pytest.raises(CommandError, match="--older-than-days"):
+        _command("--older-than-days", days)
+
+
+def test_purge_retention_turns_a_database_failure_into_a_command_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(**kwargs: object) -> None:
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(purge_retention, "retention_purge", fail)
+    with pytest.raises(CommandError, match="Retention purge failed: OperationalError: database is locked"):
+        _command("--older-than-days", "30")
