@@ -298,14 +298,24 @@ def _row_svg(row: _Row, bursts: Sequence[_Burst], y: float) -> SafeString:
         text = f"{icon} {word}"
         if row.ended and row.started:
             text += f" · {_span((row.ended - row.started).total_seconds())}"
-        if end_x + 8 + 7 * len(text) <= WIDTH:
+        text_width = 7 * len(text)  # ~7 px a character at the axis' font size
+        start_x = _x(bursts, row.scheduled or row.started)  # type: ignore[arg-type]
+        if end_x + 8 + text_width <= WIDTH:  # after the bar
             parts.append(format_html('<text class="tl-note" x="{}" y="{}">{}</text>', _f(end_x + 6), _f(mid + 4), text))
-        else:
-            start_x = _x(bursts, row.scheduled or row.started)  # type: ignore[arg-type]
+        elif start_x - 10 - text_width >= LABEL_WIDTH:  # before it, clear of the row's label column
             parts.append(
                 format_html(
                     '<text class="tl-note" x="{}" y="{}" text-anchor="end">{}</text>',
                     _f(start_x - 10),
+                    _f(mid + 4),
+                    text,
+                )
+            )
+        else:  # a bar that spans the axis: inside it, at its end
+            parts.append(
+                format_html(
+                    '<text class="tl-note tl-note-inside" x="{}" y="{}" text-anchor="end">{}</text>',
+                    _f(end_x - 6),
                     _f(mid + 4),
                     text,
                 )

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 import pytest
+from django.db.models import Model
 from django.test import Client
 from django.utils import timezone
 
@@ -52,22 +53,23 @@ def _structure(markdown: str) -> Counter[str]:
     return Counter({tag: len(re.findall(rf"<{tag}[\s>]", html)) for tag in TAGS + ("script", "s", "del", "pre")})
 
 
+def _fit(model: type[Model], text: str, *fields: str) -> dict[str, str]:
+    """``text`` for each of ``fields``, cut to the column's length (PostgreSQL refuses longer; SQLite doesn't)."""
+    return {name: text[: model._meta.get_field(name).max_length or None] for name in fields}
+
+
 def _export(world: World, text: str) -> str:
     handover = handover_create(actor=world.support, runs=[world.run])
     residual_exception_create(handover=handover, actor=world.support, description=text)
     Handover.objects.filter(pk=handover.pk).update(
-        title=text,
-        defect_ref=text,
         is_supportability_defect=True,
-        supportability_ticket=text,
         reopen_count=1,
-        reopen_reason=text,
-        **dict.fromkeys(SECTION_FIELDS, text),
+        **_fit(Handover, text, "title", "defect_ref", "supportability_ticket", "reopen_reason", *SECTION_FIELDS),
     )
-    Job.objects.filter(pk=world.job.pk).update(pause_reason=text, paused_at=timezone.now())
-    Run.objects.filter(pk=world.run.pk).update(environment=text)
+    Job.objects.filter(pk=world.job.pk).update(paused_at=timezone.now(), **_fit(Job, text, "pause_reason"))
+    Run.objects.filter(pk=world.run.pk).update(**_fit(Run, text, "environment"))
     for number, attempt in enumerate(Attempt.objects.filter(run=world.run).order_by("pk"), start=1):
-        Attempt.objects.filter(pk=attempt.pk).update(execution_id=f"{text} {number}")
+        Attempt.objects.filter(pk=attempt.pk).update(**_fit(Attempt, f"{number} {text}", "execution_id"))
     client = Client()
     client.force_login(world.auditor)
     response = client.get(f"/api/v1/handovers/{handover.public_id}/markdown/")

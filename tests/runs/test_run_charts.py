@@ -114,3 +114,31 @@ def test_ledger_bar_keeps_a_tiny_segment_visible_and_is_empty_without_items() ->
     widths = [float(w) for w in re.findall(r'width="([\d.]+)"', svg)]
     assert widths[-1] >= 4.0 and abs(sum(widths) - 1000) < 0.2
     assert str(ledger_bar([{"outcome": "completed", "count": 0}])) == ""
+
+
+def test_a_lone_attempt_spanning_the_axis_keeps_its_note_clear_of_the_label_column() -> None:
+    # found on the demo: one 13-minute attempt fills its burst, so its note ("✔ succeeded · 12 min
+    # 52 s") fits neither after the bar nor before it, and was drawn over "#1 Scheduled"
+    from runs.templatetags.run_charts import LABEL_WIDTH
+
+    run = Run(scheduled_for=at("2026-11-29 02:00"))
+    attempts = [
+        Attempt(
+            run=run,
+            number=1,
+            trigger="scheduled",
+            status="succeeded",
+            started_at=at("2026-11-29 02:00:04"),
+            ended_at=at("2026-11-29 02:12:56"),
+        )
+    ]
+    with timezone.override(BERLIN):
+        svg = str(attempts_time_axis(run, attempts))
+
+    notes = re.findall(r'<text class="(tl-note[^"]*)" x="([\d.]+)" y="[\d.]+"( text-anchor="end")?>([^<]+)</text>', svg)
+    assert len(notes) == 1
+    css_class, x, anchored_at_end, text = notes[0]
+    assert text == "✔ succeeded · 12 min 52 s"
+    left_edge = float(x) - 7 * len(text) if anchored_at_end else float(x)
+    assert left_edge >= LABEL_WIDTH
+    assert css_class == "tl-note tl-note-inside"  # white on the bar it sits in
