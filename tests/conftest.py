@@ -71,6 +71,12 @@ def django_assert_max_num_queries(
     return django_assert_max_num_queries
 
 
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Print the figures suites leave on ``config.handover_summary_lines`` (e.g. the fuzzer's case count)."""
+    for line in getattr(config, "handover_summary_lines", []):
+        terminalreporter.write_line(line)
+
+
 def is_postgres() -> bool:
     return connection.vendor == "postgresql"
 
