@@ -16,6 +16,7 @@ from runs.forms import NextRunCheckConfirmForm, NextRunCheckCreateForm, NextRunC
 from runs.models import NextRunCheck
 from runs.selectors import check_get, check_sections, heartbeat_age_seconds, target_list_visible, target_may_act
 from runs.services import next_run_check_confirm, next_run_check_schedule, next_run_check_waive
+from runs.views._forms import form_post
 
 BEAT_SILENT_AFTER_SECONDS = 180
 
@@ -110,23 +111,20 @@ def _check_for_action(request: HttpRequest, id: str) -> NextRunCheck:
 def check_waive_view(request: HttpRequest, id: str) -> HttpResponse:
     """Waive a scheduled check with a checkpoint date, a reason and a named owner."""
     check = _check_for_action(request, id)
-    form = NextRunCheckWaiveForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "Give a checkpoint date, a reason and the owner's username.")
-        return redirect("runs:check-detail", id=check.public_id)
-    owner = get_user_model().objects.filter(username=form.cleaned_data["owner"]).first()
-    try:
-        next_run_check_waive(
+    return form_post(
+        request,
+        NextRunCheckWaiveForm(request.POST),
+        invalid="Give a checkpoint date, a reason and the owner's username.",
+        act=lambda data: next_run_check_waive(
             check=check,
             actor=request.user,
-            owner=owner,
-            checkpoint=form.cleaned_data["checkpoint"],
-            reason=form.cleaned_data["reason"],
-        )
-        messages.success(request, "Check waived.")
-    except DomainError as exc:
-        messages.error(request, exc.detail)
-    return redirect("runs:check-detail", id=check.public_id)
+            owner=get_user_model().objects.filter(username=data["owner"]).first(),
+            checkpoint=data["checkpoint"],
+            reason=data["reason"],
+        ),
+        success=lambda _: "Check waived.",
+        done=redirect("runs:check-detail", id=check.public_id),
+    )
 
 
 @login_required
@@ -134,13 +132,11 @@ def check_waive_view(request: HttpRequest, id: str) -> HttpResponse:
 def check_confirm_view(request: HttpRequest, id: str) -> HttpResponse:
     """Confirm that a next run without a ledger re-emitted nothing (the check then passes or fails)."""
     check = _check_for_action(request, id)
-    form = NextRunCheckConfirmForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "Say how duplicates were checked.")
-        return redirect("runs:check-detail", id=check.public_id)
-    try:
-        check = next_run_check_confirm(check=check, actor=request.user, note=form.cleaned_data["note"])
-        messages.success(request, f"Confirmed: the check is {check.status}.")
-    except DomainError as exc:
-        messages.error(request, exc.detail)
-    return redirect("runs:check-detail", id=check.public_id)
+    return form_post(
+        request,
+        NextRunCheckConfirmForm(request.POST),
+        invalid="Say how duplicates were checked.",
+        act=lambda data: next_run_check_confirm(check=check, actor=request.user, note=data["note"]),
+        success=lambda confirmed: f"Confirmed: the check is {confirmed.status}.",
+        done=redirect("runs:check-detail", id=check.public_id),
+    )

@@ -33,6 +33,7 @@ from runs.services.ledger import (
     work_item_loads_create,
     work_item_verify,
 )
+from runs.views._forms import form_post
 
 LEDGER_PAGE_SIZE = 50
 # the stacked bar's segments, in order: settled work first, then what still needs a person
@@ -212,16 +213,14 @@ def work_item_load_progress_view(request: HttpRequest, id: str, load_id: str) ->
 def work_item_change_view(request: HttpRequest, id: str) -> HttpResponse:
     """A person changes one item's outcome, saying why."""
     run = _ledger_run(request, id)
-    form = WorkItemChangeForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "Give the record id, the new outcome and why.")
-        return _to_ledger(run)
-    try:
-        item = work_item_change(user=request.user, run=run, **form.cleaned_data)
-        messages.success(request, f"{item.record_id} is now {item.outcome}.")
-    except DomainError as exc:
-        messages.error(request, exc.detail)
-    return _to_ledger(run)
+    return form_post(
+        request,
+        WorkItemChangeForm(request.POST),
+        invalid="Give the record id, the new outcome and why.",
+        act=lambda data: work_item_change(user=request.user, run=run, **data),
+        success=lambda item: f"{item.record_id} is now {item.outcome}.",
+        done=_to_ledger(run),
+    )
 
 
 @login_required
@@ -229,16 +228,14 @@ def work_item_change_view(request: HttpRequest, id: str) -> HttpResponse:
 def work_item_verify_view(request: HttpRequest, id: str) -> HttpResponse:
     """Record a provider lookup for one uncertain item."""
     run = _ledger_run(request, id)
-    form = WorkItemVerifyForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "Give the record id and whether the provider found it.")
-        return _to_ledger(run)
-    try:
-        item = work_item_verify(user=request.user, run=run, **form.cleaned_data)
-        messages.success(request, f"{item.record_id} verified: {item.outcome}.")
-    except DomainError as exc:
-        messages.error(request, exc.detail)
-    return _to_ledger(run)
+    return form_post(
+        request,
+        WorkItemVerifyForm(request.POST),
+        invalid="Give the record id and whether the provider found it.",
+        act=lambda data: work_item_verify(user=request.user, run=run, **data),
+        success=lambda item: f"{item.record_id} verified: {item.outcome}.",
+        done=_to_ledger(run),
+    )
 
 
 @login_required
@@ -246,16 +243,14 @@ def work_item_verify_view(request: HttpRequest, id: str) -> HttpResponse:
 def run_failure_class_confirm_view(request: HttpRequest, id: str) -> HttpResponse:
     """A person confirms the run's failure class."""
     run = _ledger_run(request, id)
-    form = RunFailureClassForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, "Choose a failure class.")
-        return _to_ledger(run)
-    try:
-        run_failure_class_confirm(user=request.user, run=run, **form.cleaned_data)
-        messages.success(request, "Failure class confirmed.")
-    except DomainError as exc:
-        messages.error(request, exc.detail)
-    return _to_ledger(run)
+    return form_post(
+        request,
+        RunFailureClassForm(request.POST),
+        invalid="Choose a failure class.",
+        act=lambda data: run_failure_class_confirm(user=request.user, run=run, **data),
+        success=lambda _: "Failure class confirmed.",
+        done=_to_ledger(run),
+    )
 
 
 @login_required

@@ -173,46 +173,40 @@ def _apply_attempts(
                 reported_at=record.occurred_at or received_at,
             )
         )
-    if own_result.created and own.trigger == Attempt.Trigger.MANUAL_REPLAY:
-        # A replay_key is honoured only with the job's runner credential: on an integration key,
-        # no replay dispatched by Handover carries this attempt.
+
+    def event(kind: str, summary: str, occurred_at: datetime) -> None:
         timeline_event_record(
             job=run.job,
             run=run,
             attempt=attempt,
             alert=alert,
-            kind="manual_replay_unapproved",
-            summary=f"Attempt {attempt.number} is a manual re-run that went around the approval process "
-            "(no replay dispatched by Handover carries it)",
-            occurred_at=own.started_at or own.scheduled_at or received_at,
+            kind=kind,
+            summary=summary,
+            occurred_at=occurred_at,
             actor_integration=integration,
+        )
+
+    if own_result.created and own.trigger == Attempt.Trigger.MANUAL_REPLAY:
+        # A replay_key is honoured only with the job's runner credential: on an integration key,
+        # no replay dispatched by Handover carries this attempt.
+        event(
+            "manual_replay_unapproved",
+            f"Attempt {attempt.number} is a manual re-run that went around the approval process "
+            "(no replay dispatched by Handover carries it)",
+            own.started_at or own.scheduled_at or received_at,
         )
     exhausted = record.details.get("exhausted_retry_condition")
     if own_result.created and exhausted:
         earlier = record.details.get("earlier_invocations_failed")
-        timeline_event_record(
-            job=run.job,
-            run=run,
-            attempt=attempt,
-            alert=alert,
-            kind="retries_exhausted",
-            summary=f"Retries exhausted ({exhausted})"
+        event(
+            "retries_exhausted",
+            f"Retries exhausted ({exhausted})"
             + (f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""),
-            occurred_at=record.occurred_at or received_at,
-            actor_integration=integration,
+            record.occurred_at or received_at,
         )
-    for note in ident.notes:
-        if own_result.created:
-            timeline_event_record(
-                job=run.job,
-                run=run,
-                attempt=attempt,
-                alert=alert,
-                kind="schedule_mismatch",
-                summary=note,
-                occurred_at=record.occurred_at or received_at,
-                actor_integration=integration,
-            )
+    if own_result.created:
+        for note in ident.notes:
+            event("schedule_mismatch", note, record.occurred_at or received_at)
     if not run_status_is_set:
         run_status_refresh(run=run)
     reason = ""

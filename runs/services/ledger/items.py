@@ -20,6 +20,34 @@ def _item_for_update(run: Run, record_id: str) -> WorkItem:
     return item
 
 
+def _item_outcome_set(
+    *, item: WorkItem, run: Run, user: User, kind: str, outcome: str, evidence_kind: str, evidence_ref: str, note: str
+) -> str:
+    """Give the locked item its new outcome and evidence and keep the change in its history; returns the old outcome."""
+    previous = item.outcome
+    now = timezone.now()
+    item.outcome = outcome
+    item.evidence_kind = evidence_kind
+    item.evidence_ref = evidence_ref
+    item.evidence_note = note
+    item.evidence_by = user  # type: ignore[assignment]
+    item.evidence_at = now
+    item.save(update_fields=["outcome", "evidence_kind", "evidence_ref", "evidence_note", "evidence_by", "evidence_at"])
+    WorkItemChange.objects.create(
+        work_item=item,
+        run=run,
+        kind=kind,
+        from_outcome=previous,
+        to_outcome=outcome,
+        evidence_kind=evidence_kind,
+        evidence_ref=evidence_ref,
+        note=note,
+        changed_by=user,
+        changed_at=now,
+    )
+    return previous
+
+
 def work_item_change(
     *, user: User, run: Run, record_id: str, outcome: str, note: str, evidence_ref: str = ""
 ) -> WorkItem:
@@ -42,28 +70,15 @@ def work_item_change(
         item = _item_for_update(run, record_id)
         if item.outcome == outcome:
             raise InvalidTransition(f"{item.record_id} is already {outcome}.")
-        previous = item.outcome
-        now = timezone.now()
-        item.outcome = outcome
-        item.evidence_kind = WorkItem.EvidenceKind.MANUAL
-        item.evidence_ref = evidence_ref.strip()[:300]
-        item.evidence_note = note
-        item.evidence_by = user  # type: ignore[assignment]
-        item.evidence_at = now
-        item.save(
-            update_fields=["outcome", "evidence_kind", "evidence_ref", "evidence_note", "evidence_by", "evidence_at"]
-        )
-        WorkItemChange.objects.create(
-            work_item=item,
+        previous = _item_outcome_set(
+            item=item,
             run=run,
+            user=user,
             kind=WorkItemChange.Kind.CHANGE,
-            from_outcome=previous,
-            to_outcome=outcome,
+            outcome=outcome,
             evidence_kind=WorkItem.EvidenceKind.MANUAL,
-            evidence_ref=item.evidence_ref,
+            evidence_ref=evidence_ref.strip()[:300],
             note=note,
-            changed_by=user,
-            changed_at=now,
         )
         totals = run_totals_refresh(run=run)
         timeline_event_record(
@@ -101,29 +116,16 @@ def work_item_verify(
             raise InvalidTransition(
                 f"{item.record_id} is {item.outcome}; only uncertain or unverified records are verified."
             )
-        previous = item.outcome
         outcome = WorkItem.Outcome.COMPLETED if found else WorkItem.Outcome.ABSENT
-        now = timezone.now()
-        item.outcome = outcome
-        item.evidence_kind = WorkItem.EvidenceKind.PROVIDER_LOOKUP
-        item.evidence_ref = reference
-        item.evidence_note = note.strip()
-        item.evidence_by = user  # type: ignore[assignment]
-        item.evidence_at = now
-        item.save(
-            update_fields=["outcome", "evidence_kind", "evidence_ref", "evidence_note", "evidence_by", "evidence_at"]
-        )
-        WorkItemChange.objects.create(
-            work_item=item,
+        previous = _item_outcome_set(
+            item=item,
             run=run,
+            user=user,
             kind=WorkItemChange.Kind.VERIFY,
-            from_outcome=previous,
-            to_outcome=outcome,
+            outcome=outcome,
             evidence_kind=WorkItem.EvidenceKind.PROVIDER_LOOKUP,
             evidence_ref=reference,
-            note=item.evidence_note,
-            changed_by=user,
-            changed_at=now,
+            note=note.strip(),
         )
         totals = run_totals_refresh(run=run)
         verdict = f"found ({reference})" if found else "confirmed not found"
