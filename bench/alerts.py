@@ -33,7 +33,8 @@ BASE = datetime(2026, 1, 1, tzinfo=UTC)
 _template: dict[str, Any] | None = None
 
 
-def _stamp(moment: datetime) -> str:
+def stamp(moment: datetime) -> str:
+    """``moment`` (aware) as UTC ISO 8601 with milliseconds and ``Z``, as the fixtures write it."""
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
@@ -46,25 +47,41 @@ def template() -> dict[str, Any]:
 
 def alert(index: int) -> dict[str, Any]:
     """The generic alert number ``index`` (unique dedup key, run and attempt)."""
-    item = dict(template())
     window_start = BASE + timedelta(hours=index // TENANT_COUNT)
-    window_end = window_start + timedelta(hours=1)
-    execution_id = f"bench-{index:09d}"
-    item.update(
+    return generic_alert(
+        template(),
         job=JOB_KEY,
         tenant=TENANTS[index % TENANT_COUNT],
-        environment=ENVIRONMENT,
-        window_start=_stamp(window_start),
-        window_end=_stamp(window_end),
-        scheduled_for=_stamp(window_end),
-        execution_id=execution_id,
-        started_at=_stamp(window_end + timedelta(seconds=3, milliseconds=482)),
-        ended_at=_stamp(window_end + timedelta(minutes=16, seconds=29)),
-        sent_at=_stamp(window_end + timedelta(minutes=16, seconds=30)),
-        log_url=f"https://logs.example.internal/q/{execution_id}",
-        correlation_id=f"lg-{index:x}",
+        window_start=window_start,
+        execution_id=f"bench-{index:09d}",
+        index=index,
     )
-    return item
+
+
+def generic_alert(
+    item: dict[str, Any], *, job: str, tenant: str, window_start: datetime, execution_id: str, index: int
+) -> dict[str, Any]:
+    """A copy of the generic fixture ``item`` for one hourly window (UTC) and one execution of ``job``.
+
+    Times follow the fixture's story: scheduled at the window's end, started 3.482 s later, ended
+    after 16 min 29 s, sent a second after that; ``index`` makes the correlation id unique.
+    """
+    window_end = window_start + timedelta(hours=1)
+    return {
+        **item,
+        "job": job,
+        "tenant": tenant,
+        "environment": ENVIRONMENT,
+        "window_start": stamp(window_start),
+        "window_end": stamp(window_end),
+        "scheduled_for": stamp(window_end),
+        "execution_id": execution_id,
+        "started_at": stamp(window_end + timedelta(seconds=3, milliseconds=482)),
+        "ended_at": stamp(window_end + timedelta(minutes=16, seconds=29)),
+        "sent_at": stamp(window_end + timedelta(minutes=16, seconds=30)),
+        "log_url": f"https://logs.example.internal/q/{execution_id}",
+        "correlation_id": f"lg-{index:x}",
+    }
 
 
 def body(first: int, count: int) -> bytes:

@@ -27,6 +27,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bench import alerts
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "runs" / "demo" / "alerts"
 SOURCES = ("generic", "alertmanager", "grafana")
@@ -54,10 +56,6 @@ def template(source: str) -> dict[str, Any]:
     return json.loads(TEMPLATES[source].read_text())
 
 
-def _stamp(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
 def identity(index: int) -> tuple[str, datetime, datetime]:
     """Tenant slug, window start and window end of alert ``index``."""
     window_start = BASE + timedelta(hours=index // TENANT_COUNT)
@@ -65,24 +63,15 @@ def identity(index: int) -> tuple[str, datetime, datetime]:
 
 
 def generic(index: int) -> dict[str, Any]:
-    tenant, window_start, window_end = identity(index)
-    execution_id = f"load-{index:09d}"
-    item = dict(template("generic"))
-    item.update(
+    tenant, window_start, _ = identity(index)
+    return alerts.generic_alert(
+        template("generic"),
         job=JOB_KEY,
         tenant=tenant,
-        environment=ENVIRONMENT,
-        window_start=_stamp(window_start),
-        window_end=_stamp(window_end),
-        scheduled_for=_stamp(window_end),
-        execution_id=execution_id,
-        started_at=_stamp(window_end + timedelta(seconds=3, milliseconds=482)),
-        ended_at=_stamp(window_end + timedelta(minutes=16, seconds=29)),
-        sent_at=_stamp(window_end + timedelta(minutes=16, seconds=30)),
-        log_url=f"https://logs.example.internal/q/{execution_id}",
-        correlation_id=f"lg-{index:x}",
+        window_start=window_start,
+        execution_id=f"load-{index:09d}",
+        index=index,
     )
-    return item
 
 
 def alertmanager(index: int) -> dict[str, Any]:
@@ -93,17 +82,17 @@ def alertmanager(index: int) -> dict[str, Any]:
     alert["labels"].update(job_name=JOB_KEY, tenant=tenant, env=ENVIRONMENT, execution_id=execution_id)
     alert["annotations"].update(
         summary=f"{JOB_KEY} failed for {tenant} ({ENVIRONMENT})",
-        description=f"Attempt 1 for window {_stamp(window_start)} .. {_stamp(window_end)} failed: "
+        description=f"Attempt 1 for window {alerts.stamp(window_start)} .. {alerts.stamp(window_end)} failed: "
         "Timeout waiting for acknowledgement from ledger gateway",
-        scheduled_for=_stamp(window_end),
-        window_start=_stamp(window_start),
-        window_end=_stamp(window_end),
-        started_at=_stamp(window_end + timedelta(seconds=3, milliseconds=482)),
-        ended_at=_stamp(window_end + timedelta(minutes=16, seconds=29)),
+        scheduled_for=alerts.stamp(window_end),
+        window_start=alerts.stamp(window_start),
+        window_end=alerts.stamp(window_end),
+        started_at=alerts.stamp(window_end + timedelta(seconds=3, milliseconds=482)),
+        ended_at=alerts.stamp(window_end + timedelta(minutes=16, seconds=29)),
         log_url=f"https://logs.example.internal/q/{execution_id}",
         correlation_id=f"lg-am-{index:x}",
     )
-    alert["startsAt"] = _stamp(window_end + timedelta(minutes=17))
+    alert["startsAt"] = alerts.stamp(window_end + timedelta(minutes=17))
     alert["fingerprint"] = f"{index:016x}"
     document["groupLabels"].update(job_name=JOB_KEY, tenant=tenant)
     document["commonLabels"] = dict(alert["labels"])
@@ -122,7 +111,7 @@ def grafana(index: int) -> dict[str, Any]:
     alert["labels"].update(job_name=JOB_KEY, tenant=tenant, env=ENVIRONMENT)
     alert["annotations"]["summary"] = f"{JOB_KEY} failed for {tenant} ({ENVIRONMENT})"
     # the app derives the scheduled time: the target's latest fire time at or before startsAt
-    alert["startsAt"] = _stamp(window_end + timedelta(minutes=20))
+    alert["startsAt"] = alerts.stamp(window_end + timedelta(minutes=20))
     alert["fingerprint"] = f"{index:016x}"
     document["commonLabels"] = dict(alert["labels"])
     document["title"] = f"[FIRING:1] Scheduled job failed Batch jobs ({ENVIRONMENT} {JOB_KEY} {tenant})"
