@@ -293,11 +293,18 @@ class TrafficResult:
                 for k in self.cpu.keys() | other.cpu.keys()
             }
         self.seconds = seconds
+        self.absorb(other)
+        for values in self.latencies_ms.values():
+            values.sort()
+
+    def absorb(self, other: TrafficResult) -> None:
+        """Add the counts, latencies (unsorted), first errors, posts and client CPU of ``other``."""
         for kind, counter in other.statuses.items():
             self.statuses.setdefault(kind, Counter()).update(counter)
         for kind, values in other.latencies_ms.items():
-            self.latencies_ms[kind] = sorted(self.latencies_ms.get(kind, []) + values)
+            self.latencies_ms.setdefault(kind, []).extend(values)
         self.errors.extend(other.errors[: max(0, 10 - len(self.errors))])
+        self.posts.update(other.posts)
         self.clients_cpu += other.clients_cpu
 
     def kinds(self, ingest: bool) -> list[str]:
@@ -503,12 +510,7 @@ def _traffic_main(
             thread.join()
         total = TrafficResult("", seconds=time.monotonic() - started)
         for out in outs:
-            for kind, counter in out.statuses.items():
-                total.statuses.setdefault(kind, Counter()).update(counter)
-            for kind, values in out.latencies_ms.items():
-                total.latencies_ms.setdefault(kind, []).extend(values)
-            total.errors.extend(out.errors[: max(0, 10 - len(total.errors))])
-            total.posts.update(out.posts)
+            total.absorb(out)
         total.clients_cpu = sum(os.times()[:2]) - cpu_start
         results.put(total)
     except KeyboardInterrupt:
@@ -578,13 +580,7 @@ class MixedTraffic:
         self.stop()
         total = TrafficResult(name, seconds=max(r.seconds for r in collected))
         for r in collected:
-            for kind, counter in r.statuses.items():
-                total.statuses.setdefault(kind, Counter()).update(counter)
-            for kind, values in r.latencies_ms.items():
-                total.latencies_ms.setdefault(kind, []).extend(values)
-            total.errors.extend(r.errors[: max(0, 10 - len(total.errors))])
-            total.posts.update(r.posts)
-            total.clients_cpu += r.clients_cpu
+            total.absorb(r)
         for values in total.latencies_ms.values():
             values.sort()
         return total
