@@ -151,6 +151,14 @@ class Worker:
             return []
         return [int(p) for p in text.split()]
 
+    def kill(self) -> list[int]:
+        """SIGKILL the worker's whole process group (the worker and its pool); the pids it held."""
+        group = [self.pid, *self.children()]
+        os.killpg(self.pid, signal.SIGKILL)
+        self.killed = True
+        self.process.wait(timeout=10)
+        return group
+
 
 class Workers:
     def __init__(self, env: dict[str, str], var_dir: Path) -> None:
@@ -750,10 +758,7 @@ def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
         drill.kills.append(f"kill 2 MISSED: the re-run settled all {due:,} checks before the kill")
         say(drill.kills[-1])
     else:
-        group = [victim.pid, *victim.children()]
-        os.killpg(victim.pid, signal.SIGKILL)
-        victim.killed = True
-        victim.process.wait(timeout=10)
+        group = victim.kill()
         drill.kills.append(
             f"kill 2: SIGKILL worker {victim.name} (processes {group}) running the re-run, "
             f"{settled:,}/{due:,} checks settled; its message stays unacknowledged in Redis"
@@ -787,10 +792,7 @@ def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
         say(drill.kills[-1])
     else:
         victim = next(w for w in workers.alive if w.node == node3)
-        group = [victim.pid, *victim.children()]
-        os.killpg(victim.pid, signal.SIGKILL)
-        victim.killed = True
-        victim.process.wait(timeout=10)
+        group = victim.kill()
         drill.kills.append(
             f"kill 3: SIGKILL worker {victim.name} (processes {group}) running a failure follow-up "
             f"(pool process {child3})"
