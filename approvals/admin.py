@@ -9,19 +9,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from approvals.models import Approval, Dispatch, ReplayRequest, ReplayWebhook, WebhookDelivery
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Everything visible, nothing editable, nothing deletable: state changes go through services."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+from runs.admin import ReadOnlyAdmin
 
 
 @admin.register(ReplayRequest)

@@ -17,6 +17,7 @@ from django.db.models import BooleanField, Case, Count, Exists, OuterRef, Prefet
 from guardian.shortcuts import get_objects_for_user, get_users_with_perms
 
 from approvals.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, WebhookDelivery
+from handover.selectors.evidence import ACTIVE_ATTEMPT_STATUSES
 from runs.models import Attempt, Job, Run, RunnerCredential, Tenant, TimelineEvent, WorkItem
 from runs.selectors import run_visibility_filter
 
@@ -27,7 +28,6 @@ APPROVER_PERMISSIONS = {
     Approval.Kind.BUSINESS: ("act_as_business_owner", "tenant"),
     Approval.Kind.TECHNICAL: ("act_as_technical_owner", "job"),
 }
-ACTIVE_ATTEMPT_STATUSES = (Attempt.Status.QUEUED, Attempt.Status.RUNNING)
 SAMPLE_SIZE = 10
 DELIVERY_LOG_LIMIT = 50
 
@@ -56,6 +56,28 @@ def approver_is_eligible(*, user: User, run: Run, kind: str) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False
     return approvers_eligible(run=run, kind=kind).filter(pk=user.pk).exists()
+
+
+def approval_kinds_open_to(*, user: User, request: ReplayRequest) -> list[str]:
+    """The approval kinds ``user`` may still give on ``request`` (the request page's decision form).
+
+    None unless the request is pending, ``user`` is not its requester and has not decided on it
+    already; then each kind nobody has decided (live) for which ``user`` is eligible. Reads the
+    request's approvals through ``request.approvals.all()`` (prefetched by ``replay_request_get``).
+    """
+    live = [a for a in request.approvals.all() if a.voided_at is None]
+    if (
+        request.status != ReplayRequest.Status.PENDING
+        or request.requested_by_id == user.pk
+        or any(a.actor_id == user.pk for a in live)
+    ):
+        return []
+    decided_kinds = {a.kind for a in live}
+    return [
+        k
+        for k in Approval.Kind.values
+        if k not in decided_kinds and approver_is_eligible(user=user, run=request.run, kind=k)
+    ]
 
 
 def replay_may_request(*, user: User, run: Run) -> bool:

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from approvals.forms import DecisionForm, ReasonForm, RecoveryDecisionForm, ReplayRequestCreateForm, SettleForm
 from approvals.models import Approval, ReplayRequest
 from approvals.selectors import (
-    approver_is_eligible,
+    approval_kinds_open_to,
     approvers_eligible,
     replay_may_manage,
     replay_may_request,
@@ -172,27 +172,13 @@ def replay_create_view(request: HttpRequest, run_id: str) -> HttpResponse:
 def _detail_context(request: HttpRequest, replay: ReplayRequest) -> dict[str, Any]:
     run = replay.run
     approvals = list(replay.approvals.all())
-    live = [a for a in approvals if a.voided_at is None]
-    decided_kinds = {a.kind for a in live}
-    decided_by_me = any(a.actor_id == request.user.pk for a in live)
-    my_kinds = []
-    if (
-        replay.status == ReplayRequest.Status.PENDING
-        and replay.requested_by_id != request.user.pk
-        and not decided_by_me
-    ):
-        my_kinds = [
-            k
-            for k in Approval.Kind.values
-            if k not in decided_kinds and approver_is_eligible(user=request.user, run=run, kind=k)
-        ]
+    my_kinds = approval_kinds_open_to(user=request.user, request=replay)
     effects, repeat_safety = side_effects(run=run)
     dispatch = replay_request_dispatch(request=replay)
     return {
         "replay": replay,
         "run": run,
         "approvals": approvals,
-        "live_approvals": live,
         "scope": list(replay_request_items(request=replay, limit=SCOPE_SHOWN)),
         "side_effects": effects,
         "repeat_safety": repeat_safety,
@@ -285,9 +271,6 @@ def replay_cancel_view(request: HttpRequest, id: str) -> HttpResponse:
 def replay_dispatch_view(request: HttpRequest, id: str) -> HttpResponse:
     """Dispatch an approved request now (once); a held dispatch shows the rule that holds it."""
     replay = _replay_or_404(request, id)
-    if not replay_may_manage(user=request.user, request=replay):
-        messages.error(request, "Only the requester, support on this tenant or the job's technical owner.")
-        return redirect("approvals:replay-detail", id=replay.public_id)
     try:
         _, created = dispatch_service(request=replay, actor=request.user)  # type: ignore[arg-type]
         messages.success(request, "Replay dispatched." if created else "The replay was already dispatched.")

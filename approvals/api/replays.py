@@ -19,7 +19,6 @@ from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -27,7 +26,6 @@ from rest_framework.serializers import BaseSerializer
 
 from approvals.models import ReplayRequest
 from approvals.selectors import (
-    replay_may_manage,
     replay_request_get,
     replay_request_items,
     replay_request_list,
@@ -62,7 +60,7 @@ from approvals.services import (
     side_effects,
 )
 from runs.models import Run
-from runs.selectors import run_visibility_filter
+from runs.selectors import run_get_for_ledger
 from runs.serializers import ProblemSerializer, TimelineEventSerializer
 
 TAG = ["replays"]
@@ -152,11 +150,7 @@ class ReplayRequestViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Replay
         data = ReplayRequestCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        run = (
-            Run.objects.filter(run_visibility_filter(user=request.user), public_id=values["run"])
-            .select_related("job", "tenant")
-            .first()
-        )
+        run = run_get_for_ledger(user=request.user, public_id=values["run"])
         if run is None:
             raise Http404("No such run.")
         replay = replay_request_create(
@@ -299,8 +293,6 @@ class ReplayRequestViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Replay
     @action(detail=True, methods=["post"], url_path="dispatch", url_name="dispatch")
     def dispatch_now(self, request: Request, id: str) -> Response:
         replay = self.get_object()
-        if not replay_may_manage(user=request.user, request=replay):
-            raise PermissionDenied("Only the requester, support on this tenant or the job's technical owner.")
         replay_request_dispatch(request=replay, actor=request.user)  # type: ignore[arg-type]
         return self._detail(replay)
 
@@ -377,11 +369,7 @@ class ReplayRequestViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Replay
         data = RecoveryDecisionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        run = (
-            Run.objects.filter(run_visibility_filter(user=request.user), public_id=values["run"])
-            .select_related("job", "tenant")
-            .first()
-        )
+        run = run_get_for_ledger(user=request.user, public_id=values["run"])
         if run is None:
             raise Http404("No such run.")
         event = run_recovery_decision_record(

@@ -30,7 +30,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from approvals.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, ReplayWebhook
+from approvals.selectors import replay_may_manage
 from approvals.services.requests import (
+    ReplayForbidden,
     checks_store,
     replay_event_record,
     replay_refusal_record,
@@ -173,8 +175,12 @@ def replay_request_dispatch(
 
     Idempotent: a request already dispatched (or completed, failed) returns its dispatch with
     ``created`` False -- the losing path of every race. Raises InvalidTransition (409) from other
-    statuses. Returns ``(dispatch, created)``.
+    statuses. A person (``actor``) must be allowed to manage the request (``replay_may_manage``),
+    else ReplayForbidden (403); the sweep and a runner's claim pass no actor. Returns
+    ``(dispatch, created)``.
     """
+    if actor is not None and not replay_may_manage(user=actor, request=request):
+        raise ReplayForbidden("Only the requester, support on this tenant or the job's technical owner.")
     blocked: ReplayRefused | None = None
     with transaction.atomic():
         locked = (

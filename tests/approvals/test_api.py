@@ -118,6 +118,7 @@ def test_a_forged_scope_is_400_and_a_run_the_caller_cannot_see_is_404(world: Wor
         {"run": str(world.run.public_id), "kind": "absent_items", "all": True, "reason": "x"},
     )
     assert hidden.status_code == 404
+    assert not ReplayRequest.objects.exists()
 
 
 def test_abuse_support_approving_is_403_naming_rule_4(world: World, make_request: MakeRequest) -> None:
@@ -127,6 +128,8 @@ def test_abuse_support_approving_is_403_naming_rule_4(world: World, make_request
     )
     assert response.status_code == 403
     assert "rule 4" in response.json()["detail"]
+    assert not request.approvals.exists()
+    assert ReplayRequest.objects.get(pk=request.pk).status == ReplayRequest.Status.PENDING
 
 
 def test_abuse_a_business_owner_of_another_tenant(world: World, make_request: MakeRequest) -> None:
@@ -148,6 +151,8 @@ def test_abuse_a_forged_fingerprint_is_409(world: World, make_request: MakeReque
     response = post(client_for(world.business), f"/api/v1/replays/{request.public_id}/approve/", body)
     assert response.status_code == 409
     assert "scope_fingerprint" in response.json()["errors"]
+    assert not request.approvals.exists()
+    assert ReplayRequest.objects.get(pk=request.pk).status == ReplayRequest.Status.PENDING
 
 
 def test_abuse_approving_an_expired_request_is_409(world: World, make_request: MakeRequest) -> None:
@@ -169,6 +174,7 @@ def test_abuse_the_requester_approving_is_403(world: World, make_request: MakeRe
         client_for(world.business), f"/api/v1/replays/{request.public_id}/approve/", approve_body(request, "business")
     )
     assert response.status_code == 403 and "requester" in response.json()["detail"]
+    assert not request.approvals.exists()
 
 
 def test_the_password_is_needed_and_counts_five_minutes(world: World, make_request: MakeRequest) -> None:
@@ -185,8 +191,11 @@ def test_the_password_is_needed_and_counts_five_minutes(world: World, make_reque
         assert reauth.status_code == 200
     # re-entered in another session: does not count here
     assert post(client_for(world.business), path, no_password).status_code == 403
+    assert not request.approvals.exists()
     with time_machine.travel(start + timedelta(seconds=299), tick=False):
         assert post(business, path, no_password).status_code == 200
+    approval = request.approvals.get()
+    assert approval.actor == world.business and approval.kind == "business"
 
 
 def test_a_password_re_entered_more_than_five_minutes_ago_no_longer_counts(
@@ -202,6 +211,7 @@ def test_a_password_re_entered_more_than_five_minutes_ago_no_longer_counts(
             business, f"/api/v1/replays/{request.public_id}/approve/", approve_body(request, "business", password="")
         )
     assert response.status_code == 403 and "five minutes" in response.json()["detail"]
+    assert not request.approvals.exists()
 
 
 def test_too_many_wrong_passwords_answer_429(world: World) -> None:
@@ -239,6 +249,20 @@ def test_an_auditor_reads_but_may_not_cancel_or_dispatch(world: World, make_requ
     assert auditor.get(f"/api/v1/replays/{request.public_id}/").status_code == 200
     assert post(auditor, f"/api/v1/replays/{request.public_id}/cancel/", {"reason": "x"}).status_code == 403
     assert post(auditor, f"/api/v1/replays/{request.public_id}/dispatch/").status_code == 403
+    request.refresh_from_db()
+    assert request.status == ReplayRequest.Status.PENDING and request.closed_at is None
+    assert not Dispatch.objects.exists()
+    assert not TimelineEvent.objects.filter(kind__in=["replay_cancelled", "replay_dispatched"]).exists()
+
+
+def test_an_auditor_may_not_dispatch_an_approved_request(world: World, approved: ReplayRequest) -> None:
+    response = post(client_for(world.auditor), f"/api/v1/replays/{approved.public_id}/dispatch/")
+    assert response.status_code == 403
+    assert "requester, support on this tenant or the job's technical owner" in response.json()["detail"]
+    approved.refresh_from_db()
+    assert approved.status == ReplayRequest.Status.APPROVED
+    assert not Dispatch.objects.exists()
+    assert not TimelineEvent.objects.filter(kind="replay_dispatched").exists()
 
 
 def test_recovery_decision_through_the_api(world: World) -> None:
@@ -248,6 +272,20 @@ def test_recovery_decision_through_the_api(world: World) -> None:
         {"run": str(world.run.public_id), "decision": "wait_for_retry", "reference": "exp-a2"},
     )
     assert response.status_code == 201 and response.json()["kind"] == "recovery_decision"
+    event = TimelineEvent.objects.get(kind="recovery_decision")
+    assert response.json()["id"] == str(event.public_id)
+    assert event.run == world.run and event.actor_user == world.support
+    assert event.data == {"decision": "wait_for_retry", "reference": "exp-a2", "note": ""}
+
+
+def test_recovery_decision_on_a_run_the_caller_cannot_see_is_404(world: World) -> None:
+    response = post(
+        client_for(world.other_business),
+        "/api/v1/replays/recovery-decisions/",
+        {"run": str(world.run.public_id), "decision": "wait_for_retry", "reference": "exp-a2"},
+    )
+    assert response.status_code == 404
+    assert not TimelineEvent.objects.filter(kind="recovery_decision").exists()
 
 
 def test_the_queue_lists_what_waits_for_the_caller(world: World, make_request: MakeRequest) -> None:

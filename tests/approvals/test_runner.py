@@ -232,6 +232,9 @@ def test_a_report_before_dispatch_is_refused(world: World, approved: ReplayReque
         Client(), approved, world.credential_key, idempotency_key="rk_x", execution_id="r", status="running"
     )
     assert response.status_code == 409
+    assert not Dispatch.objects.exists()
+    assert not Attempt.objects.filter(execution_id="r").exists()
+    assert ReplayRequest.objects.get(pk=approved.pk).status == ReplayRequest.Status.APPROVED
 
 
 def test_a_lapsed_lease_makes_the_dispatch_unknown_and_never_redispatches(

@@ -8,6 +8,7 @@ import pytest
 
 from approvals.models import ReplayRequest
 from approvals.selectors import (
+    approval_kinds_open_to,
     approvers_eligible,
     replay_request_get,
     replay_request_list,
@@ -110,3 +111,26 @@ def test_detail_selector_query_budget(
         assert request is not None
         _ = [a.actor.username for a in request.approvals.all()]
         _ = [list(d.webhook_deliveries.all()) for d in request.dispatches.all()]
+
+
+def test_the_kinds_a_person_may_still_give_on_a_request(
+    world: World, make_request: MakeRequest, approve: Approve
+) -> None:
+    request = make_request()
+
+    def kinds(user: Any) -> list[str]:
+        fresh = replay_request_get(user=user, public_id=request.public_id)
+        assert fresh is not None
+        return approval_kinds_open_to(user=user, request=fresh)
+
+    assert kinds(world.support) == []  # the requester
+    assert kinds(world.auditor) == []
+    assert kinds(world.business) == ["business"]
+    assert kinds(world.technical) == ["technical"]
+    assert kinds(world.both) == ["business", "technical"]
+    approve(request, world.business, "business")
+    assert kinds(world.business) == []  # decided already
+    assert kinds(world.both) == ["technical"]  # the business side is taken
+    approve(request, world.technical, "technical")
+    assert ReplayRequest.objects.get(pk=request.pk).status == ReplayRequest.Status.APPROVED
+    assert kinds(world.both) == []  # no longer pending

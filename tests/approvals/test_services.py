@@ -474,6 +474,19 @@ def test_dispatch_happens_once_with_one_key_and_one_event(world: World, approved
     assert len(events(world, "replay_dispatched")) == 1
 
 
+def test_only_a_person_who_may_manage_the_request_dispatches_it(world: World, approved: ReplayRequest) -> None:
+    with pytest.raises(ReplayForbidden) as caught:
+        replay_request_dispatch(request=approved, actor=world.auditor)
+    assert "requester, support on this tenant or the job's technical owner" in caught.value.detail
+    approved.refresh_from_db()
+    assert approved.status == ReplayRequest.Status.APPROVED and approved.dispatched_at is None
+    assert not Dispatch.objects.exists()
+    assert events(world, "replay_dispatched") == []
+    dispatch, created = replay_request_dispatch(request=approved, actor=world.technical)
+    assert created and dispatch.dispatched_by == world.technical
+    assert [e.actor_user for e in events(world, "replay_dispatched")] == [world.technical]
+
+
 def test_dispatch_is_held_while_an_attempt_is_running_then_goes_once_it_finished(
     world: World, approved: ReplayRequest
 ) -> None:

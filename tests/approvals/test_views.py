@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from approvals.models import ReplayRequest
+from approvals.models import Dispatch, ReplayRequest
 from runs.models import TimelineEvent
 from tests.approvals.conftest import PASSWORD, Approve, MakeRequest, World
 from tests.factories import AttemptFactory
@@ -140,6 +140,15 @@ def test_pages_of_a_run_the_person_cannot_see_are_404(world: World, make_request
     assert client.post(f"/replays/{request.public_id}/cancel/", {"reason": "x"}).status_code == 404
 
 
+def test_a_person_who_may_not_manage_it_cannot_dispatch_from_the_page(world: World, approved: ReplayRequest) -> None:
+    page = client_for(world.auditor).post(f"/replays/{approved.public_id}/dispatch/", follow=True).content.decode()
+    assert "requester, support on this tenant or the job" in page
+    approved.refresh_from_db()
+    assert approved.status == ReplayRequest.Status.APPROVED
+    assert not Dispatch.objects.exists()
+    assert not TimelineEvent.objects.filter(kind="replay_dispatched").exists()
+
+
 def test_cancel_dispatch_and_recovery_decision_from_the_pages(world: World, approved: ReplayRequest) -> None:
     client = client_for(world.support)
     client.post(f"/replays/{approved.public_id}/dispatch/")
@@ -166,3 +175,12 @@ def test_within_five_minutes_the_same_session_decides_without_typing_the_passwor
         f"/replays/{second.public_id}/approve/", {"kind": "business", "scope_fingerprint": second.scope_fingerprint}
     )
     assert second.approvals.get().actor == world.business
+
+
+def test_the_admin_shows_replay_records_but_never_changes_them(world: World, make_request: MakeRequest) -> None:
+    request = make_request()
+    client = client_for(world.admin)
+    assert client.get(f"/admin/approvals/replayrequest/{request.pk}/change/").status_code == 200
+    assert client.post(f"/admin/approvals/replayrequest/{request.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert client.get("/admin/approvals/replayrequest/add/").status_code == 403
+    assert ReplayRequest.objects.get(pk=request.pk).status == ReplayRequest.Status.PENDING
