@@ -33,16 +33,12 @@ def next_run_check_sweep() -> dict[str, int]:
     """Beat tick: settle due next-run checks and record late successes (set-based; safe to overlap).
 
     Enqueues only follow-ups (``runs.next_run_check_notify_failed``, one per claimed batch with
-    failures, and again for failed checks whose follow-up never ran, see
-    ``next_run_check_follow_ups_resend``). Returns the counts of the sweep.
+    failures, and again for failed checks whose follow-up never ran). Returns the counts of the sweep.
     """
     from runs.services import next_run_check_sweep as sweep
-    from runs.services.checks import next_run_check_follow_ups_resend
 
     result = sweep()
-    # Follow-ups whose message was lost (a worker died after the commit or holding it) are re-found here.
-    resent = next_run_check_follow_ups_resend()
-    if result.due or result.late_successes or resent:
+    if result.due or result.late_successes or result.follow_ups_resent:
         logger.info(
             "next-run sweep: due=%d passed=%d failed=%d awaiting=%d skipped=%d late=%d follow-ups resent=%d",
             result.due,
@@ -51,7 +47,7 @@ def next_run_check_sweep() -> dict[str, int]:
             result.awaiting_confirmation,
             result.skipped,
             result.late_successes,
-            resent,
+            result.follow_ups_resent,
         )
     return {
         "due": result.due,

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.parsers import BaseParser
 from rest_framework.permissions import AllowAny
@@ -33,10 +31,10 @@ from handover.env import env
 from handover.errors import problem, problem_response
 from runs.authentication import bearer_from_request, integration_key_authenticate
 from runs.ingest import get_adapter
-from runs.models import AuthFailureCounter, Integration, IntegrationKey
+from runs.models import IntegrationKey
 from runs.ratelimit import rate_limit_take
 from runs.serializers import IngestResponseSerializer, ProblemSerializer
-from runs.services import IngestResult, delivery_receive, delivery_record_response
+from runs.services import IngestResult, delivery_receive, delivery_record_response, delivery_refusal_count
 from runs.services.access import integration_security
 from runs.signatures import signature_verify
 
@@ -110,14 +108,6 @@ def _meta_name(header: str) -> str:
     return "HTTP_" + header.upper().replace("-", "_")
 
 
-def _count_refusal(source: str, integration: Integration | None = None) -> None:
-    if integration is not None:
-        Integration.objects.filter(pk=integration.pk).update(refused_post_count=F("refused_post_count") + 1)
-        return
-    counter, _ = AuthFailureCounter.objects.get_or_create(source=source[:50])
-    AuthFailureCounter.objects.filter(pk=counter.pk).update(count=F("count") + 1, last_at=timezone.now())
-
-
 def _alert_rows(result: IngestResult) -> list[dict[str, Any]]:
     return [
         {
@@ -178,14 +168,14 @@ class AlertIngestView(APIView):
             token = adapter.credential_from_body(body)
         key = integration_key_authenticate(token)
         if key is None:
-            _count_refusal(source)
+            delivery_refusal_count(source=source)
             response = problem_response(
                 problem(401, "Not authenticated", "Send a valid integration key as `Authorization: Bearer <key>`."),
                 headers={"WWW-Authenticate": 'Bearer realm="handover-ingest"'},
             )
             return response
         if key.integration.source != source:
-            _count_refusal(source, key.integration)
+            delivery_refusal_count(source=source, integration=key.integration)
             return problem_response(
                 problem(
                     403,
@@ -283,7 +273,7 @@ class AlertIngestView(APIView):
         )
         if check.ok:
             return None
-        _count_refusal(source)
+        delivery_refusal_count(source=source)
         return problem_response(
             problem(401, "Not authenticated", f"Signature refused: {check.reason}."),
             headers={"WWW-Authenticate": 'Bearer realm="handover-ingest"'},

@@ -13,15 +13,11 @@ alerts carry), ``jobs`` (jobs, targets and their outages), ``checks`` (next-run 
 from __future__ import annotations
 
 from runs.selectors.access import (
-    JOB_READ_PERMS,
-    TENANT_READ_PERMS,
-    User,
     job_list_owned,
     run_visibility_filter,
     tenant_list_visible,
 )
 from runs.selectors.alerts import (
-    COMPLETENESS_FIELDS,
     AlertCompleteness,
     CompletenessCell,
     CompletenessRow,
@@ -36,12 +32,10 @@ from runs.selectors.alerts import (
     integration_list,
 )
 from runs.selectors.checks import (
-    CHECK_SECTION_LIMIT,
     check_get,
     check_list,
     check_list_for_run,
     check_sections,
-    check_visibility_filter,
 )
 from runs.selectors.heartbeats import heartbeat_age_seconds
 from runs.selectors.jobs import (
@@ -70,15 +64,10 @@ from runs.selectors.runs import run_get, run_list
 
 __all__ = [
     "AlertCompleteness",
-    "CHECK_SECTION_LIMIT",
-    "COMPLETENESS_FIELDS",
     "CompletenessCell",
     "CompletenessRow",
-    "JOB_READ_PERMS",
     "LOAD_PROGRESS_KEY",
     "Outage",
-    "TENANT_READ_PERMS",
-    "User",
     "WorkItemPage",
     "alert_completeness",
     "alert_count_unmatched",
@@ -89,7 +78,6 @@ __all__ = [
     "check_list",
     "check_list_for_run",
     "check_sections",
-    "check_visibility_filter",
     "delivery_count_rejected",
     "delivery_list_recent",
     "delivery_list_rejected",

@@ -48,6 +48,7 @@ from runs.services.ingest import (
     alert_sweep_pending,
     delivery_receive,
     delivery_record_response,
+    delivery_refusal_count,
     delivery_sweep_received,
 )
 from runs.services.jobs import job_pause, job_resume
@@ -82,6 +83,7 @@ __all__ = [
     "attempt_transition",
     "delivery_receive",
     "delivery_record_response",
+    "delivery_refusal_count",
     "delivery_sweep_received",
     "heartbeat_record",
     "integration_get_or_create",

@@ -17,7 +17,12 @@ import time_machine
 
 from runs import tasks
 from runs.models import NextRunCheck
-from runs.services.checks import FOLLOW_UP_GRACE, FOLLOW_UP_RESEND_WINDOW, next_run_check_follow_ups_resend
+from runs.services.checks import (
+    FOLLOW_UP_GRACE,
+    FOLLOW_UP_RESEND_WINDOW,
+    next_run_check_follow_ups_resend,
+    next_run_check_sweep,
+)
 from tests.factories import NextRunCheckFactory
 
 pytestmark = pytest.mark.django_db
@@ -50,6 +55,7 @@ def test_a_failed_check_whose_follow_up_was_lost_is_enqueued_again_and_notified_
 
     tick(FAILED_AT + FOLLOW_UP_GRACE, django_capture_on_commit_callbacks)
     assert sent == [[check.pk]]
+    assert check.failure_notified_at is None  # re-found from the database, not yet notified
 
     # The resent follow-up runs (twice: the original message may come back too) and notifies once.
     assert tasks.next_run_check_notify_failed(check_ids=sent[0]) == 1
@@ -76,3 +82,15 @@ def test_follow_ups_are_resent_in_batches_only_within_the_window(
     assert sorted(pk for batch in sent for pk in batch) == sorted(c.pk for c in lost)
     assert [len(batch) for batch in sent] == [2, 1]
     assert NextRunCheck.objects.filter(failure_notified_at__isnull=True, status="failed").count() == 4
+
+
+def test_the_sweep_service_itself_resends_lost_follow_ups_and_counts_them(
+    sent: list[list[int]], django_capture_on_commit_callbacks: Callable[..., Any]
+) -> None:
+    # The service, not the task, owns the re-find: any caller of the sweep recovers lost follow-ups.
+    check = NextRunCheckFactory(failed=True, failed_at=FAILED_AT)
+    with time_machine.travel(FAILED_AT + FOLLOW_UP_GRACE, tick=False):
+        with django_capture_on_commit_callbacks(execute=True):
+            result = next_run_check_sweep()
+    assert result.follow_ups_resent == 1
+    assert sent == [[check.pk]]

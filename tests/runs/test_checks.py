@@ -317,7 +317,10 @@ def test_confirm_needs_a_check_awaiting_confirmation_and_a_note(world: dict[str,
 
 
 def test_no_run_by_the_deadline_fails_the_check_and_enqueues_the_follow_up(
-    world: dict[str, Any], check: NextRunCheck, django_capture_on_commit_callbacks: Callable[..., Any]
+    world: dict[str, Any],
+    check: NextRunCheck,
+    django_capture_on_commit_callbacks: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert sweep_at(DEADLINE - timedelta(seconds=1)).due == 0  # one second early: not due
 
@@ -333,6 +336,10 @@ def test_no_run_by_the_deadline_fails_the_check_and_enqueues_the_follow_up(
     event = TimelineEvent.objects.get(kind="next_run_check_failed")
     assert event.run == world["failed_run"] and event.data["reasons"] == ["deadline_passed"]
     assert len(callbacks) == 1  # one follow-up task per claimed batch
+    sent: list[list[int]] = []
+    monkeypatch.setattr(notify_task, "delay", lambda check_ids: sent.append(check_ids))
+    callbacks[0]()
+    assert sent == [[check.pk]]  # the task gets the failed check's id, once
 
 
 def test_late_success_is_recorded_as_evidence_and_the_check_stays_failed(
@@ -461,8 +468,9 @@ def test_sweep_writes_each_batch_with_a_constant_number_of_queries(
         # due ids (1) + the batch's claim transaction (a savepoint inside the test's transaction: 2;
         # on PostgreSQL also its SET LOCAL synchronous_commit: 1) + claim with facts (1 per batch of
         # 100) + the batch's targets (1) + one guarded UPDATE and one timeline INSERT for the
-        # batch's failures (2) + the late-success query (1): the same for 12 checks as for 100
-        with django_assert_num_queries(1 + 2 + (1 if is_postgres() else 0) + 1 + 1 + 2 + 1):
+        # batch's failures (2) + the late-success query (1) + the lost follow-ups query (1): the
+        # same for 12 checks as for 100
+        with django_assert_num_queries(1 + 2 + (1 if is_postgres() else 0) + 1 + 1 + 2 + 1 + 1):
             result = next_run_check_sweep()
     assert result.failed == 12
 

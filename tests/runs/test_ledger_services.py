@@ -20,6 +20,8 @@ from runs.services.ledger import (
     RunTotals,
     failure_class_for,
     run_failure_class_confirm,
+    run_failure_class_suggest,
+    run_totals_refresh,
     work_item_change,
     work_item_load_retry,
     work_item_verify,
@@ -587,6 +589,22 @@ def test_failure_class_suggestion(
 
     assert suggested == expected
     assert reason
+
+
+def test_suggestion_without_totals_reads_the_totals_stored_on_the_run(ledger_world: LedgerWorld) -> None:
+    load(ledger_world, population=POPULATION, runner_report=csv("record_id,status", "A1,completed", "A2,completed"))
+    load(ledger_world, destination=csv("record_id,reference", "A1,g1"))
+    run = Run.objects.get(pk=ledger_world.run.pk)
+    stored = RunTotals.stored_on(run)
+    assert stored == run_totals_refresh(run=run)  # every stored column, read back
+    assert (stored.eligible, stored.completed) == (5, 1)
+    Run.objects.filter(pk=run.pk).update(failure_class_suggested="")
+    run = Run.objects.get(pk=run.pk)
+
+    run_failure_class_suggest(run=run)
+
+    assert Run.objects.get(pk=run.pk).failure_class_suggested == "partially_committed"
+    assert "1 of 5 eligible" in events(ledger_world, "failure_class_suggested")[-1].summary
 
 
 def test_suggestion_and_confirmation_are_on_the_timeline(ledger_world: LedgerWorld) -> None:

@@ -29,22 +29,17 @@ from __future__ import annotations
 
 from runs.services.checks.decisions import next_run_check_confirm, next_run_check_waive
 from runs.services.checks.evaluation import CheckFacts, CheckVerdict, next_run_check_evaluate
-from runs.services.checks.facts import next_run_check_facts
 from runs.services.checks.follow_ups import (
     FOLLOW_UP_GRACE,
-    FOLLOW_UP_RESEND_LIMIT,
     FOLLOW_UP_RESEND_WINDOW,
     handover_reopen_for_failed_check,
-    next_run_check_failure_recipients,
     next_run_check_follow_ups_resend,
     next_run_check_notify_failed,
 )
 from runs.services.checks.missed_runs import (
-    MISSED_RUN_LOOKBACK_SECONDS,
-    MISSED_RUN_MAX_SLOTS_PER_TARGET,
     run_sweep_missed,
 )
-from runs.services.checks.overlaps import OVERLAP_PERMITTED, OVERLAP_WORDS, attempt_overlap_record
+from runs.services.checks.overlaps import attempt_overlap_record
 from runs.services.checks.schedules import (
     FireTime,
     TargetSchedule,
@@ -54,18 +49,12 @@ from runs.services.checks.schedules import (
     target_schedule,
 )
 from runs.services.checks.scheduling import CheckRequester, next_run_check_schedule
-from runs.services.checks.sweep import LATE_SUCCESS_LOOKBACK, SweepResult, next_run_check_sweep
+from runs.services.checks.sweep import SweepResult, next_run_check_sweep
 from runs.services.checks.transitions import CheckChange, next_run_check_transition
 
 __all__ = [
     "FOLLOW_UP_GRACE",
-    "FOLLOW_UP_RESEND_LIMIT",
     "FOLLOW_UP_RESEND_WINDOW",
-    "LATE_SUCCESS_LOOKBACK",
-    "MISSED_RUN_LOOKBACK_SECONDS",
-    "MISSED_RUN_MAX_SLOTS_PER_TARGET",
-    "OVERLAP_PERMITTED",
-    "OVERLAP_WORDS",
     "CheckChange",
     "CheckFacts",
     "CheckRequester",
@@ -78,8 +67,6 @@ __all__ = [
     "job_schedule",
     "next_run_check_confirm",
     "next_run_check_evaluate",
-    "next_run_check_facts",
-    "next_run_check_failure_recipients",
     "next_run_check_follow_ups_resend",
     "next_run_check_notify_failed",
     "next_run_check_schedule",

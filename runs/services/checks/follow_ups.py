@@ -22,8 +22,8 @@ logger = logging.getLogger(__name__)
 # A failed check whose follow-up has not run this long after it failed lost its message: the worker
 # died between the batch's commit and the publish, or was killed holding the message (the filesystem
 # broker then drops it; Redis gives it back only after its visibility timeout, two hours). The sweep
-# task enqueues it again -- for an hour after the failure, so a follow-up that keeps failing (its mail
-# server down past its own retries) is not retried for ever.
+# (``next_run_check_sweep``, its last step) enqueues it again -- for an hour after the failure, so a
+# follow-up that keeps failing (its mail server down past its own retries) is not retried for ever.
 FOLLOW_UP_GRACE = timedelta(minutes=2)
 FOLLOW_UP_RESEND_WINDOW = timedelta(hours=1)
 FOLLOW_UP_RESEND_LIMIT = 1000

@@ -4,7 +4,7 @@ short claim transactions, then record late successes of checks that failed."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
@@ -15,7 +15,8 @@ from runs.models import Attempt, JobTarget, NextRunCheck, Run
 from runs.services.checks.evaluation import CheckFacts, CheckVerdict, next_run_check_evaluate
 from runs.services.checks.events import _at, _check_event
 from runs.services.checks.facts import _NO_RUN, _change, _facts, _record_awaiting, _run_evidence, _with_next_run
-from runs.services.checks.transitions import CheckChange, _enqueue_failed_follow_ups, next_run_check_transition
+from runs.services.checks.follow_ups import next_run_check_follow_ups_resend
+from runs.services.checks.transitions import CheckChange, next_run_check_transition
 
 
 @dataclass
@@ -29,7 +30,7 @@ class SweepResult:
     waiting: int = 0
     skipped: int = 0
     late_successes: int = 0
-    failed_ids: list[int] = field(default_factory=list)
+    follow_ups_resent: int = 0
 
 
 def _due_check_ids(now: datetime, limit: int) -> list[int]:
@@ -113,8 +114,9 @@ def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, ba
     twice or concurrently: locked rows are skipped, settled rows no longer match, and every write
     is guarded on the status.
     Side effects: check transitions and timeline events; per batch with failures, one
-    ``runs.next_run_check_notify_failed`` task enqueued on commit (e-mail, handover reopen).
-    Returns a ``SweepResult``.
+    ``runs.next_run_check_notify_failed`` task enqueued on commit (e-mail, handover reopen); last,
+    the follow-ups of failed checks whose message was lost are enqueued again
+    (``next_run_check_follow_ups_resend``). Returns a ``SweepResult``.
     """
     now = now or timezone.now()
     result = SweepResult()
@@ -122,7 +124,6 @@ def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, ba
     result.due = len(ids)
     for start in range(0, len(ids), batch_size):
         chunk = ids[start : start + batch_size]
-        failed: list[int] = []
         with transaction.atomic():
             if connection.vendor == "postgresql":
                 # A batch's outcome is recomputed from the database by the next tick, so it need not
@@ -148,16 +149,14 @@ def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, ba
                 else:
                     result.waiting += 1
             next_run_check_transition(action="pass", changes=passing, at=now)
-            next_run_check_transition(action="fail", changes=failing, at=now, enqueue_follow_ups=False)
+            # The transition enqueues, on commit, one follow-up task for the batch's failures.
+            next_run_check_transition(action="fail", changes=failing, at=now)
             _record_awaiting(awaiting, now)
-            failed = [change.check.pk for change in failing]
-            if failed:
-                transaction.on_commit(lambda failed=failed: _enqueue_failed_follow_ups(failed))  # type: ignore[misc]
         result.passed += len(passing)
         result.failed += len(failing)
         result.awaiting_confirmation += len(awaiting)
-        result.failed_ids.extend(failed)
     result.late_successes = _record_late_successes(now)
+    result.follow_ups_resent = next_run_check_follow_ups_resend(now=now, batch_size=batch_size)
     return result
 
 

@@ -85,7 +85,6 @@ def next_run_check_transition(
     changes: Sequence[CheckChange],
     at: datetime | None = None,
     actor: AbstractBaseUser | None = None,
-    enqueue_follow_ups: bool = True,
 ) -> list[NextRunCheck]:
     """Move checks along ``NextRunCheck.TRANSITIONS`` (``pass``, ``fail``, ``waive``): the only status writer.
 
@@ -96,8 +95,8 @@ def next_run_check_transition(
     status, it is returned unchanged (idempotent); otherwise ``InvalidTransition`` (409) names the
     current status. The sweep passes the rows its claim transaction holds locked, so the guard
     matches them all. Failed checks enqueue, on commit, one follow-up task for all of them
-    (``runs.next_run_check_notify_failed``: e-mail, handover reopen) unless ``enqueue_follow_ups``
-    is False. Returns the checks, updated in memory.
+    (``runs.next_run_check_notify_failed``: e-mail, handover reopen). Returns the checks, updated
+    in memory.
     """
     allowed_from, target_status = NextRunCheck.TRANSITIONS[action]
     if not changes:
@@ -134,7 +133,7 @@ def next_run_check_transition(
                     for change in changes
                 ]
             )
-            if target_status == NextRunCheck.Status.FAILED and enqueue_follow_ups:
+            if target_status == NextRunCheck.Status.FAILED:
                 ids = [check.pk for check in checks]
                 transaction.on_commit(lambda: _enqueue_failed_follow_ups(ids))
         elif updated:

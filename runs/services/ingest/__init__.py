@@ -31,21 +31,17 @@ from runs.services.ingest.apply import alert_apply
 from runs.services.ingest.context import IngestResult
 from runs.services.ingest.delivery import (
     CHUNK_ALERTS,
-    KEY_USED_RESOLUTION,
     delivery_receive,
     delivery_record_response,
+    delivery_refusal_count,
     delivery_sweep_received,
 )
-from runs.services.ingest.identity import NEUTRAL_TENANT_ALIAS_HINT, NEUTRAL_TENANT_REASON
 from runs.services.ingest.records import dedup_hash
 from runs.services.ingest.triage import alert_ignore, alert_reprocess, alert_sweep_pending
 
 __all__ = [
     "CHUNK_ALERTS",
     "IngestResult",
-    "KEY_USED_RESOLUTION",
-    "NEUTRAL_TENANT_ALIAS_HINT",
-    "NEUTRAL_TENANT_REASON",
     "alert_apply",
     "alert_ignore",
     "alert_reprocess",
@@ -53,5 +49,6 @@ __all__ = [
     "dedup_hash",
     "delivery_receive",
     "delivery_record_response",
+    "delivery_refusal_count",
     "delivery_sweep_received",
 ]

@@ -11,13 +11,13 @@ from typing import Any
 
 from django.conf import settings as django_settings
 from django.db import DatabaseError, transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from handover.errors import DomainError
 from runs.ingest import get_adapter
 from runs.ingest.base import FormatError, InvalidItem, ParsedAlert, merged_settings
-from runs.models import Alert, Delivery, IntegrationKey
+from runs.models import Alert, AuthFailureCounter, Delivery, Integration, IntegrationKey
 from runs.redaction import body_secret_values, integration_redact_names, redact_body, redact_text, redaction_scope
 from runs.services.ingest.apply import _alert_apply
 from runs.services.ingest.context import IngestResult, _PostContext, _runner_reports_write
@@ -257,3 +257,17 @@ def _alert_ingest(delivery: Delivery, index: int, record: ParsedAlert | InvalidI
     if created and alert.outcome == Alert.Outcome.PENDING and isinstance(record, ParsedAlert):
         alert = _alert_apply(alert, record, ctx)
     return alert
+
+
+def delivery_refusal_count(*, source: str, integration: Integration | None = None) -> None:
+    """Count one refused post, which stores no Delivery (DESIGN: nothing authenticated is dropped).
+
+    With the ``integration`` whose key was recognised (a bad signature), its ``refused_post_count``;
+    without one (no key, an unknown key, a key of another source), the per-``source`` counter with
+    its last time (UTC). ``source`` is cut to the counter's 50 characters. Raises nothing of its own.
+    """
+    if integration is not None:
+        Integration.objects.filter(pk=integration.pk).update(refused_post_count=F("refused_post_count") + 1)
+        return
+    counter, _ = AuthFailureCounter.objects.get_or_create(source=source[:50])
+    AuthFailureCounter.objects.filter(pk=counter.pk).update(count=F("count") + 1, last_at=timezone.now())

@@ -44,15 +44,7 @@ from __future__ import annotations
 
 from runs.services.ledger.batches import work_item_load_run
 from runs.services.ledger.common import (
-    CHANGE,
-    FAILURE_CLASS_WORDS,
-    ITEM,
-    KIND_WORDS,
-    PROGRESS_SECONDS,
-    SQLITE_BATCH,
-    STAGE,
     LedgerPermissionDenied,
-    User,
     run_ledger_require_writer,
 )
 from runs.services.ledger.failure_class import failure_class_for, run_failure_class_confirm, run_failure_class_suggest
@@ -65,28 +57,14 @@ from runs.services.ledger.loads import (
     work_item_load_retry,
     work_item_loads_create,
 )
-from runs.services.ledger.outcomes import DERIVED_COLUMNS, FACTS
-from runs.services.ledger.reconciliation import APPLY, KIND_ORDER
 from runs.services.ledger.totals import RunTotals, run_totals_refresh
 
 __all__ = [
-    "APPLY",
-    "CHANGE",
-    "DERIVED_COLUMNS",
-    "FACTS",
-    "FAILURE_CLASS_WORDS",
     "ID_COLUMN_OPTIONS",
-    "ITEM",
-    "KIND_ORDER",
-    "KIND_WORDS",
     "OPTION_NAMES",
-    "PROGRESS_SECONDS",
-    "SQLITE_BATCH",
-    "STAGE",
     "LedgerPermissionDenied",
     "LoadFile",
     "RunTotals",
-    "User",
     "failure_class_for",
     "run_failure_class_confirm",
     "run_failure_class_suggest",

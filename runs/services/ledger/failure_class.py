@@ -62,12 +62,7 @@ def run_failure_class_suggest(*, run: Run, totals: RunTotals | None = None, acto
     the system (the suggestion is the app's); ``actor`` is recorded in its data when given.
     """
     if totals is None:
-        totals = RunTotals(
-            eligible=run.eligible_count,
-            attempted=run.attempted_count,
-            completed=run.completed_count,
-            uncertain=run.uncertain_count,
-        )
+        totals = RunTotals.stored_on(run)
     has_report = WorkItemLoad.objects.filter(
         run=run, kind=WorkItemLoad.Kind.RUNNER_REPORT, status=WorkItemLoad.Status.COMMITTED
     ).exists()

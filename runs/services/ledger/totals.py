@@ -28,6 +28,26 @@ class RunTotals:
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
+    @classmethod
+    def stored_on(cls, run: Run) -> RunTotals:
+        """The totals ``run_totals_refresh`` last stored on the run (its ``*_count`` columns)."""
+        return cls(**{name: getattr(run, column) for name, column in _COLUMNS.items()})
+
+
+# Each total and the Run column that stores it.
+_COLUMNS = {
+    "eligible": "eligible_count",
+    "attempted": "attempted_count",
+    "completed": "completed_count",
+    "skipped": "skipped_count",
+    "rejected": "rejected_count",
+    "unresolved": "unresolved_count",
+    "unverified": "unverified_count",
+    "absent": "absent_count",
+    "uncertain": "uncertain_count",
+    "possible_duplicates": "possible_duplicate_count",
+}
+
 
 def _destination_is_complete(run: Run) -> bool:
     """Whether the run's latest committed destination export was declared complete for the window."""
@@ -62,19 +82,8 @@ def run_totals_refresh(*, run: Run) -> RunTotals:
     )
     totals = RunTotals(**counts, unresolved=counts["unverified"] + counts["absent"] + counts["uncertain"])
     now = timezone.now()
-    fields = {
-        "eligible_count": totals.eligible,
-        "attempted_count": totals.attempted,
-        "completed_count": totals.completed,
-        "skipped_count": totals.skipped,
-        "rejected_count": totals.rejected,
-        "unresolved_count": totals.unresolved,
-        "unverified_count": totals.unverified,
-        "absent_count": totals.absent,
-        "uncertain_count": totals.uncertain,
-        "possible_duplicate_count": totals.possible_duplicates,
-        "ledger_updated_at": now,
-    }
+    fields: dict[str, object] = {column: getattr(totals, name) for name, column in _COLUMNS.items()}
+    fields["ledger_updated_at"] = now
     Run.objects.filter(pk=run.pk).update(**fields, updated_at=now)
     for name, value in fields.items():
         setattr(run, name, value)
