@@ -61,6 +61,12 @@ class RoleRevokeForm(forms.Form):
     role = forms.ChoiceField(choices=ROLE_CHOICES)
     object_id = forms.UUIDField()
 
+    def target(self) -> Tenant | Job | None:
+        """The tenant or job the role is held on (after validation); None when it no longer exists."""
+        data = self.cleaned_data
+        model = Job if data["role"] in JOB_ROLES else Tenant
+        return model.objects.filter(public_id=data["object_id"]).first()
+
 
 class IntegrationKeyCreateForm(forms.Form):
     """A new key: its integration, a label, and the tenants it may write to (or, explicitly, all)."""

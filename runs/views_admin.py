@@ -28,7 +28,7 @@ from runs.forms_admin import (
     RoleGrantForm,
     RoleRevokeForm,
 )
-from runs.models import AuditEvent, Integration, IntegrationKey, Job, Tenant
+from runs.models import AuditEvent, Integration, IntegrationKey
 from runs.selectors_admin import (
     audit_event_list,
     audit_is_readable,
@@ -82,11 +82,7 @@ def role_revoke_view(request: HttpRequest) -> HttpResponse:
         return redirect("manage:role-list")
     data = form.cleaned_data
     user = get_object_or_404(get_user_model(), username=data["user"])
-    target: Tenant | Job | None = (
-        Tenant.objects.filter(public_id=data["object_id"]).first()
-        if data["role"] != "technical_owner"
-        else Job.objects.filter(public_id=data["object_id"]).first()
-    )
+    target = form.target()
     if target is None:
         messages.error(request, "That tenant or job no longer exists.")
         return redirect("manage:role-list")

@@ -609,7 +609,7 @@ class RunFailureClassConfirmView(APIView):
         data = RunFailureClassConfirmInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run = run_failure_class_confirm(user=request.user, run=run, **data.validated_data)
-        return Response(RunLedgerSerializer(_run(request, id)).data)
+        return Response(RunLedgerSerializer(run).data)
 
 
 __all__ = [

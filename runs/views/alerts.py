@@ -14,6 +14,7 @@ from handover.errors import DomainError
 from runs.forms import AlertIgnoreForm
 from runs.selectors import alert_get, alert_inbox, delivery_count_rejected, delivery_list_rejected
 from runs.services import alert_ignore, alert_reprocess
+from runs.views._forms import form_post
 
 
 @login_required
@@ -68,13 +69,11 @@ def alert_ignore_view(request: HttpRequest, id: str) -> HttpResponse:
     alert = alert_get(user=request.user, public_id=id)
     if alert is None:
         raise Http404("No such alert")
-    form = AlertIgnoreForm(request.POST)
-    if form.is_valid():
-        try:
-            alert_ignore(alert=alert, actor=request.user, reason=form.cleaned_data["reason"])
-            messages.success(request, "Alert ignored.")
-        except DomainError as exc:
-            messages.error(request, exc.detail)
-    else:
-        messages.error(request, "Say why the alert needs no action.")
-    return redirect("runs:alert-detail", id=alert.public_id)
+    return form_post(
+        request,
+        AlertIgnoreForm(request.POST),
+        invalid="Say why the alert needs no action.",
+        act=lambda data: alert_ignore(alert=alert, actor=request.user, reason=data["reason"]),
+        success=lambda _: "Alert ignored.",
+        done=redirect("runs:alert-detail", id=alert.public_id),
+    )

@@ -21,7 +21,7 @@ from runs.views._forms import form_post
 BEAT_SILENT_AFTER_SECONDS = 180
 
 
-def _beat_warning() -> str:
+def beat_warning_text() -> str:
     """A warning when the beat has not ticked for a while: due checks are then not being settled."""
     age = heartbeat_age_seconds()
     if age is None:
@@ -51,7 +51,7 @@ def check_list_view(request: HttpRequest) -> HttpResponse:
             "sections": sections,
             "now": now,
             "create_form": NextRunCheckCreateForm(targets=targets),
-            "beat_warning": _beat_warning(),
+            "beat_warning": beat_warning_text(),
         },
     )
 

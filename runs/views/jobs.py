@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from runs.selectors import check_list, job_get, job_list_visible, target_list_visible, target_outage_list
 from runs.services import job_schedule, schedule_dst_sentences, schedule_fire_times, target_schedule
-from runs.views.checks import _beat_warning
+from runs.views.checks import beat_warning_text
 
 
 @login_required
@@ -52,6 +52,6 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "fire_times": schedule_fire_times(sched=sched, after=now, count=5),
             "targets": targets,
             "checks": list(check_list(user=request.user, job=job.key).order_by("-deadline_at", "-id")[:20]),
-            "beat_warning": _beat_warning(),
+            "beat_warning": beat_warning_text(),
         },
     )

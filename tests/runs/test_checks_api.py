@@ -119,6 +119,7 @@ def test_create_is_forbidden_to_an_auditor_and_hidden_from_strangers(acme: JobTa
 
     assert forbidden.status_code == 403 and forbidden.json()["status"] == 403
     assert hidden.status_code == 400 and "target" in hidden.json()["errors"]
+    assert not NextRunCheck.objects.exists()
     assert Client().get("/api/v1/checks/").status_code == 401
 
 

@@ -120,6 +120,8 @@ def test_create_refuses_a_taken_name_with_409(api: Client, nomad: CustomStory) -
     response = post(api, "/api/v1/integrations/", {"name": "nomad-prod", "mapping": load_mapping("nomad")})
 
     assert response.status_code == 409 and response.json()["errors"] == {"name": ["This name is taken."]}
+    assert Integration.objects.filter(name="nomad-prod").count() == 1
+    assert IntegrationKey.objects.filter(integration__name="nomad-prod").count() == 1
 
 
 def test_integrations_api_is_for_admins_only(client: Client, nomad: CustomStory) -> None:
@@ -131,6 +133,8 @@ def test_integrations_api_is_for_admins_only(client: Client, nomad: CustomStory)
     assert post(person, f"{url}test/", {"sample": {}}).status_code == 403
     assert person.get(f"{url}mapping/").status_code == 403
     assert post(person, f"{url}reprocess/", {}).status_code == 403
+    nomad.integration.refresh_from_db()
+    assert nomad.integration.name == "nomad-prod" and not Integration.objects.filter(name="x").exists()
 
 
 # --- list and change ------------------------------------------------------------------------------
@@ -185,6 +189,9 @@ def test_update_refuses_built_in_integrations_and_taken_names(api: Client, nomad
     assert built_in.status_code == 409 and "built-in generic integration" in built_in.json()["detail"]
     assert taken.status_code == 409
     assert missing.status_code == 404
+    generic.refresh_from_db()
+    nomad.integration.refresh_from_db()
+    assert generic.name != "g" and nomad.integration.name == "nomad-prod"
     assert api.put(f"/api/v1/integrations/{generic.public_id}/", data={}).status_code == 405
 
 

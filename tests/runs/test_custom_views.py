@@ -269,8 +269,13 @@ def test_the_editor_is_for_staff_and_custom_integrations_only(
 ) -> None:
     url = editor_url(nomad.integration)
     client.force_login(UserFactory())
+    mapping = dict(nomad.integration.settings["mapping"])
     assert client.get(url).status_code == 302
+    saved = client.post(url, {"mapping": json.dumps({"fields": {}}), "action": "save"})
+    assert saved.status_code == 302 and saved["Location"].startswith("/admin/login/")
     assert client.post(f"/integrations/{nomad.integration.public_id}/reprocess/").status_code == 302
+    nomad.integration.refresh_from_db()
+    assert nomad.integration.settings["mapping"] == mapping
     client.force_login(UserFactory(admin=True))
     generic = integration_get_or_create(source="generic")
     assert client.get(editor_url(generic)).status_code == 404

@@ -133,6 +133,7 @@ def test_an_upload_without_files_is_invalid(ledger_world: LedgerWorld) -> None:
     response = upload(client_for(ledger_world.support), ledger_world, id_column="record_id")
 
     assert response.status_code == 400 and "file" in response.json()["errors"]
+    assert not WorkItemLoad.objects.exists() and not WorkItem.objects.exists()
 
 
 @override_settings(HANDOVER_LEDGER_MAX_UPLOAD_BYTES=10)
@@ -211,8 +212,10 @@ def test_permission_is_checked_before_the_body_so_a_bad_body_is_403_or_404_not_4
 
 
 def test_a_writer_still_gets_400_for_a_bad_body(ledger_world: LedgerWorld) -> None:
+    events = TimelineEvent.objects.count()
     response = client_for(ledger_world.support).post(base(ledger_world) + "change/", {"outcome": "no-such-outcome"})
     assert response.status_code == 400 and set(response.json()["errors"]) >= {"record_id", "outcome", "note"}
+    assert TimelineEvent.objects.count() == events and not WorkItem.objects.filter(evidence_kind="manual").exists()
 
 
 def test_another_tenants_run_is_404_for_every_ledger_path(ledger_world: LedgerWorld) -> None:

@@ -9,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client, override_settings
 
-from runs.models import WorkItem, WorkItemLoad
+from runs.models import TimelineEvent, WorkItem, WorkItemLoad
 from tests.factories import RunFactory
 from tests.runs.ledger_support import POPULATION, LedgerWorld, csv, ledger_world, load, outcomes
 
@@ -134,6 +134,11 @@ def test_readers_get_403_and_strangers_404_on_the_forms(ledger_world: LedgerWorl
 
     assert [r.status_code for r in responses] == [status] * 4
     assert WorkItemLoad.objects.count() == 2 and outcomes(ledger_world.run)["A1"] == "uncertain"
+    ledger_world.run.refresh_from_db()
+    assert ledger_world.run.failure_class_confirmed_at is None
+    assert not TimelineEvent.objects.filter(
+        run=ledger_world.run, kind__in=["work_item_changed", "work_item_verified", "failure_class_confirmed"]
+    ).exists()
 
 
 def test_verify_change_and_confirm_from_the_page(ledger_world: LedgerWorld) -> None:
@@ -148,6 +153,11 @@ def test_verify_change_and_confirm_from_the_page(ledger_world: LedgerWorld) -> N
     assert outcomes(ledger_world.run)["A1"] == "completed" and outcomes(ledger_world.run)["A2"] == "absent"
     assert "Failure class confirmed." in response.content.decode()
     assert "Partially committed" in response.content.decode()
+    ledger_world.run.refresh_from_db()
+    assert ledger_world.run.failure_class == "partially_committed"
+    assert ledger_world.run.failure_class_confirmed_by == ledger_world.support
+    kinds = set(TimelineEvent.objects.filter(run=ledger_world.run).values_list("kind", flat=True))
+    assert {"work_item_verified", "work_item_changed", "failure_class_confirmed"} <= kinds
 
 
 def test_items_page_by_key_and_filter_by_outcome(ledger_world: LedgerWorld) -> None:

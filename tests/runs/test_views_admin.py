@@ -50,8 +50,14 @@ def test_admin_grants_and_revokes_a_role_through_the_page(admin_client: Client, 
     admin_client.post("/manage/roles/revoke/", {"user": "sam", "role": "support", "object_id": str(tenant.public_id)})
     person = type(person).objects.get(pk=person.pk)  # guardian caches permissions per instance
     assert not person.has_perm("runs.act_as_support", tenant)
+    assert person.has_perm("runs.act_as_technical_owner", job)
+    admin_client.post(
+        "/manage/roles/revoke/", {"user": "sam", "role": "technical_owner", "object_id": str(job.public_id)}
+    )
+    person = type(person).objects.get(pk=person.pk)
+    assert not person.has_perm("runs.act_as_technical_owner", job)
     actions = list(AuditEvent.objects.filter(actor=admin).order_by("id").values_list("action", flat=True))
-    assert actions == ["role_grant", "role_grant", "role_revoke"]
+    assert actions == ["role_grant", "role_grant", "role_revoke", "role_revoke"]
 
 
 def test_a_tenant_role_needs_a_tenant(admin_client: Client) -> None:
