@@ -101,7 +101,11 @@ class HandoverCreateForm(forms.Form):
 
 
 class ReasonForm(forms.Form):
-    reason = forms.CharField(max_length=2000, widget=forms.Textarea(attrs={"rows": 2}))
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        error_messages={"required": "Say why the handover is reopened."},
+    )
 
 
 class JobPauseForm(forms.Form):

@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from hypothesis import HealthCheck, seed, settings
 from knox.models import AuthToken
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
@@ -70,19 +68,6 @@ def credentials(db: None) -> dict[str, str]:
     _, token = AuthToken.objects.create(user=admin)
     key = integration_key_create(integration=integration_get_or_create(source="generic"), tenants=[tenant]).key
     return {"token": token, "key": key}
-
-
-@pytest.fixture
-def in_process_connections() -> Iterator[None]:
-    # Django closes "old" connections when a request starts and finishes; inside the test's
-    # transaction on PostgreSQL that would close the test's own connection (TOOLCHAIN.md).
-    for signal in (request_started, request_finished):
-        signal.disconnect(close_old_connections)
-    try:
-        yield
-    finally:
-        for signal in (request_started, request_finished):
-            signal.connect(close_old_connections)
 
 
 @pytest.mark.slow

@@ -128,17 +128,16 @@ def handover_escalation_owners_for_check(*, check: NextRunCheck) -> list[Abstrac
     match = Q(links__next_run_check=check)
     if check.recovered_run_id:
         match |= Q(links__run_id=check.recovered_run_id, links__is_open=True)
-    owners: list[AbstractBaseUser] = []
+    owners: dict[int, AbstractBaseUser] = {}
     for handover in (
-        Handover.objects.filter(match, escalation_owner__isnull=False)
+        Handover.objects.filter(match, escalation_owner__is_active=True)
         .select_related("escalation_owner")
         .distinct()
         .order_by("id")
     ):
-        owner = handover.escalation_owner
-        if owner is not None and owner.is_active and owner.pk not in {o.pk for o in owners}:
-            owners.append(owner)
-    return owners
+        if handover.escalation_owner is not None:  # always, by the filter; for the type checker
+            owners.setdefault(handover.escalation_owner.pk, handover.escalation_owner)
+    return list(owners.values())
 
 
 @dataclass

@@ -37,9 +37,6 @@ TOKEN_EXPIRY_DAYS = (7, 30, 90, 180, 365)
 TOKEN_MAX_PER_PERSON = 50
 LABEL_MAX_LENGTH = 100
 
-AUDIT_CREATE = AuditEvent.Action.API_TOKEN_CREATE
-AUDIT_REVOKE = AuditEvent.Action.API_TOKEN_REVOKE
-
 
 @dataclass(frozen=True)
 class IssuedApiToken:
@@ -111,7 +108,7 @@ def api_token_create(
         owner = user.get_username()
         audit_record(
             actor=actor,
-            action=AUDIT_CREATE,
+            action=AuditEvent.Action.API_TOKEN_CREATE,
             summary=f"Personal API token {token.token_key}… of {owner} created"
             + (f" ({label})" if label else "")
             + f", expires {token.expiry:%Y-%m-%d %H:%M} UTC",
@@ -144,7 +141,7 @@ def api_token_revoke(*, token: AuthToken, actor: AbstractBaseUser | None) -> Aut
         owner = token.user.get_username()
         audit_record(
             actor=actor,
-            action=AUDIT_REVOKE,
+            action=AuditEvent.Action.API_TOKEN_REVOKE,
             summary=f"Personal API token {token.token_key}… of {owner} revoked" + (f" ({label})" if label else ""),
             subject=token.user,
             obj=token,

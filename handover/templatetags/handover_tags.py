@@ -189,7 +189,7 @@ def markdown_code(value: object, mode: str = "") -> SafeString:
     GFM splits cells on ``|`` even inside code, so such text is escaped as text instead.
     """
     text = " ".join(("" if value is None else str(value)).split())
-    if mode == "cell" and ("|" in text or "\\" in text):
+    if mode == "cell" and "|" in text:
         return markdown_escape(text, "inline")
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""

@@ -257,8 +257,8 @@ def handover_action_view(request: HttpRequest, id: str, action: str) -> HttpResp
     try:
         if action == "reopen":
             form = ReasonForm(request.POST)
-            if not form.is_valid():
-                messages.error(request, "Say why the handover is reopened.")
+            if not form.is_valid():  # blank or too long: the form says which
+                messages.error(request, " ".join(form.errors["reason"]))
                 return redirect("handover:handover-detail", id=handover.public_id)
             handover_reopen(handover=handover, actor=request.user, reason=form.cleaned_data["reason"])
             messages.success(request, "Reopened: back to recovering.")

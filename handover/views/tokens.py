@@ -18,7 +18,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from knox.models import AuthToken
 
-from handover.errors import DomainError
+from handover.errors import DomainError, NotFound
 from handover.selectors.tokens import api_token_get, api_token_list
 from handover.services.tokens import LABEL_MAX_LENGTH, api_token_create, api_token_expiry_choices, api_token_revoke
 
@@ -92,7 +92,7 @@ def api_token_revoke_view(request: HttpRequest, prefix: str) -> HttpResponse:
         return render(request, "handover/api_token_revoke.html", {"token": token})
     try:
         api_token_revoke(token=token, actor=request.user)  # type: ignore[arg-type]
-    except DomainError as exc:
+    except NotFound as exc:  # revoked or cleared meanwhile
         raise Http404(exc.detail) from exc
     messages.success(request, f"Token {token.token_key}… revoked: scripts using it now get 401.")
     return redirect("handover:api-token-list")

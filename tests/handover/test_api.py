@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 import pytest
@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 from knox.models import AuthToken
 
-from handover.models import ApiTokenUse, Handover, HandoverRevision
+from handover.models import ApiTokenUse, Handover, HandoverRevision, ResidualException
 from handover.services import handover_create
 from runs.models import Job, TimelineEvent
 from tests.factories import JobTargetFactory, RunFactory, UserFactory
@@ -62,6 +62,7 @@ def test_a_second_open_handover_for_a_run_is_409(world: World, draft: Handover) 
         BASE, {"runs": [str(world.run.public_id)]}, content_type="application/json"
     )
     assert response.status_code == 409 and response.json()["type"].endswith("/conflict")
+    assert list(Handover.objects.values_list("pk", flat=True)) == [draft.pk]  # nothing half-made
 
 
 @pytest.mark.parametrize(
@@ -174,11 +175,16 @@ def test_close_refused_lists_what_is_missing(world: World, draft: Handover, load
 def test_transition_from_the_wrong_status_is_409(world: World, draft: Handover) -> None:
     response = client_for(world.support).post(f"{BASE}{draft.public_id}/close/")
     assert response.status_code == 409 and response.json()["errors"] == {"status": ["draft"]}
+    assert Handover.objects.get(pk=draft.pk).status == "draft"
+    assert not TimelineEvent.objects.filter(kind="handover_closed").exists()
 
 
 def test_reopen_needs_a_reason(world: World, draft: Handover) -> None:
-    response = client_for(world.support).post(f"{BASE}{draft.public_id}/reopen/", {}, content_type="application/json")
+    closed = force_status(draft, "closed", world.support)
+    response = client_for(world.support).post(f"{BASE}{closed.public_id}/reopen/", {}, content_type="application/json")
     assert response.status_code == 400 and "reason" in response.json()["errors"]
+    assert Handover.objects.get(pk=draft.pk).status == "closed"
+    assert not TimelineEvent.objects.filter(kind="handover_reopened").exists()
 
 
 def test_markdown_export(world: World, draft: Handover) -> None:
@@ -204,6 +210,9 @@ def test_residual_exception_api(world: World, draft: Handover, load_ledger: Ledg
     )
     assert created.status_code == 201, created.content
     assert created.json()["record_ids"] == ["INV-7"] and created.json()["due_date"] is None
+    exception = ResidualException.objects.get(handover=draft)
+    assert exception.owner == world.owner and exception.due_date is None
+    assert [item.record_id for item in exception.work_items.all()] == ["INV-7"]
 
     updated = client.patch(
         f"{BASE}{draft.public_id}/residual-exceptions/{created.json()['id']}/",
@@ -211,6 +220,7 @@ def test_residual_exception_api(world: World, draft: Handover, load_ledger: Ledg
         content_type="application/json",
     )
     assert updated.status_code == 200 and updated.json()["due_date"] == "2026-12-04"
+    assert ResidualException.objects.get(pk=exception.pk).due_date == date(2026, 12, 4)
 
 
 def test_list_query_budget(world: World, django_assert_max_num_queries: Any, load_ledger: LedgerLoader) -> None:
@@ -265,7 +275,11 @@ def test_pause_is_404_for_strangers_and_403_for_readers(world: World) -> None:
 
     assert client_for(outsider).post(url, payload, content_type="application/json").status_code == 404
     assert client_for(world.auditor).post(url, payload, content_type="application/json").status_code == 403
+    assert Job.objects.get(pk=world.job.pk).paused_at is None
+    assert not TimelineEvent.objects.filter(kind="job_paused").exists()
     assert client_for(world.owner).post(url, payload, content_type="application/json").status_code == 200
+    assert Job.objects.get(pk=world.job.pk).paused_by == world.owner
+    assert TimelineEvent.objects.get(kind="job_paused").actor_user == world.owner
 
 
 def test_revisions_list_every_generated_section(world: World, draft: Handover) -> None:

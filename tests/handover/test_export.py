@@ -72,6 +72,7 @@ def test_markdown_code_fences_around_backticks_and_keeps_table_cells_whole() -> 
     assert str(markdown_code("`x`")) == "`` `x` ``"
     assert str(markdown_code("a|b", "cell")) == r"a\|b"
     assert str(markdown_code("a\\|b", "cell")) == r"a\\\|b"
+    assert str(markdown_code("C:\\jobs", "cell")) == r"`C:\jobs`"  # a backslash alone is literal in a code span
     assert str(markdown_code("two\nlines")) == "`two lines`"
 
 

@@ -273,6 +273,10 @@ def test_reopen_a_closed_handover(world: World, draft: Handover) -> None:
 
     with pytest.raises(DomainError, match="Say why"):
         handover_reopen(handover=handover, actor=world.support, reason="  ")
+    with pytest.raises(DomainError, match="Say why"):  # the rule holds on the generic path too
+        handover_transition(handover=handover, action="reopen", actor=world.support, reason=" \n")
+    assert Handover.objects.get(pk=handover.pk).status == "closed"
+    assert not TimelineEvent.objects.filter(kind="handover_reopened").exists()
     reopened = handover_reopen(handover=handover, actor=world.support, reason="INV-1004 turned up twice after all")
 
     assert reopened.status == "recovering" and reopened.closed_at is None and reopened.closed_by is None

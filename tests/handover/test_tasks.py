@@ -222,6 +222,10 @@ def test_a_failed_check_tells_the_escalation_owner_once(
         HandoverRun.objects.get(handover=draft).next_run_check, "failed", result_summary="no run by the deadline"
     )
     assert handover_escalation_owners_for_check(check=check) == [world.owner]
+    people = type(world.owner)._default_manager.filter(pk=world.owner.pk)
+    people.update(is_active=False)
+    assert handover_escalation_owners_for_check(check=check) == []  # a departed owner is not mailed
+    people.update(is_active=True)
 
     with django_capture_on_commit_callbacks(execute=True):
         handover_reopen_for_failed_check(check=check)

@@ -246,6 +246,28 @@ def test_a_closed_handover_offers_reopen_only(world: World, draft: Handover) -> 
     assert "Reopen (back to recovering)" in html and ">Close</button>" not in html
 
 
+def test_reopen_on_the_page_needs_a_reason_and_says_what_is_wrong(world: World, draft: Handover) -> None:
+    force_status(draft, "closed", world.support)
+    client = client_for(world.support)
+    url = f"/handovers/{draft.public_id}/reopen/"
+
+    blank = client.post(url, {"reason": "  "}, follow=True).content.decode()
+    too_long = client.post(url, {"reason": "x" * 2001}, follow=True).content.decode()
+
+    assert "Say why the handover is reopened." in blank
+    assert "at most 2000 characters" in too_long
+    assert Handover.objects.get(pk=draft.pk).status == "closed"
+    assert not TimelineEvent.objects.filter(kind="handover_reopened").exists()
+
+    done = client.post(url, {"reason": "INV-7 turned up twice"}, follow=True).content.decode()
+
+    assert "Reopened: back to recovering." in done
+    handover = Handover.objects.get(pk=draft.pk)
+    assert handover.status == "recovering" and handover.reopen_reason == "INV-7 turned up twice"
+    event = TimelineEvent.objects.get(kind="handover_reopened")
+    assert event.actor_user == world.support and event.data["reason"] == "INV-7 turned up twice"
+
+
 def test_the_handover_page_query_budget(
     world: World, draft: Handover, load_ledger: LedgerLoader, django_assert_max_num_queries: Any
 ) -> None:
