@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections, connection
 from django.test import Client
 
 from runs.models import Integration, Job, Tenant
@@ -69,6 +70,22 @@ def django_assert_max_num_queries(
         for app_label, codename in Permission.objects.values_list("content_type__app_label", "codename"):
             _get_ct_cached(app_label, codename)
     return django_assert_max_num_queries
+
+
+@pytest.fixture
+def in_process_connections() -> Iterator[None]:
+    """Requests served in-process (schemathesis over the WSGI app) keep the test's own connection.
+
+    Django closes "old" connections when a request starts and finishes; inside the test's
+    transaction on PostgreSQL that would close the test's own connection (TOOLCHAIN.md).
+    """
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        for signal in (request_started, request_finished):
+            signal.connect(close_old_connections)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections, connection
+from django.db import connection
 from hypothesis import HealthCheck, settings
 
 from approvals.models import ReplayRequest
@@ -25,17 +23,12 @@ pytestmark = [
 
 
 @pytest.fixture
-def token(world: World, approved: ReplayRequest) -> Iterator[dict[str, str]]:
-    """A person's API token, and Django's per-request connection closing switched off (on PostgreSQL it would
-    close the test transaction's connection, TOOLCHAIN.md)."""
+def token(world: World, approved: ReplayRequest, in_process_connections: None) -> dict[str, str]:
+    """A person's API token (requests are served in-process: see ``in_process_connections``)."""
     from knox.models import AuthToken
 
     _, key = AuthToken.objects.create(world.support)
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
-    yield {"Authorization": f"Token {key}"}
-    request_started.connect(close_old_connections)
-    request_finished.connect(close_old_connections)
+    return {"Authorization": f"Token {key}"}
 
 
 @schema.parametrize()

@@ -7,13 +7,10 @@ Seeded and bounded; marked ``slow`` so it runs once, on PostgreSQL (``scripts/te
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import schemathesis
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 from hypothesis import HealthCheck, seed, settings
 from knox.models import AuthToken
 
@@ -30,19 +27,6 @@ def token(ledger_world: LedgerWorld) -> str:
     load(ledger_world, population=POPULATION, runner_report=csv("record_id,status", "A1,completed"))
     _, secret = AuthToken.objects.create(user=ledger_world.support)
     return secret
-
-
-@pytest.fixture
-def in_process_connections() -> Iterator[None]:
-    # Inside the test's transaction on PostgreSQL, Django's per-request connection cleanup would
-    # close the test's own connection (TOOLCHAIN.md).
-    for signal in (request_started, request_finished):
-        signal.disconnect(close_old_connections)
-    try:
-        yield
-    finally:
-        for signal in (request_started, request_finished):
-            signal.connect(close_old_connections)
 
 
 @pytest.mark.slow
