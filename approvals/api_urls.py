@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from approvals.api import ReplayClaimableView, ReplayClaimView, ReplayRequestViewSet, ReplayRunnerReportView
+from approvals.api.replays import ReplayRequestViewSet
+from approvals.api.runner import ReplayClaimableView, ReplayClaimView, ReplayRunnerReportView
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False

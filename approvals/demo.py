@@ -26,13 +26,11 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.models import ReplayRequest
-from approvals.services import (
-    ReplayRefused,
-    replay_request_approve,
-    replay_request_complete_if_confirmed,
-    replay_request_create,
-)
-from runs.models import Run, WorkItemLoad
+from approvals.services.decisions import replay_request_approve
+from approvals.services.requests import replay_request_complete_if_confirmed, replay_request_create
+from approvals.services.rules import ReplayRefused
+from runs.models.core import Run
+from runs.models.ledger import WorkItemLoad
 
 DEMO_JOB_KEY = "nightly-invoice-export"
 DEMO_TENANT = "dunmore-pharmacy"
@@ -77,8 +75,8 @@ def demo_replay_load(*, log: Callable[[str], None] = lambda _: None) -> ReplayRe
     Returns None (and changes nothing) when the run or the demo people are missing, or when the
     run already has a replay request.
     """
-    from runs.services import runner_credential_create
-    from runs.services.ledger import LoadFile, work_item_loads_create
+    from runs.services.catalog import runner_credential_create
+    from runs.services.ledger.loads import LoadFile, work_item_loads_create
 
     run = (
         Run.objects.filter(

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 
 from approvals.models import Approval, ReplayRequest
-from approvals.services import RECOVERY_DECISIONS
+from approvals.services.requests import RECOVERY_DECISIONS
 
 
 class ReplayRequestCreateForm(forms.Form):

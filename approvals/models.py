@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from handover.models import TimeStampedModel
+from handover.models.base import TimeStampedModel
 
 
 def _choices_check(name: str, field: str, choices: type[models.TextChoices]) -> models.CheckConstraint:

@@ -18,8 +18,9 @@ from guardian.shortcuts import get_objects_for_user, get_users_with_perms
 
 from approvals.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, WebhookDelivery
 from handover.selectors.evidence import ACTIVE_ATTEMPT_STATUSES
-from runs.models import Attempt, Job, Run, RunnerCredential, Tenant, TimelineEvent, WorkItem
-from runs.selectors import run_visibility_filter
+from runs.models.core import Attempt, Job, Run, RunnerCredential, Tenant, TimelineEvent
+from runs.models.ledger import WorkItem
+from runs.selectors.access import run_visibility_filter
 
 User = AbstractBaseUser | AnonymousUser
 

@@ -10,8 +10,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from approvals.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, WebhookDelivery
-from approvals.services import RECOVERY_DECISIONS
-from runs.models import Attempt
+from approvals.services.requests import RECOVERY_DECISIONS
+from runs.models.core import Attempt
 
 
 class CheckSerializer(serializers.Serializer[dict[str, Any]]):

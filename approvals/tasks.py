@@ -25,8 +25,8 @@ def replay_request_dispatch(request_id: int) -> str:
     tries again), ``gone`` or the status that prevents it.
     """
     from approvals.models import ReplayRequest
-    from approvals.services import ReplayRefused
-    from approvals.services import replay_request_dispatch as dispatch
+    from approvals.services.dispatch import replay_request_dispatch as dispatch
+    from approvals.services.rules import ReplayRefused
     from handover.errors import InvalidTransition
 
     request = ReplayRequest.objects.select_related("run__job", "run__tenant").filter(pk=request_id).first()
@@ -48,7 +48,7 @@ def dispatch_webhook_deliver(self: Task, dispatch_id: int) -> str:
     The retry count is bounded by the service (``HANDOVER_REPLAY_WEBHOOK_MAX_DELIVERIES`` deliveries
     per dispatch, counted on the row), not by the message. Returns the delivery's outcome.
     """
-    from approvals.services import dispatch_webhook_deliver as deliver
+    from approvals.services.delivery import dispatch_webhook_deliver as deliver
 
     result = deliver(dispatch_id=dispatch_id)
     if result.outcome == "retry" and result.retry_in_seconds is not None:
@@ -63,8 +63,8 @@ def replay_request_notify(self: Task, request_id: int, reason: str) -> int:
     Mail-server errors retry with exponential backoff and jitter, at most five times. Returns how
     many messages were sent.
     """
-    from approvals.services import NotifyTransientError
-    from approvals.services import replay_request_notify as notify
+    from approvals.services.delivery import NotifyTransientError
+    from approvals.services.delivery import replay_request_notify as notify
 
     try:
         return notify(request_id=request_id, reason=reason)
@@ -79,7 +79,7 @@ def replay_request_notify(self: Task, request_id: int, reason: str) -> int:
 @shared_task(name="approvals.replay_sweep")
 def replay_sweep() -> dict[str, int]:
     """Beat tick: expiry, lapsed leases, held or lost dispatches, completions; enqueue due webhook deliveries."""
-    from approvals.services import replay_sweep as sweep
+    from approvals.services.delivery import replay_sweep as sweep
 
     result = sweep()
     for dispatch_id in result.due_deliveries:
@@ -100,7 +100,7 @@ def replay_sweep() -> dict[str, int]:
 @shared_task(name="approvals.replay_request_remind")
 def replay_request_remind() -> int:
     """Beat tick: remind the eligible approvers of requests waiting too long (one e-mail task each)."""
-    from approvals.services import replay_request_remind_due
+    from approvals.services.delivery import replay_request_remind_due
 
     ids = replay_request_remind_due()
     for request_id in ids:

@@ -33,20 +33,18 @@ from approvals.selectors import (
     run_active_attempts,
     scope_candidates,
 )
-from approvals.services import (
-    approver_reauthentication,
-    reauth_credential_ref,
+from approvals.services.decisions import approver_reauthentication, reauth_credential_ref, replay_request_decide
+from approvals.services.dispatch import replay_request_dispatch as dispatch_service
+from approvals.services.requests import (
     replay_request_cancel,
     replay_request_create,
-    replay_request_decide,
     replay_request_settle,
     run_recovery_decision_record,
-    side_effects,
 )
-from approvals.services import replay_request_dispatch as dispatch_service
+from approvals.services.rules import side_effects
 from handover.errors import DomainError
-from runs.models import Run
-from runs.selectors import run_get_for_ledger
+from runs.models.core import Run
+from runs.selectors.ledger import run_get_for_ledger
 
 CANDIDATES_SHOWN = 500
 SCOPE_SHOWN = 100

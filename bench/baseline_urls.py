@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from handover.errors import problem, problem_response
 from runs.api.ingest import RawBodyParser, _read_body
 from runs.authentication import bearer_from_request, integration_key_authenticate
-from runs.models import Delivery
+from runs.models.core import Delivery
 
 
 class BaselineIngestView(APIView):

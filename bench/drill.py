@@ -467,7 +467,7 @@ OTHER_JOBS = ("bench-hourly-export", "drill-replay-export")  # the sweep's and t
 
 def _attempt_map() -> tuple[dict[tuple[str, ...], tuple[str, int, str]], dict[tuple[str, ...], str]]:
     """The alerts' attempts and runs by identity (the sweep's and the replay's jobs left out)."""
-    from runs.models import Attempt, Run
+    from runs.models.core import Attempt, Run
 
     attempts = {}
     for a in Attempt.objects.exclude(run__job__key__in=OTHER_JOBS).select_related("run__job", "run__tenant"):
@@ -485,7 +485,7 @@ def alerts_world() -> list[tuple[str, Path, bytes, str]]:
     """The demo's job, tenants, targets and one key per source (``runs.demo.loader``), and the bodies."""
     from runs.demo.loader import ALERTS_DIR, DEMO_JOB, SOURCE_TENANTS, UNICODE_TENANT, _body_for
     from runs.ingest import available_sources
-    from runs.services import (
+    from runs.services.catalog import (
         integration_get_or_create,
         integration_key_create,
         job_get_or_create,
@@ -528,7 +528,7 @@ def alerts_baseline(files: list[tuple[str, Path, bytes, str]]) -> AlertWorld:
     from django.db import close_old_connections, transaction
     from django.test import Client
 
-    from runs.models import Alert, Delivery
+    from runs.models.core import Alert, Delivery
 
     client = Client(SERVER_NAME="localhost")
     per_body: dict[str, int] = {}
@@ -588,7 +588,7 @@ def alerts_twice_out_of_order(world: AlertWorld, seed: int, threads: int = 4) ->
 def alerts_findings(world: AlertWorld, findings: Findings) -> None:
     from django.db.models import Count
 
-    from runs.models import Alert, Attempt, Delivery
+    from runs.models.core import Alert, Attempt, Delivery
 
     mine = Delivery.objects.filter(key__label="drill")  # the fixture posts (not the sweep's or step 4's)
     deliveries = mine.count()
@@ -680,7 +680,7 @@ class SweepDrill:
 
 
 def _settled(now: datetime) -> int:
-    from runs.models import NextRunCheck
+    from runs.models.checks import NextRunCheck
 
     return (
         NextRunCheck.objects.filter(deadline_at__lte=now)
@@ -730,7 +730,7 @@ def sweep_seed(total: int, due: int) -> SweepDrill:
 
 def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
     from runs import tasks as run_tasks
-    from runs.services import next_run_check_sweep
+    from runs.services.checks.sweep import next_run_check_sweep
 
     now, due = drill.now, drill.due
     run_tasks.next_run_check_sweep.delay()
@@ -824,7 +824,7 @@ def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
 
 
 def _unnotified() -> int:
-    from runs.models import NextRunCheck
+    from runs.models.checks import NextRunCheck
 
     return NextRunCheck.objects.filter(status=NextRunCheck.Status.FAILED, failure_notified_at__isnull=True).count()
 
@@ -832,7 +832,8 @@ def _unnotified() -> int:
 def sweep_findings(drill: SweepDrill, findings: Findings) -> None:
     from django.db import connection
 
-    from runs.models import NextRunCheck, TimelineEvent
+    from runs.models.checks import NextRunCheck
+    from runs.models.core import TimelineEvent
     from runs.services.checks.sweep import _due_check_ids
 
     findings.check(
@@ -928,10 +929,15 @@ class ReplayDrill:
 
 
 def replay_world(receiver: Receiver) -> dict[str, Any]:
-    from approvals.services import replay_webhook_set
-    from runs.models import Attempt, Run, SideEffect
-    from runs.services import integration_get_or_create, integration_key_create, role_grant, runner_credential_create
-    from runs.services.ledger import LoadFile, work_item_loads_create
+    from approvals.services.webhooks import replay_webhook_set
+    from runs.models.core import Attempt, Run, SideEffect
+    from runs.services.catalog import (
+        integration_get_or_create,
+        integration_key_create,
+        role_grant,
+        runner_credential_create,
+    )
+    from runs.services.ledger.loads import LoadFile, work_item_loads_create
     from tests.factories import JobFactory, JobTargetFactory, RunFactory, TenantFactory, UserFactory
 
     job = JobFactory(key="drill-replay-export", schedule="0 2 * * *", timezone="UTC", window_alignment="day")
@@ -989,8 +995,10 @@ def replay_drill(workers: Workers, receiver: Receiver) -> ReplayDrill:
 
     from approvals import tasks as approval_tasks
     from approvals.models import Dispatch, ReplayRequest
-    from approvals.services import replay_request_approve, replay_request_create, replay_request_dispatch
-    from runs.services.ledger import LoadFile, work_item_loads_create
+    from approvals.services.decisions import replay_request_approve
+    from approvals.services.dispatch import replay_request_dispatch
+    from approvals.services.requests import replay_request_create
+    from runs.services.ledger.loads import LoadFile, work_item_loads_create
 
     world = replay_world(receiver)
     drill = ReplayDrill(run_id=world["run"].pk, alert_key=world["alert_key"])
@@ -1192,7 +1200,7 @@ def replay_findings(drill: ReplayDrill, receiver: Receiver, findings: Findings) 
     from django.db.models import Count, Q
 
     from approvals.models import Dispatch, ReplayRequest, WebhookDelivery
-    from runs.models import Attempt, TimelineEvent
+    from runs.models.core import Attempt, TimelineEvent
 
     findings.check(
         "the webhook delivery was killed in flight", "MISSED" not in drill.kill and bool(drill.kill), drill.kill

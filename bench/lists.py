@@ -77,7 +77,7 @@ def old_run_list(
 ) -> Any:
     from django.db.models import Count, Q
 
-    from runs.models import Attempt, Run
+    from runs.models.core import Attempt, Run
     from runs.selectors.access import run_visibility_filter
 
     runs = Run.objects.filter(run_visibility_filter(user=user))
@@ -106,7 +106,7 @@ def old_run_list(
 def old_alert_inbox(*, user: Any) -> tuple[Any, dict[str, int]]:
     from django.db.models import Case, Count, IntegerField, Value, When
 
-    from runs.models import Alert
+    from runs.models.core import Alert
     from runs.selectors.alerts import alert_list
 
     alerts = alert_list(user=user)
@@ -190,8 +190,8 @@ def build_world(runs: int, alerts: int) -> tuple[Any, Any]:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from runs.models import Alert, Attempt, Delivery, Integration, IntegrationKey, Run
-    from runs.services import job_get_or_create, role_grant, tenant_get_or_create
+    from runs.models.core import Alert, Attempt, Delivery, Integration, IntegrationKey, Run
+    from runs.services.catalog import job_get_or_create, role_grant, tenant_get_or_create
 
     started = time.monotonic()
     tenants = [tenant_get_or_create(slug=f"perf-tenant-{n:02d}")[0] for n in range(TENANTS)]
@@ -377,7 +377,8 @@ def page_timings(admin: Any, support: Any, repeat: int) -> None:
     import runs.api.runs
     import runs.views.alerts
     import runs.views.runs
-    from runs.selectors import alert_inbox, run_list
+    from runs.selectors.alerts import alert_inbox
+    from runs.selectors.runs import run_list
 
     def swap(shape: str) -> None:
         old = shape == "old"
@@ -430,7 +431,8 @@ def main() -> int:
     db.create()
     try:
         setup_django(db.url)
-        from runs.selectors import alert_inbox, run_list
+        from runs.selectors.alerts import alert_inbox
+        from runs.selectors.runs import run_list
 
         admin, support = build_world(args.runs, args.alerts)
 

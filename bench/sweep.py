@@ -106,7 +106,8 @@ def build_world(total: int, due: int) -> Counter[str]:
     """Insert the job, tenants, targets, key and checks with their evidence; return the expected outcomes."""
     from django.apps import apps
 
-    from runs.models import (
+    from runs.models.checks import NextRunCheck
+    from runs.models.core import (
         Alert,
         Attempt,
         Delivery,
@@ -114,7 +115,6 @@ def build_world(total: int, due: int) -> Counter[str]:
         IntegrationKey,
         Job,
         JobTarget,
-        NextRunCheck,
         Run,
         Tenant,
         TimelineEvent,
@@ -292,8 +292,8 @@ def main() -> int:
         setup_django(database.url)
         from django.db import connection, reset_queries
 
-        from runs.models import NextRunCheck
-        from runs.services import next_run_check_sweep
+        from runs.models.checks import NextRunCheck
+        from runs.services.checks.sweep import next_run_check_sweep
 
         expected = build_world(args.total, args.due)
         with connection.cursor() as cursor:

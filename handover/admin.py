@@ -7,14 +7,8 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from handover.models import (
-    ApiTokenUse,
-    Handover,
-    HandoverNotification,
-    HandoverRevision,
-    HandoverRun,
-    ResidualException,
-)
+from handover.models.handovers import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
+from handover.models.tokens import ApiTokenUse
 
 
 class ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]

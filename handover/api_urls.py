@@ -5,7 +5,9 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from handover.api import ApiTokenViewSet, HandoverViewSet, JobPauseView, JobResumeView
+from handover.api.handovers import HandoverViewSet
+from handover.api.jobs import JobPauseView, JobResumeView
+from handover.api.tokens import ApiTokenViewSet
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False

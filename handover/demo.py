@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from handover.models import Handover, HandoverRun
-from runs.models import Run
+from handover.models.handovers import Handover, HandoverRun
+from runs.models.core import Run
 
 DEMO_JOB_KEY = "nightly-invoice-export"
 DEMO_TENANT = "acme-foods"
@@ -37,7 +37,7 @@ def demo_handover_load(*, log: Callable[[str], None] = lambda _: None) -> Handov
     Written by the demo user ``support`` with ``tech-owner`` as escalation owner. Returns the
     handover, or None when the run is missing or already has a handover (nothing changes then).
     """
-    from handover.services import handover_create, handover_hand_over, handover_update
+    from handover.services.handovers import handover_create, handover_hand_over, handover_update
 
     run = (
         Run.objects.filter(

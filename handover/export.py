@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.template.loader import render_to_string
 
-from handover.models import Handover
+from handover.models.handovers import Handover
 from handover.services.closing import ClosingCondition
 
 S = Handover.Section

@@ -9,7 +9,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
-from handover.models import Handover
+from handover.models.handovers import Handover
 
 TEXTAREA = {"rows": 5}
 

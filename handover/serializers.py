@@ -11,8 +11,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from handover.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
-from runs.models import Job, NextRunCheck
+from handover.models.handovers import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
+from runs.models.checks import NextRunCheck
+from runs.models.core import Job
 
 SECTIONS = Handover.Section.values
 SECTION_CHOICES = Handover.Section.choices

@@ -8,7 +8,7 @@ import random
 from celery import shared_task
 from celery.app.task import Task
 
-from handover.notifiers import TransientError
+from handover.notifiers.base import TransientError
 
 logger = logging.getLogger(__name__)
 MAX_RETRIES = 5
@@ -23,8 +23,8 @@ def handover_notification_send(self: Task, notification_id: int) -> str:
     ``failed``. A permanent error is recorded on the row by the service and not retried.
     Returns the row's status (or ``gone``).
     """
-    from handover.services import handover_notification_fail
-    from handover.services import handover_notification_send as send
+    from handover.services.notifications import handover_notification_fail
+    from handover.services.notifications import handover_notification_send as send
 
     try:
         row = send(notification_id=notification_id)
@@ -41,7 +41,7 @@ def handover_notification_send(self: Task, notification_id: int) -> str:
 def handover_sweep_verifying() -> dict[str, int]:
     """Beat tick: resolve verifying handovers whose next-run checks passed or were waived; reopen those
     whose check failed. Safe to overlap. Returns the counts."""
-    from handover.services import handover_sweep_verifying as sweep
+    from handover.services.checks import handover_sweep_verifying as sweep
 
     result = sweep()
     return {"resolved": result.resolved, "reopened": result.reopened}

@@ -10,7 +10,8 @@ from django.http import HttpRequest
 from guardian.admin import GuardedModelAdmin
 
 from handover.errors import DomainError
-from runs.models import (
+from runs.models.checks import NextRunCheck
+from runs.models.core import (
     Alert,
     Attempt,
     Delivery,
@@ -18,7 +19,6 @@ from runs.models import (
     IntegrationKey,
     Job,
     JobTarget,
-    NextRunCheck,
     Run,
     RunnerCredential,
     RunnerReport,
@@ -26,7 +26,7 @@ from runs.models import (
     Tenant,
     TimelineEvent,
 )
-from runs.services import alert_reprocess
+from runs.services.ingest.triage import alert_reprocess
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]

@@ -5,8 +5,13 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from runs.api import AlertIngestView, AlertViewSet, IntegrationViewSet, NextRunCheckViewSet, RunViewSet, workitems
+from runs.api import workitems
+from runs.api.alerts import AlertViewSet
 from runs.api.audit import AuditEventViewSet
+from runs.api.checks import NextRunCheckViewSet
+from runs.api.ingest import AlertIngestView
+from runs.api.integrations import IntegrationViewSet
+from runs.api.runs import RunViewSet
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False

@@ -15,7 +15,7 @@ from django.db.models import Q
 from django.http import HttpRequest
 from django.utils import timezone
 
-from runs.models import IntegrationKey, RunnerCredential
+from runs.models.core import IntegrationKey, RunnerCredential
 
 PREFIX_LENGTH = 12  # "hk_" + 9 characters: enough to find the row, too short to guess the key
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from django import forms
 
-from runs.models import Run, Tenant, WorkItem, WorkItemLoad
+from runs.models.core import Run, Tenant
+from runs.models.ledger import WorkItem, WorkItemLoad
 
 
 class RunFilterForm(forms.Form):

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth import get_user_model
 
-from runs.models import Integration, Job, Tenant
+from runs.models.core import Integration, Job, Tenant
 from runs.services.access import MAX_ROTATION_GRACE_SECONDS
 from runs.services.catalog import JOB_ROLES, TENANT_ROLES
 

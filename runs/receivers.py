@@ -21,7 +21,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.http import HttpRequest, HttpResponse
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from runs.models import Job, Tenant
+from runs.models.core import Job, Tenant
 from runs.services.audit import audit_current_actor, audit_is_explicit, audit_record
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,8 @@ from django.db.models import Q, QuerySet
 from guardian.models import UserObjectPermission
 from guardian.shortcuts import get_objects_for_user
 
-from runs.models import AuditEvent, Integration, IntegrationKey, Job, JobTarget, Tenant
+from runs.models.audit import AuditEvent
+from runs.models.core import Integration, IntegrationKey, Job, JobTarget, Tenant
 from runs.receivers import ROLE_BY_CODENAME
 
 User = AbstractBaseUser | AnonymousUser

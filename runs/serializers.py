@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from runs.models import Alert, Attempt, Run, RunnerReport, TimelineEvent
+from runs.models.core import Alert, Attempt, Run, RunnerReport, TimelineEvent
 
 
 class RunnerReportSerializer(serializers.ModelSerializer[RunnerReport]):

@@ -17,9 +17,9 @@ def alert_sweep_pending() -> int:
     The heartbeat is a database row (``Heartbeat.BEAT``, upserted), so ``/healthz`` on any host
     reads the same ``beat_age_seconds``.
     """
-    from runs.models import Heartbeat
-    from runs.services import alert_sweep_pending as sweep
-    from runs.services import heartbeat_record
+    from runs.models.heartbeats import Heartbeat
+    from runs.services.heartbeats import heartbeat_record
+    from runs.services.ingest.triage import alert_sweep_pending as sweep
 
     heartbeat_record(name=Heartbeat.BEAT)
     done = sweep()
@@ -35,7 +35,7 @@ def next_run_check_sweep() -> dict[str, int]:
     Enqueues only follow-ups (``runs.next_run_check_notify_failed``, one per claimed batch with
     failures, and again for failed checks whose follow-up never ran). Returns the counts of the sweep.
     """
-    from runs.services import next_run_check_sweep as sweep
+    from runs.services.checks.sweep import next_run_check_sweep as sweep
 
     result = sweep()
     if result.due or result.late_successes or result.follow_ups_resent:
@@ -85,7 +85,7 @@ def retention_purge() -> dict[str, int]:
 @shared_task(name="runs.run_sweep_missed")
 def run_sweep_missed() -> int:
     """Beat tick: create one ``missed`` run per fire time of a success-reporting target that never reported."""
-    from runs.services import run_sweep_missed as sweep
+    from runs.services.checks.missed_runs import run_sweep_missed as sweep
 
     created = sweep()
     if created:
@@ -106,7 +106,7 @@ def next_run_check_notify_failed(check_ids: list[int]) -> int:
     ``check_ids``: primary keys of failed checks (one sweep batch). Idempotent: each check is
     claimed once (``failure_notified_at``); transient mail errors are retried with backoff.
     """
-    from runs.services import next_run_check_notify_failed as notify
+    from runs.services.checks.follow_ups import next_run_check_notify_failed as notify
 
     return notify(check_ids=check_ids)
 
@@ -122,8 +122,8 @@ def work_item_load_run(load_id: int) -> str:
     takes well under one).
     """
     from runs.ledger_files import LedgerInputError
-    from runs.models import WorkItemLoad
-    from runs.services.ledger import work_item_load_run as run_load
+    from runs.models.ledger import WorkItemLoad
+    from runs.services.ledger.batches import work_item_load_run as run_load
 
     load = WorkItemLoad.objects.filter(pk=load_id).defer("content").first()
     if load is None:

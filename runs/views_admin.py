@@ -28,7 +28,8 @@ from runs.forms_admin import (
     RoleGrantForm,
     RoleRevokeForm,
 )
-from runs.models import AuditEvent, Integration, IntegrationKey
+from runs.models.audit import AuditEvent
+from runs.models.core import Integration, IntegrationKey
 from runs.selectors_admin import (
     audit_event_list,
     audit_is_readable,
@@ -36,9 +37,8 @@ from runs.selectors_admin import (
     integration_list_all,
     role_holding_list,
 )
-from runs.services import integration_key_create, integration_key_revoke, role_grant, role_revoke
 from runs.services.access import integration_key_rotate, integration_security, integration_security_update
-from runs.services.catalog import IssuedKey
+from runs.services.catalog import IssuedKey, integration_key_create, integration_key_revoke, role_grant, role_revoke
 
 # --- roles --------------------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connection
 from django.test import Client
 
-from runs.models import Integration, Job, Tenant
-from runs.services import (
+from runs.models.core import Integration, Job, Tenant
+from runs.services.catalog import (
     integration_get_or_create,
     integration_key_create,
     job_get_or_create,

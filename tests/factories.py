@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import factory
 from django.contrib.auth import get_user_model
 
-from runs.models import Attempt, Job, JobTarget, NextRunCheck, Run, Tenant
+from runs.models.checks import NextRunCheck
+from runs.models.core import Attempt, Job, JobTarget, Run, Tenant
 
 
 class UserFactory(factory.django.DjangoModelFactory):

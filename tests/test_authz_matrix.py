@@ -25,9 +25,11 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
 from approvals.models import ReplayRequest
-from handover.services import handover_create, residual_exception_create
-from runs.models import Alert, AuditEvent, Delivery, WorkItem, WorkItemLoad
-from runs.services import integration_get_or_create, integration_key_create, role_grant
+from handover.services.handovers import handover_create, residual_exception_create
+from runs.models.audit import AuditEvent
+from runs.models.core import Alert, Delivery
+from runs.models.ledger import WorkItem, WorkItemLoad
+from runs.services.catalog import integration_get_or_create, integration_key_create, role_grant
 from tests.authz_rules import (
     ADMIN_SITE,
     ANY,

@@ -45,22 +45,24 @@ from approvals.serializers import (
     ReplayRequestRescopeInputSerializer,
     SettleInputSerializer,
 )
-from approvals.services import (
+from approvals.services.decisions import (
     approver_reauthenticate,
     approver_reauthentication,
     reauth_credential_ref,
     replay_request_approve,
+    replay_request_reject,
+)
+from approvals.services.dispatch import replay_request_dispatch
+from approvals.services.requests import (
     replay_request_cancel,
     replay_request_create,
-    replay_request_dispatch,
-    replay_request_reject,
     replay_request_rescope,
     replay_request_settle,
     run_recovery_decision_record,
-    side_effects,
 )
-from runs.models import Run
-from runs.selectors import run_get_for_ledger
+from approvals.services.rules import side_effects
+from runs.models.core import Run
+from runs.selectors.ledger import run_get_for_ledger
 from runs.serializers import ProblemSerializer, TimelineEventSerializer
 
 TAG = ["replays"]

@@ -23,10 +23,10 @@ from approvals.serializers import (
     ReplayRunnerReportInputSerializer,
     ReplayRunnerReportSerializer,
 )
-from approvals.services import RunnerAttemptReport, dispatch_claim, dispatch_runner_report
+from approvals.services.dispatch import RunnerAttemptReport, dispatch_claim, dispatch_runner_report
 from handover.errors import NotFound, problem, problem_response
 from runs.authentication import bearer_from_request, runner_credential_authenticate
-from runs.models import RunnerCredential
+from runs.models.core import RunnerCredential
 from runs.serializers import ProblemSerializer
 
 TAG = ["replays (runner)"]

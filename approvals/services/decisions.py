@@ -39,7 +39,7 @@ from approvals.services.rules import (
     side_effects,
 )
 from handover.errors import Conflict, DomainError, InvalidTransition
-from runs.models import WorkItem
+from runs.models.ledger import WorkItem
 from runs.redaction import redact_text
 
 REAUTH_KEY = "approvals:reauth:{user}:{ref}"

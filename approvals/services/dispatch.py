@@ -41,7 +41,8 @@ from approvals.services.requests import (
 )
 from approvals.services.rules import ReplayRefused, evaluate, refusal
 from handover.errors import Conflict, DomainError, InvalidTransition, NotFound
-from runs.models import Attempt, RunnerCredential, WorkItem
+from runs.models.core import Attempt, RunnerCredential
+from runs.models.ledger import WorkItem
 from runs.redaction import redact_text
 from runs.services.attempts import AttemptReport, attempt_report_apply, run_status_refresh
 

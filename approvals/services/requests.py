@@ -36,7 +36,8 @@ from approvals.services.rules import (
     scope_fingerprint,
 )
 from handover.errors import DomainError, InvalidTransition
-from runs.models import Run, TimelineEvent, WorkItem
+from runs.models.core import Run, TimelineEvent
+from runs.models.ledger import WorkItem
 from runs.redaction import redact_text
 from runs.services.timeline import timeline_event_record
 
@@ -356,11 +357,11 @@ def replay_request_create(
 
 def _handover_link(*, request: ReplayRequest, actor: AbstractBaseUser) -> None:
     """Link the run's open handover; a handed-over one moves to ``recovering`` through its own service."""
-    from handover.models import Handover
-    from handover.selectors import handover_for_run
+    from handover.models.handovers import Handover
+    from handover.selectors.handovers import handover_for_run
 
     try:
-        from handover.services import handover_start_recovery
+        from handover.services.handovers import handover_start_recovery
     except ImportError:  # the handover app may not offer it (yet)
         handover_start_recovery = None  # type: ignore[assignment]
     handover = next((h for h in handover_for_run(run=request.run) if h.is_open), None)
@@ -528,7 +529,7 @@ def replay_request_complete_if_confirmed(
     (``runs.services.next_run_check_schedule``; skipped, with the reason in the event, when the
     run has no active target). Returns ``(request, completed now)``.
     """
-    from runs.services.checks import CheckRequester, next_run_check_schedule
+    from runs.services.checks.scheduling import CheckRequester, next_run_check_schedule
 
     with transaction.atomic():
         locked = (

@@ -34,8 +34,9 @@ from approvals.selectors import (
     scope_facts,
 )
 from handover.errors import DomainError
-from handover.selectors import job_repeat_safety
-from runs.models import Run, SideEffect, WorkItem
+from handover.selectors.evidence import job_repeat_safety
+from runs.models.core import Run, SideEffect
+from runs.models.ledger import WorkItem
 
 RULE_NAMES = {
     "scope_not_empty": "rule 2 (scope)",

@@ -10,7 +10,7 @@ from django.db import transaction
 from approvals import webhooks
 from approvals.models import ReplayWebhook
 from handover.errors import DomainError
-from runs.models import Job
+from runs.models.core import Job
 
 
 def replay_webhook_set(

@@ -23,8 +23,14 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from handover.export import handover_markdown
-from handover.models import Handover, ResidualException
-from handover.selectors import handover_get, handover_list, handover_may_write, handover_revision_list, runs_may_write
+from handover.models.handovers import Handover, ResidualException
+from handover.selectors.handovers import (
+    handover_get,
+    handover_list,
+    handover_may_write,
+    handover_revision_list,
+    runs_may_write,
+)
 from handover.serializers import (
     HandoverCreateInputSerializer,
     HandoverDetailSerializer,
@@ -36,10 +42,10 @@ from handover.serializers import (
     ResidualExceptionSerializer,
     ResidualExceptionUpdateInputSerializer,
 )
-from handover.services import (
+from handover.services.closing import handover_closing_conditions
+from handover.services.handovers import (
     EDITABLE_FIELDS,
     handover_close,
-    handover_closing_conditions,
     handover_create,
     handover_hand_over,
     handover_refresh_generated,
@@ -50,8 +56,8 @@ from handover.services import (
     residual_exception_create,
     residual_exception_update,
 )
-from runs.models import Run
-from runs.selectors import run_visibility_filter
+from runs.models.core import Run
+from runs.selectors.access import run_visibility_filter
 from runs.serializers import ProblemSerializer
 
 TAG = ["handovers"]

@@ -12,12 +12,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from handover.selectors import job_may_pause
+from handover.selectors.handovers import job_may_pause
 from handover.serializers import JobPauseInputSerializer, JobPauseSerializer, JobResumeInputSerializer
-from runs.models import Job
-from runs.selectors import job_get
+from runs.models.core import Job
+from runs.selectors.jobs import job_get
 from runs.serializers import ProblemSerializer
-from runs.services import job_pause, job_resume
+from runs.services.jobs import job_pause, job_resume
 
 PROBLEMS = {
     400: OpenApiResponse(ProblemSerializer),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.urls import reverse
 
-from handover.models import Handover
+from handover.models.handovers import Handover
 from runs.redaction import redact_text
 
 

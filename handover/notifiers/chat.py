@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from handover.models import Handover, HandoverNotification
+from handover.models.handovers import Handover, HandoverNotification
 from handover.notifiers.base import Delivered, PermanentError, TransientError, handover_message, handover_url
 
 KEPT_RESPONSE_BYTES = 4096

@@ -6,7 +6,7 @@ import smtplib
 
 from django.core.mail import send_mail
 
-from handover.models import Handover, HandoverNotification
+from handover.models.handovers import Handover, HandoverNotification
 from handover.notifiers.base import Delivered, PermanentError, TransientError, handover_message
 
 

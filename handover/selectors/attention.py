@@ -22,10 +22,11 @@ from django.db.models.functions import Coalesce, RowNumber
 from django.urls import reverse
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from handover.models import Handover, HandoverRun
+from handover.models.handovers import Handover, HandoverRun
 from handover.selectors.handovers import handover_visibility_filter
-from runs.models import Alert, Job, Run
-from runs.selectors import alert_list, run_visibility_filter
+from runs.models.core import Alert, Job, Run
+from runs.selectors.access import run_visibility_filter
+from runs.selectors.alerts import alert_list
 
 User = AbstractBaseUser | AnonymousUser
 SECTION_LIMIT = 100

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from django.db.models import F, Prefetch, Q, Window
 from django.db.models.functions import RowNumber
 
-from runs.models import Attempt, Job, Run, SideEffect, TimelineEvent, WorkItem
+from runs.models.core import Attempt, Job, Run, SideEffect, TimelineEvent
+from runs.models.ledger import WorkItem
 
 SAMPLE_SIZE = 10
 # Timeline events worth a line under "what definitely happened" (attempt events come from the attempts).

@@ -14,9 +14,10 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
-from handover.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
-from runs.models import Job, JobTarget, Run, Tenant, WorkItem
-from runs.selectors import job_list_owned, run_visibility_filter
+from handover.models.handovers import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
+from runs.models.core import Job, JobTarget, Run, Tenant
+from runs.models.ledger import WorkItem
+from runs.selectors.access import job_list_owned, run_visibility_filter
 
 User = AbstractBaseUser | AnonymousUser
 

@@ -22,12 +22,12 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from handover.errors import DomainError, InvalidTransition
-from handover.models import Handover, HandoverRun
+from handover.models.handovers import Handover, HandoverRun
 from handover.services.closing import SETTLED_CHECK_STATUSES, handover_checks_settled
 from handover.services.handovers import handover_reopen, handover_resolve
 from handover.services.notifications import handover_notifications_create
-from runs.models import NextRunCheck
-from runs.services import CheckRequester, next_run_check_schedule
+from runs.models.checks import NextRunCheck
+from runs.services.checks.scheduling import CheckRequester, next_run_check_schedule
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,10 @@ from datetime import UTC, datetime
 
 from django.db.models import Count, Exists, OuterRef, QuerySet
 
-from handover.models import Handover, HandoverRun, ResidualException
-from runs.models import NextRunCheck, Run, WorkItem
+from handover.models.handovers import Handover, HandoverRun, ResidualException
+from runs.models.checks import NextRunCheck
+from runs.models.core import Run
+from runs.models.ledger import WorkItem
 
 SAMPLE_SIZE = 5
 CONDITION_TITLES = {

@@ -18,15 +18,16 @@ from django.db.models import F
 from django.utils import timezone
 
 from handover.errors import Conflict, DomainError, InvalidTransition
-from handover.models import Handover, HandoverRevision, HandoverRun, ResidualException
+from handover.models.handovers import Handover, HandoverRevision, HandoverRun, ResidualException
 from handover.selectors.evidence import handover_evidence
 from handover.services.closing import handover_closing_missing
 from handover.services.notifications import handover_notifications_create
 from handover.services.prefill import handover_prefill, handover_title
-from runs.models import Run, WorkItem
+from runs.models.core import Run
+from runs.models.ledger import WorkItem
 from runs.redaction import redact_text
-from runs.selectors import run_visibility_filter
-from runs.services import timeline_event_record
+from runs.selectors.access import run_visibility_filter
+from runs.services.timeline import timeline_event_record
 
 S = Handover.Section
 SECTION_WORDS = dict(Handover.Section.choices)

@@ -17,9 +17,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from handover.models import Handover, HandoverNotification
-from handover.notifiers import PermanentError, TransientError, channel_for
+from handover.models.handovers import Handover, HandoverNotification
+from handover.notifiers import channel_for
 from handover.notifiers import chat as chat_channel
+from handover.notifiers.base import PermanentError, TransientError
 
 logger = logging.getLogger(__name__)
 # A claim older than this is taken to be from a worker that died mid-send.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from handover.models import UserPreference
+from handover.models.base import UserPreference
 
 
 def user_preference_set(*, user: AbstractBaseUser, time_zone: str) -> UserPreference:

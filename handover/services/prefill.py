@@ -22,9 +22,9 @@ from __future__ import annotations
 import zoneinfo
 from datetime import UTC, datetime
 
-from handover.models import Handover
+from handover.models.handovers import Handover
 from handover.selectors.evidence import JobEvidence, RunEvidence
-from runs.models import Attempt, Run, SideEffect
+from runs.models.core import Attempt, Run, SideEffect
 
 S = Handover.Section
 STATUS_WORDS = {

@@ -20,8 +20,8 @@ from knox.models import AuthToken
 from knox.settings import knox_settings
 
 from handover.errors import Conflict, DomainError, NotFound
-from handover.models import ApiTokenLabel, ApiTokenUse
-from runs.models import AuditEvent
+from handover.models.tokens import ApiTokenLabel, ApiTokenUse
+from runs.models.audit import AuditEvent
 from runs.services.audit import audit_record
 
 # ``last_used_at`` is written at most this often per token: a script polling every second must not

@@ -9,8 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from handover.selectors import attention_sections
-from handover.selectors.attention import SECTION_TITLES
+from handover.selectors.attention import SECTION_TITLES, attention_sections
 
 
 @login_required

@@ -10,8 +10,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 
-from handover.models import UserPreference, validate_time_zone
-from handover.services import user_preference_set
+from handover.models.base import UserPreference, validate_time_zone
+from handover.services.preferences import user_preference_set
 
 
 class PreferenceForm(forms.Form):
@@ -36,8 +36,9 @@ def healthz(request: HttpRequest) -> HttpResponse:
     """Database, broker, beat heartbeat age and the backlogs (pending alerts, deliveries not finished,
     overdue next-run checks), as JSON."""
     from handover.celery import app
-    from runs.models import Alert, Delivery, NextRunCheck
-    from runs.selectors import heartbeat_age_seconds
+    from runs.models.checks import NextRunCheck
+    from runs.models.core import Alert, Delivery
+    from runs.selectors.heartbeats import heartbeat_age_seconds
 
     report: dict[str, object] = {"time": timezone.now().isoformat()}
     status = 200

@@ -27,8 +27,8 @@ from handover.forms import (
     ResidualExceptionForm,
     ResidualExceptionOwnerForm,
 )
-from handover.models import Handover
-from handover.selectors import (
+from handover.models.handovers import Handover
+from handover.selectors.handovers import (
     handover_for_run,
     handover_get,
     handover_list,
@@ -37,10 +37,10 @@ from handover.selectors import (
     run_get_brief,
     runs_may_write,
 )
-from handover.services import (
+from handover.services.closing import handover_closing_conditions
+from handover.services.handovers import (
     EDITABLE_FIELDS,
     handover_close,
-    handover_closing_conditions,
     handover_create,
     handover_hand_over,
     handover_refresh_generated,
@@ -51,8 +51,8 @@ from handover.services import (
     residual_exception_create,
     residual_exception_update,
 )
-from runs.models import Run
-from runs.selectors import run_visibility_filter
+from runs.models.core import Run
+from runs.selectors.access import run_visibility_filter
 
 PAGE_SIZE = 50
 

@@ -12,10 +12,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from handover.errors import DomainError
 from handover.forms import JobPauseForm, JobResumeForm
-from handover.selectors import job_may_pause
-from runs.models import Job
-from runs.selectors import job_get
-from runs.services import job_pause, job_resume
+from handover.selectors.handovers import job_may_pause
+from runs.models.core import Job
+from runs.selectors.jobs import job_get
+from runs.services.jobs import job_pause, job_resume
 
 
 def _job(request: HttpRequest, id: str) -> Job:

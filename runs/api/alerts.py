@@ -11,10 +11,10 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from runs.models import Alert
-from runs.selectors import alert_get, alert_list
+from runs.models.core import Alert
+from runs.selectors.alerts import alert_get, alert_list
 from runs.serializers import AlertSerializer, ProblemSerializer
-from runs.services import alert_reprocess
+from runs.services.ingest.triage import alert_reprocess
 
 
 @extend_schema_view(

@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, serializers, viewsets
 
-from runs.models import AuditEvent
+from runs.models.audit import AuditEvent
 from runs.selectors_admin import audit_event_list, audit_is_readable
 from runs.serializers import ProblemSerializer
 

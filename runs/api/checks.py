@@ -19,10 +19,13 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from runs.models import NextRunCheck
-from runs.selectors import check_get, check_list, run_get, target_list_visible, target_may_act
+from runs.models.checks import NextRunCheck
+from runs.selectors.checks import check_get, check_list
+from runs.selectors.jobs import target_list_visible, target_may_act
+from runs.selectors.runs import run_get
 from runs.serializers import ProblemSerializer
-from runs.services import next_run_check_confirm, next_run_check_schedule, next_run_check_waive
+from runs.services.checks.decisions import next_run_check_confirm, next_run_check_waive
+from runs.services.checks.scheduling import next_run_check_schedule
 
 
 class NextRunCheckSerializer(serializers.ModelSerializer[NextRunCheck]):

@@ -31,11 +31,12 @@ from handover.env import env
 from handover.errors import problem, problem_response
 from runs.authentication import bearer_from_request, integration_key_authenticate
 from runs.ingest import get_adapter
-from runs.models import IntegrationKey
+from runs.models.core import IntegrationKey
 from runs.ratelimit import rate_limit_take
 from runs.serializers import IngestResponseSerializer, ProblemSerializer
-from runs.services import IngestResult, delivery_receive, delivery_record_response, delivery_refusal_count
 from runs.services.access import integration_security
+from runs.services.ingest.context import IngestResult
+from runs.services.ingest.delivery import delivery_receive, delivery_record_response, delivery_refusal_count
 from runs.signatures import signature_verify
 
 logger = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ from rest_framework.response import Response
 from handover.errors import InvalidTransition
 from runs.ingest import custom, get_adapter
 from runs.ingest.base import merged_settings
-from runs.models import Integration, IntegrationKey, Tenant, normalise_slug
-from runs.selectors import delivery_list_recent, integration_list
+from runs.models.core import Integration, IntegrationKey, Tenant, normalise_slug
+from runs.selectors.alerts import delivery_list_recent, integration_list
 from runs.serializers import ProblemSerializer
 from runs.services.catalog import IssuedKey
 from runs.services.mapping import (

@@ -8,8 +8,8 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import mixins, viewsets
 from rest_framework.serializers import BaseSerializer
 
-from runs.models import Run
-from runs.selectors import run_get, run_list
+from runs.models.core import Run
+from runs.selectors.runs import run_get, run_list
 from runs.serializers import RunDetailSerializer, RunListSerializer
 
 

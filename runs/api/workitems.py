@@ -26,8 +26,9 @@ from rest_framework.views import APIView
 from handover.errors import problem, problem_response
 from handover.pagination import DefaultPagination
 from runs.ledger_files import LedgerInputError
-from runs.models import Run, WorkItem, WorkItemChange, WorkItemLoad
-from runs.selectors import (
+from runs.models.core import Run
+from runs.models.ledger import WorkItem, WorkItemChange, WorkItemLoad
+from runs.selectors.ledger import (
     run_get_for_ledger,
     work_item_change_list,
     work_item_list,
@@ -37,16 +38,15 @@ from runs.selectors import (
     work_item_search,
 )
 from runs.serializers import ProblemSerializer
-from runs.services.ledger import (
+from runs.services.ledger.common import run_ledger_require_writer
+from runs.services.ledger.failure_class import run_failure_class_confirm
+from runs.services.ledger.items import work_item_change, work_item_verify
+from runs.services.ledger.loads import (
     ID_COLUMN_OPTIONS,
     OPTION_NAMES,
     LoadFile,
-    run_failure_class_confirm,
-    run_ledger_require_writer,
-    work_item_change,
     work_item_load_retry,
     work_item_loads_create,
-    work_item_verify,
 )
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"

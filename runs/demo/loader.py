@@ -18,8 +18,8 @@ from django.db import transaction
 from django.test import Client
 
 from runs.ingest import available_sources
-from runs.models import Delivery
-from runs.services import (
+from runs.models.core import Delivery
+from runs.services.catalog import (
     integration_get_or_create,
     integration_key_create,
     job_get_or_create,
@@ -167,8 +167,9 @@ def demo_ledger_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
     destination export together, then the provider lookup as a bulk verification. Idempotent: a
     run that already has a committed load is left alone. Returns whether anything was loaded.
     """
-    from runs.models import Run, WorkItemLoad
-    from runs.services.ledger import LoadFile, work_item_loads_create
+    from runs.models.core import Run
+    from runs.models.ledger import WorkItemLoad
+    from runs.services.ledger.loads import LoadFile, work_item_loads_create
 
     run = Run.objects.filter(
         job__key=DEMO_JOB["key"], tenant__slug=LEDGER_TENANT, environment="prod", window_start=LEDGER_WINDOW_START

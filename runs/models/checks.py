@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from handover.models import TimeStampedModel
+from handover.models.base import TimeStampedModel
 from runs.models.core import Attempt, JobTarget, Run, _choices_check
 
 

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from handover.models import TimeStampedModel, validate_time_zone
+from handover.models.base import TimeStampedModel, validate_time_zone
 
 # Enumerations are defined at module level and nested into their model by assignment
 # (``Job.DstGap``): a nested ``Meta`` cannot see names of the class body it sits in, and each

@@ -7,7 +7,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
-from runs.models import Job, Tenant
+from runs.models.core import Job, Tenant
 
 TENANT_READ_PERMS = ["runs.act_as_support", "runs.act_as_business_owner", "runs.act_as_auditor"]
 JOB_READ_PERMS = ["runs.act_as_technical_owner"]

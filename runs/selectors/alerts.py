@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from runs.models import Alert, Delivery, Integration
+from runs.models.core import Alert, Delivery, Integration
 from runs.selectors.access import User, run_visibility_filter, tenant_list_visible
 
 

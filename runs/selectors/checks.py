@@ -6,7 +6,8 @@ from datetime import datetime
 
 from django.db.models import Q, QuerySet
 
-from runs.models import NextRunCheck, Run
+from runs.models.checks import NextRunCheck
+from runs.models.core import Run
 from runs.selectors.access import User, job_list_owned, tenant_list_visible
 
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from runs.models import Heartbeat
+from runs.models.heartbeats import Heartbeat
 
 
 def heartbeat_age_seconds(*, name: str = Heartbeat.BEAT, now: datetime | None = None) -> float | None:

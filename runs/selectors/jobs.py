@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Count, Prefetch, Q, QuerySet
 
-from runs import schedule
-from runs.models import Attempt, Job, JobTarget, Run
+from runs.models.core import Attempt, Job, JobTarget, Run
+from runs.schedule.cron import ScheduleError
+from runs.schedule.deadlines import missed_slots
 from runs.selectors.access import JOB_READ_PERMS, TENANT_READ_PERMS, User, job_list_owned, tenant_list_visible
 
 
@@ -89,7 +90,7 @@ class Outage:
 def target_outage_list(*, target: JobTarget, now: datetime, days: int = 30, limit: int = 5) -> list[Outage]:
     """The target's outages of the last ``days``, newest first: runs ``missed`` or only run by catch-up.
 
-    For each outage, the job's missed-run policy (``schedule.missed_slots``) is applied from the
+    For each outage, the job's missed-run policy (``missed_slots``) is applied from the
     last run before it to the moment the scheduler came back (the first catch-up start, else the
     next on-time run, else ``now``), which splits the still-missed slots into awaiting catch-up and
     omitted. Queries: two (runs, their attempts).
@@ -142,7 +143,7 @@ def target_outage_list(*, target: JobTarget, now: datetime, days: int = 30, limi
         back_at = min(catch_up_starts) if catch_up_starts else (after.scheduled_for if after else now)
         last = group_before.scheduled_for if group_before and group_before.scheduled_for else None
         try:
-            plan = schedule.missed_slots(
+            plan = missed_slots(
                 cron,
                 zone,
                 last or (slots[0] - timedelta(seconds=1)),
@@ -152,7 +153,7 @@ def target_outage_list(*, target: JobTarget, now: datetime, days: int = 30, limi
                 **policies,
             )
             to_run = {s.astimezone(UTC) for s in plan.to_run}
-        except schedule.ScheduleError:
+        except ScheduleError:
             to_run = set(slots)
         reported = {r.scheduled_for for r in group if list(r.attempts.all())}
         missing = [s for s in slots if s not in reported]

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from runs.models import Run, WorkItem, WorkItemChange, WorkItemLoad
+from runs.models.core import Run
+from runs.models.ledger import WorkItem, WorkItemChange, WorkItemLoad
 from runs.selectors.access import User, run_visibility_filter
 
 # Cache key of a load's progress (written by runs.services.ledger, polled by the run page).

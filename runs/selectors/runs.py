@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from runs.models import Attempt, Run, TimelineEvent
+from runs.models.core import Attempt, Run, TimelineEvent
 from runs.selectors.access import User, run_visibility_filter
 
 

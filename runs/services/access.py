@@ -22,7 +22,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from handover.errors import DomainError, InvalidTransition
-from runs.models import Integration, IntegrationKey
+from runs.models.core import Integration, IntegrationKey
 from runs.services.audit import audit_record
 from runs.services.catalog import IssuedKey, integration_key_create, integration_key_revoke
 

@@ -15,8 +15,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from handover.errors import InvalidTransition
-from runs.models import Alert, Attempt, Integration, Run
-from runs.services.checks import attempt_overlap_record
+from runs.models.core import Alert, Attempt, Integration, Run
+from runs.services.checks.overlaps import attempt_overlap_record
 from runs.services.rows import row_insert_unless_conflict
 from runs.services.timeline import timeline_event_record
 

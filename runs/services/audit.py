@@ -18,7 +18,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import models
 from django.utils import timezone
 
-from runs.models import AuditEvent, IntegrationKey, Job, Tenant
+from runs.models.audit import AuditEvent
+from runs.models.core import IntegrationKey, Job, Tenant
 
 _actor: ContextVar[AbstractBaseUser | None] = ContextVar("handover_audit_actor", default=None)
 _explicit: ContextVar[bool] = ContextVar("handover_audit_explicit", default=False)

@@ -15,7 +15,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 from handover.errors import Conflict, DomainError
 from runs.authentication import generate_secret
 from runs.ingest import get_adapter
-from runs.models import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, Tenant, normalise_slug
+from runs.models.core import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, Tenant, normalise_slug
 from runs.services.audit import audit_actor, audit_key_change
 
 # role name -> (model, permission codename). Groups are only bundles; these are checked per object.

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from runs.models import Heartbeat
+from runs.models.heartbeats import Heartbeat
 
 
 def heartbeat_record(*, name: str, at: datetime | None = None) -> Heartbeat:

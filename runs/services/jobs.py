@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from handover.errors import DomainError
-from runs.models import Job
+from runs.models.core import Job
 from runs.services.timeline import timeline_event_record
 
 

@@ -19,12 +19,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
 from handover.errors import Conflict, DomainError, InvalidTransition
-from runs import schedule
 from runs.ingest import custom
 from runs.ingest.base import AlertKind, FormatError, ParsedAlert
-from runs.models import Alert, Integration, Job, Tenant, normalise_slug
+from runs.models.core import Alert, Integration, Job, Tenant, normalise_slug
+from runs.schedule.cron import ScheduleError
+from runs.schedule.fire_times import previous_fire_time
+from runs.schedule.windows import processing_window
 from runs.services.catalog import IssuedKey, integration_key_create
-from runs.services.ingest import alert_reprocess
+from runs.services.ingest.triage import alert_reprocess
 
 logger = logging.getLogger(__name__)
 
@@ -186,13 +188,13 @@ class _Placement:
         try:
             if fire is None and alert.details.get("starts_at"):
                 basis = datetime.fromisoformat(alert.details["starts_at"])
-                fire = schedule.previous_fire_time(
+                fire = previous_fire_time(
                     job.schedule, job.timezone, basis, dst_gap=job.dst_gap_policy, dst_overlap=job.dst_overlap_policy
                 )
                 how = f"the latest fire time at or before {_utc(basis)} is"
             if fire is None:
                 return lines
-            start, end = schedule.processing_window(
+            start, end = processing_window(
                 job.schedule,
                 job.timezone,
                 fire,
@@ -200,7 +202,7 @@ class _Placement:
                 dst_gap=job.dst_gap_policy,
                 dst_overlap=job.dst_overlap_policy,
             )
-        except schedule.ScheduleError as exc:
+        except ScheduleError as exc:
             lines.append(f"no window from the job's schedule: {exc}")
             return lines
         lines.append(

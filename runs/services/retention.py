@@ -28,7 +28,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from runs.models import Alert, Delivery, Job, WorkItem, WorkItemLoad
+from runs.models.core import Alert, Delivery, Job
+from runs.models.ledger import WorkItem, WorkItemLoad
 from runs.services.audit import audit_record
 from runs.services.timeline import timeline_event_record
 

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
-from runs.models import Alert, Attempt, Integration, Job, Run, Tenant, TimelineEvent
+from runs.models.core import Alert, Attempt, Integration, Job, Run, Tenant, TimelineEvent
 
 
 def timeline_event_build(

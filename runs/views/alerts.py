@@ -12,8 +12,8 @@ from django.views.decorators.http import require_POST
 
 from handover.errors import DomainError
 from runs.forms import AlertIgnoreForm
-from runs.selectors import alert_get, alert_inbox, delivery_count_rejected, delivery_list_rejected
-from runs.services import alert_ignore, alert_reprocess
+from runs.selectors.alerts import alert_get, alert_inbox, delivery_count_rejected, delivery_list_rejected
+from runs.services.ingest.triage import alert_ignore, alert_reprocess
 from runs.views._forms import form_post
 
 

@@ -13,9 +13,12 @@ from django.views.decorators.http import require_POST
 
 from handover.errors import DomainError
 from runs.forms import NextRunCheckConfirmForm, NextRunCheckCreateForm, NextRunCheckWaiveForm
-from runs.models import NextRunCheck
-from runs.selectors import check_get, check_sections, heartbeat_age_seconds, target_list_visible, target_may_act
-from runs.services import next_run_check_confirm, next_run_check_schedule, next_run_check_waive
+from runs.models.checks import NextRunCheck
+from runs.selectors.checks import check_get, check_sections
+from runs.selectors.heartbeats import heartbeat_age_seconds
+from runs.selectors.jobs import target_list_visible, target_may_act
+from runs.services.checks.decisions import next_run_check_confirm, next_run_check_waive
+from runs.services.checks.scheduling import next_run_check_schedule
 from runs.views._forms import form_post
 
 BEAT_SILENT_AFTER_SECONDS = 180

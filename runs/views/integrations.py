@@ -16,10 +16,9 @@ from handover.errors import DomainError
 from runs.forms import IntegrationCustomCreateForm, IntegrationKeyCreateForm, IntegrationMappingForm
 from runs.ingest import custom, get_adapter
 from runs.ingest.base import merged_settings
-from runs.models import Integration
-from runs.selectors import alert_completeness, alert_count_unmatched, delivery_list_recent, integration_list
-from runs.services import integration_key_create
-from runs.services.catalog import IssuedKey
+from runs.models.core import Integration
+from runs.selectors.alerts import alert_completeness, alert_count_unmatched, delivery_list_recent, integration_list
+from runs.services.catalog import IssuedKey, integration_key_create
 from runs.services.mapping import (
     MappingInvalid,
     Sample,

@@ -7,8 +7,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from runs.selectors import check_list, job_get, job_list_visible, target_list_visible, target_outage_list
-from runs.services import job_schedule, schedule_dst_sentences, schedule_fire_times, target_schedule
+from runs.selectors.checks import check_list
+from runs.selectors.jobs import job_get, job_list_visible, target_list_visible, target_outage_list
+from runs.services.checks.schedules import job_schedule, schedule_dst_sentences, schedule_fire_times, target_schedule
 from runs.views.checks import beat_warning_text
 
 

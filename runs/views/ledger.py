@@ -14,8 +14,9 @@ from django.views.decorators.http import require_POST
 from handover.errors import DomainError
 from runs.forms import RunFailureClassForm, WorkItemChangeForm, WorkItemLoadForm, WorkItemSearchForm, WorkItemVerifyForm
 from runs.ledger_files import LedgerInputError
-from runs.models import Run, WorkItem, WorkItemLoad
-from runs.selectors import (
+from runs.models.core import Run
+from runs.models.ledger import WorkItem, WorkItemLoad
+from runs.selectors.ledger import (
     run_get_for_ledger,
     run_ledger_writable,
     work_item_list,
@@ -25,14 +26,9 @@ from runs.selectors import (
     work_item_page,
     work_item_search,
 )
-from runs.services.ledger import (
-    OPTION_NAMES,
-    LoadFile,
-    run_failure_class_confirm,
-    work_item_change,
-    work_item_loads_create,
-    work_item_verify,
-)
+from runs.services.ledger.failure_class import run_failure_class_confirm
+from runs.services.ledger.items import work_item_change, work_item_verify
+from runs.services.ledger.loads import OPTION_NAMES, LoadFile, work_item_loads_create
 from runs.views._forms import form_post
 
 LEDGER_PAGE_SIZE = 50

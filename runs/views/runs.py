@@ -9,9 +9,11 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from runs.forms import RunFilterForm
-from runs.models import Run
-from runs.selectors import check_list_for_run, run_get, run_list, tenant_list_visible
-from runs.services import job_schedule, schedule_fire_times, target_schedule
+from runs.models.core import Run
+from runs.selectors.access import tenant_list_visible
+from runs.selectors.checks import check_list_for_run
+from runs.selectors.runs import run_get, run_list
+from runs.services.checks.schedules import job_schedule, schedule_fire_times, target_schedule
 from runs.views.ledger import _run_ledger_context
 
 

@@ -19,9 +19,11 @@ from django.utils import timezone
 
 from approvals import tasks
 from approvals.models import ReplayRequest
-from approvals.services import replay_request_approve, replay_request_create
-from runs.models import Attempt, Job, JobTarget, Run, RunnerCredential, SideEffect, Tenant, WorkItem
-from runs.services import role_grant, runner_credential_create
+from approvals.services.decisions import replay_request_approve
+from approvals.services.requests import replay_request_create
+from runs.models.core import Attempt, Job, JobTarget, Run, RunnerCredential, SideEffect, Tenant
+from runs.models.ledger import WorkItem
+from runs.services.catalog import role_grant, runner_credential_create
 from tests.factories import AttemptFactory, JobFactory, JobTargetFactory, RunFactory, TenantFactory, UserFactory
 
 PASSWORD = "correct-horse-battery"

@@ -12,8 +12,8 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.models import Dispatch, ReplayRequest
-from runs.models import TimelineEvent
-from runs.services import role_grant
+from runs.models.core import TimelineEvent
+from runs.services.catalog import role_grant
 from tests.approvals.conftest import PASSWORD, MakeRequest, World
 from tests.factories import AttemptFactory
 
@@ -315,7 +315,7 @@ def test_detail_query_budget(world: World, make_request: MakeRequest, django_ass
 
 
 def test_the_list_filters_by_run_status_and_open(world: World, make_request: MakeRequest) -> None:
-    from approvals.services import replay_request_cancel
+    from approvals.services.requests import replay_request_cancel
 
     open_one, closed = make_request(["INV-1"]), make_request(["INV-2"])
     replay_request_cancel(request=closed, actor=world.support, reason="not needed")

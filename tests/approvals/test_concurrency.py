@@ -20,15 +20,13 @@ from django.utils import timezone
 
 from approvals import tasks, webhooks
 from approvals.models import Approval, Dispatch, ReplayRequest, WebhookDelivery
-from approvals.services import (
-    dispatch_webhook_deliver,
-    replay_request_approve,
-    replay_request_create,
-    replay_request_dispatch,
-    replay_webhook_set,
-)
+from approvals.services.decisions import replay_request_approve
+from approvals.services.delivery import dispatch_webhook_deliver
+from approvals.services.dispatch import replay_request_dispatch
+from approvals.services.requests import replay_request_create
+from approvals.services.webhooks import replay_webhook_set
 from handover.errors import DomainError
-from runs.models import TimelineEvent
+from runs.models.core import TimelineEvent
 from tests.approvals.conftest import World
 
 pytestmark = [

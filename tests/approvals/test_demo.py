@@ -10,7 +10,8 @@ from django.test import Client
 
 from approvals.models import Dispatch, ReplayRequest
 from runs.demo.loader import demo_load
-from runs.models import NextRunCheck, TimelineEvent
+from runs.models.checks import NextRunCheck
+from runs.models.core import TimelineEvent
 
 pytestmark = pytest.mark.django_db
 

@@ -12,10 +12,13 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.models import Dispatch, ReplayRequest
-from approvals.services import ReplayForbidden, ReplayRefused, replay_request_settle, replay_sweep
+from approvals.services.delivery import replay_sweep
+from approvals.services.requests import ReplayForbidden, replay_request_settle
+from approvals.services.rules import ReplayRefused
 from handover.errors import InvalidTransition
-from runs.models import Attempt, NextRunCheck, Run, RunnerCredential, TimelineEvent
-from runs.services import runner_credential_create
+from runs.models.checks import NextRunCheck
+from runs.models.core import Attempt, Run, RunnerCredential, TimelineEvent
+from runs.services.catalog import runner_credential_create
 from tests.approvals.conftest import MakeRequest, World, set_outcome
 from tests.factories import JobFactory
 
@@ -261,7 +264,7 @@ def test_a_lapsed_lease_makes_the_dispatch_unknown_and_never_redispatches(
 
 
 def test_an_unclaimed_dispatch_becomes_unknown_after_the_claim_window(world: World, approved: ReplayRequest) -> None:
-    from approvals.services import replay_request_dispatch
+    from approvals.services.dispatch import replay_request_dispatch
 
     dispatch, _ = replay_request_dispatch(request=approved)
     with time_machine.travel(dispatch.lease_expires_at + timedelta(seconds=1)):

@@ -15,8 +15,8 @@ from approvals.selectors import (
     replay_request_needs_decision,
     replay_request_queue,
 )
-from approvals.services import dispatch_lapse, replay_request_dispatch
-from runs.services import role_grant
+from approvals.services.dispatch import dispatch_lapse, replay_request_dispatch
+from runs.services.catalog import role_grant
 from tests.approvals.conftest import Approve, MakeRequest, World
 from tests.factories import RunFactory, UserFactory
 

@@ -11,21 +11,19 @@ from django.utils import timezone
 from guardian.shortcuts import assign_perm
 
 from approvals.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem
-from approvals.services import (
-    ApprovalNotAllowed,
-    ReauthenticationRequired,
+from approvals.services.decisions import replay_request_reject
+from approvals.services.dispatch import replay_request_dispatch
+from approvals.services.requests import (
     ReplayForbidden,
-    ReplayRefused,
     replay_request_cancel,
-    replay_request_dispatch,
-    replay_request_reject,
     replay_request_rescope,
     run_recovery_decision_record,
-    scope_fingerprint,
 )
+from approvals.services.rules import ApprovalNotAllowed, ReauthenticationRequired, ReplayRefused, scope_fingerprint
 from handover.errors import Conflict, DomainError, InvalidTransition
-from runs.models import Attempt, Run, SideEffect, TimelineEvent
-from runs.services import job_pause, role_grant
+from runs.models.core import Attempt, Run, SideEffect, TimelineEvent
+from runs.services.catalog import role_grant
+from runs.services.jobs import job_pause
 from tests.approvals.conftest import ABSENT, Approve, MakeRequest, World, set_outcome
 from tests.factories import AttemptFactory, UserFactory
 
@@ -145,7 +143,7 @@ def test_a_forged_scope_naming_items_of_no_such_record_is_refused(world: World, 
 
 
 def test_a_record_outside_the_eligible_population_is_never_in_scope(world: World, make_request: MakeRequest) -> None:
-    from runs.models import WorkItem
+    from runs.models.ledger import WorkItem
 
     WorkItem.objects.create(
         run=world.run, record_id="INV-0998", outcome="rejected", is_in_population=False, evidence_kind="runner_report"
@@ -187,7 +185,7 @@ def test_no_open_replay_may_cover_the_same_items(world: World, make_request: Mak
 def test_rule_4_refuses_a_request_nobody_but_the_requester_could_approve(
     world: World, make_request: MakeRequest, missing: str
 ) -> None:
-    from runs.services import role_revoke
+    from runs.services.catalog import role_revoke
 
     if missing == "business":
         for person in (world.business, world.both):
@@ -204,7 +202,7 @@ def test_rule_4_refuses_a_request_nobody_but_the_requester_could_approve(
 def test_rule_4_a_requester_who_is_the_only_business_owner_is_not_counted(
     world: World, make_request: MakeRequest
 ) -> None:
-    from runs.services import role_revoke
+    from runs.services.catalog import role_revoke
 
     role_revoke(user=world.both, role="business_owner", obj=world.tenant)
     role_grant(user=world.business, role="support", obj=world.tenant)
@@ -225,8 +223,8 @@ def test_only_support_on_the_tenant_may_request(world: World, make_request: Make
 
 
 def test_request_links_the_open_handover_and_moves_it_to_recovering(world: World, make_request: MakeRequest) -> None:
-    from handover.models import Handover
-    from handover.services import handover_create, handover_hand_over, handover_update
+    from handover.models.handovers import Handover
+    from handover.services.handovers import handover_create, handover_hand_over, handover_update
 
     handover = handover_create(actor=world.support, runs=[world.run])
     handover_update(handover=handover, actor=world.support, fields={"escalation_owner": world.technical})

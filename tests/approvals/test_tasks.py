@@ -17,9 +17,11 @@ from django.utils import timezone
 
 from approvals import tasks, webhooks
 from approvals.models import Dispatch, ReplayRequest, WebhookDelivery
-from approvals.services import dispatch_webhook_deliver, replay_request_dispatch, replay_sweep, replay_webhook_set
+from approvals.services.delivery import dispatch_webhook_deliver, replay_sweep
+from approvals.services.dispatch import replay_request_dispatch
+from approvals.services.webhooks import replay_webhook_set
 from handover.errors import DomainError
-from runs.models import Attempt, TimelineEvent
+from runs.models.core import Attempt, TimelineEvent
 from tests.approvals.conftest import Approve, MakeRequest, World
 from tests.factories import AttemptFactory
 

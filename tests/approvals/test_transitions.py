@@ -9,9 +9,10 @@ import pytest
 from django.utils import timezone
 
 from approvals.models import Dispatch, ReplayRequest
-from approvals.services import dispatch_transition, replay_request_transition
+from approvals.services.dispatch import dispatch_transition
+from approvals.services.requests import replay_request_transition
 from handover.errors import InvalidTransition
-from runs.models import TimelineEvent
+from runs.models.core import TimelineEvent
 from tests.approvals.conftest import MakeRequest, World
 
 pytestmark = pytest.mark.django_db

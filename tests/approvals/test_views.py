@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from approvals.models import Dispatch, ReplayRequest
-from runs.models import TimelineEvent
+from runs.models.core import TimelineEvent
 from tests.approvals.conftest import PASSWORD, Approve, MakeRequest, World
 from tests.factories import AttemptFactory
 

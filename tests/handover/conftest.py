@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 import pytest
 from django.utils import timezone
 
-from handover.models import Handover
-from handover.services import handover_create
-from runs.models import Run, SideEffect, WorkItem
-from runs.services import role_grant
+from handover.models.handovers import Handover
+from handover.services.handovers import handover_create
+from runs.models.core import Run, SideEffect
+from runs.models.ledger import WorkItem
+from runs.services.catalog import role_grant
 from tests.factories import AttemptFactory, JobFactory, JobTargetFactory, RunFactory, TenantFactory, UserFactory
 from tests.handover.helpers import WINDOW_END, WINDOW_START, LedgerLoader, World
 

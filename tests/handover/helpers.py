@@ -10,8 +10,9 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
-from handover.models import Handover
-from runs.models import Attempt, Job, JobTarget, NextRunCheck, Run, Tenant
+from handover.models.handovers import Handover
+from runs.models.checks import NextRunCheck
+from runs.models.core import Attempt, Job, JobTarget, Run, Tenant
 
 LedgerLoader = Callable[..., Run]
 WINDOW_START = datetime(2026, 11, 26, 23, 0, tzinfo=UTC)

@@ -12,9 +12,10 @@ from django.test import Client
 from django.utils import timezone
 from knox.models import AuthToken
 
-from handover.models import ApiTokenUse, Handover, HandoverRevision, ResidualException
-from handover.services import handover_create
-from runs.models import Job, TimelineEvent
+from handover.models.handovers import Handover, HandoverRevision, ResidualException
+from handover.models.tokens import ApiTokenUse
+from handover.services.handovers import handover_create
+from runs.models.core import Job, TimelineEvent
 from tests.factories import JobTargetFactory, RunFactory, UserFactory
 from tests.handover.helpers import LedgerLoader, World, force_status
 

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from handover.models import Handover, HandoverRun
+from handover.models.handovers import Handover, HandoverRun
 from runs.demo.loader import demo_load
 
 pytestmark = pytest.mark.django_db

@@ -7,10 +7,10 @@ import re
 import pytest
 from django.test import Client
 
-from handover.models import Handover
-from handover.services import handover_create, handover_update
+from handover.models.handovers import Handover
+from handover.services.handovers import handover_create, handover_update
 from handover.templatetags.handover_tags import markdown_code, markdown_escape
-from runs.models import Attempt
+from runs.models.core import Attempt
 from tests.handover.helpers import World
 
 HOSTILE = (

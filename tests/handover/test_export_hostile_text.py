@@ -15,9 +15,9 @@ from django.db.models import Model
 from django.test import Client
 from django.utils import timezone
 
-from handover.models import Handover
-from handover.services import handover_create, residual_exception_create
-from runs.models import Attempt, Job, Run
+from handover.models.handovers import Handover
+from handover.services.handovers import handover_create, residual_exception_create
+from runs.models.core import Attempt, Job, Run
 from tests.handover.helpers import World
 
 SECTION_FIELDS = (

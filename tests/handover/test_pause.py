@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from handover.errors import DomainError
-from runs.models import TimelineEvent
-from runs.services import job_pause, job_resume
+from runs.models.core import TimelineEvent
+from runs.services.jobs import job_pause, job_resume
 from tests.handover.helpers import World
 
 pytestmark = pytest.mark.django_db

@@ -8,17 +8,13 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from handover.models import Handover, HandoverRevision
-from handover.selectors import handover_evidence
-from handover.services import (
-    GENERATED_SECTIONS,
-    handover_create,
-    handover_prefill,
-    handover_refresh_generated,
-    handover_update,
-)
-from runs.models import Job, SideEffect, TimelineEvent
-from runs.services import job_pause, timeline_event_record
+from handover.models.handovers import Handover, HandoverRevision
+from handover.selectors.evidence import handover_evidence
+from handover.services.handovers import handover_create, handover_refresh_generated, handover_update
+from handover.services.prefill import GENERATED_SECTIONS, handover_prefill
+from runs.models.core import Job, SideEffect, TimelineEvent
+from runs.services.jobs import job_pause
+from runs.services.timeline import timeline_event_record
 from tests.factories import AttemptFactory, JobTargetFactory, RunFactory, TenantFactory
 from tests.handover.helpers import LedgerLoader, World
 

@@ -9,25 +9,26 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from handover.errors import Conflict, DomainError, InvalidTransition
-from handover.models import Handover, HandoverRevision, HandoverRun
-from handover.selectors import handover_revision_list
-from handover.services import (
+from handover.models.handovers import Handover, HandoverRevision, HandoverRun
+from handover.selectors.handovers import handover_revision_list
+from handover.services.checks import handover_reopen_for_failed_check, handover_sweep_verifying
+from handover.services.closing import handover_closing_conditions
+from handover.services.handovers import (
     handover_close,
-    handover_closing_conditions,
     handover_create,
     handover_hand_over,
     handover_reopen,
-    handover_reopen_for_failed_check,
     handover_start_recovery,
-    handover_sweep_verifying,
     handover_transition,
     handover_update,
     handover_verify,
     residual_exception_create,
     residual_exception_update,
 )
-from runs.models import NextRunCheck, TimelineEvent
-from runs.services import next_run_check_notify_failed, next_run_check_waive
+from runs.models.checks import NextRunCheck
+from runs.models.core import TimelineEvent
+from runs.services.checks.decisions import next_run_check_waive
+from runs.services.checks.follow_ups import next_run_check_notify_failed
 from tests.factories import RunFactory
 from tests.handover.helpers import LedgerLoader, World, force_status, settle_check
 

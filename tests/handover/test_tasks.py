@@ -9,18 +9,16 @@ from django.core import mail
 from django.test import override_settings
 
 from handover import tasks
-from handover.models import Handover, HandoverNotification, HandoverRun
-from handover.notifiers import Delivered, PermanentError, TransientError, chat
-from handover.services import (
+from handover.models.handovers import Handover, HandoverNotification, HandoverRun
+from handover.notifiers import chat
+from handover.notifiers.base import Delivered, PermanentError, TransientError
+from handover.services.checks import (
     handover_escalation_owners_for_check,
-    handover_hand_over,
-    handover_notification_send,
     handover_reopen_for_failed_check,
-    handover_start_recovery,
     handover_sweep_verifying,
-    handover_update,
-    handover_verify,
 )
+from handover.services.handovers import handover_hand_over, handover_start_recovery, handover_update, handover_verify
+from handover.services.notifications import handover_notification_send
 from tests.handover.helpers import World, settle_check
 
 pytestmark = pytest.mark.django_db

@@ -21,7 +21,7 @@ from knox.crypto import hash_token
 from knox.models import AuthToken
 
 from handover.errors import Conflict, DomainError, NotFound
-from handover.models import ApiTokenLabel, ApiTokenUse
+from handover.models.tokens import ApiTokenLabel, ApiTokenUse
 from handover.services import tokens as token_services
 from handover.services.tokens import (
     api_token_create,
@@ -29,7 +29,7 @@ from handover.services.tokens import (
     api_token_revoke,
     api_token_use_record,
 )
-from runs.models import AuditEvent
+from runs.models.audit import AuditEvent
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

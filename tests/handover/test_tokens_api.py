@@ -11,9 +11,9 @@ from django.utils import timezone
 from knox.crypto import hash_token
 from knox.models import AuthToken
 
-from handover.models import ApiTokenLabel
+from handover.models.tokens import ApiTokenLabel
 from handover.services.tokens import api_token_create, api_token_use_record
-from runs.models import AuditEvent
+from runs.models.audit import AuditEvent
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

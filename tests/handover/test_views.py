@@ -10,10 +10,10 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from handover.models import Handover, HandoverRevision
-from handover.services import handover_create, handover_update, residual_exception_create
-from runs.models import Alert, Job, TimelineEvent
-from runs.services import job_pause
+from handover.models.handovers import Handover, HandoverRevision
+from handover.services.handovers import handover_create, handover_update, residual_exception_create
+from runs.models.core import Alert, Job, TimelineEvent
+from runs.services.jobs import job_pause
 from tests.conftest import fixture_path
 from tests.factories import RunFactory, UserFactory
 from tests.handover.helpers import LedgerLoader, World, force_status

@@ -35,11 +35,13 @@ from playwright.sync_api import APIRequestContext, Page, Playwright, expect
 
 from approvals.tasks import replay_sweep
 from handover.env import env
-from handover.models import Handover
-from handover.services import user_preference_set
+from handover.models.handovers import Handover
+from handover.services.preferences import user_preference_set
 from handover.tasks import handover_sweep_verifying
-from runs.models import Alert, Job, NextRunCheck, Run, SideEffect, TimelineEvent, WorkItem, WorkItemChange
-from runs.services import (
+from runs.models.checks import NextRunCheck
+from runs.models.core import Alert, Job, Run, SideEffect, TimelineEvent
+from runs.models.ledger import WorkItem, WorkItemChange
+from runs.services.catalog import (
     integration_get_or_create,
     integration_key_create,
     job_get_or_create,

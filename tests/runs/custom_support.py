@@ -13,7 +13,7 @@ import time_machine
 from django.test import Client
 from knox.models import AuthToken
 
-from runs.models import Integration
+from runs.models.core import Integration
 from tests.conftest import PostAlert
 from tests.factories import UserFactory
 

@@ -13,12 +13,18 @@ from guardian.shortcuts import assign_perm, remove_perm
 
 from handover.errors import DomainError, InvalidTransition
 from runs.authentication import integration_key_authenticate
-from runs.models import AuditEvent, IntegrationKey
+from runs.models.audit import AuditEvent
+from runs.models.core import IntegrationKey
 from runs.selectors_admin import audit_event_list, audit_is_readable, role_holding_list
-from runs.services import integration_get_or_create, integration_key_create, integration_key_revoke, role_grant
 from runs.services.access import integration_key_rotate, integration_security, integration_security_update
 from runs.services.audit import audit_actor
-from runs.services.catalog import role_revoke
+from runs.services.catalog import (
+    integration_get_or_create,
+    integration_key_create,
+    integration_key_revoke,
+    role_grant,
+    role_revoke,
+)
 from tests.factories import JobFactory, JobTargetFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

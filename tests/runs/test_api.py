@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 from knox.models import AuthToken
 
-from runs.models import Alert, Run
-from runs.services import role_grant
+from runs.models.core import Alert, Run
+from runs.services.catalog import role_grant
 from tests.conftest import fixture_files
 from tests.factories import AttemptFactory, RunFactory, TenantFactory, UserFactory
 
@@ -157,7 +157,7 @@ def test_run_detail_query_count_does_not_grow_with_attempts(django_assert_max_nu
 
 
 def test_integrations_api_is_for_admins_and_never_shows_secrets(loaded: Any) -> None:
-    from runs.models import IntegrationKey
+    from runs.models.core import IntegrationKey
 
     support = UserFactory()
     role_grant(user=support, role="support", obj=loaded["acme-foods"])

@@ -16,13 +16,9 @@ import pytest
 import time_machine
 
 from runs import tasks
-from runs.models import NextRunCheck
-from runs.services.checks import (
-    FOLLOW_UP_GRACE,
-    FOLLOW_UP_RESEND_WINDOW,
-    next_run_check_follow_ups_resend,
-    next_run_check_sweep,
-)
+from runs.models.checks import NextRunCheck
+from runs.services.checks.follow_ups import FOLLOW_UP_GRACE, FOLLOW_UP_RESEND_WINDOW, next_run_check_follow_ups_resend
+from runs.services.checks.sweep import next_run_check_sweep
 from tests.factories import NextRunCheckFactory
 
 pytestmark = pytest.mark.django_db

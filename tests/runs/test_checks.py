@@ -19,20 +19,15 @@ from django.core import mail
 from django.db import IntegrityError, transaction
 
 from handover.errors import DomainError, InvalidTransition
-from runs.models import Attempt, JobTarget, NextRunCheck, Run, TimelineEvent
-from runs.services import (
-    CheckChange,
-    CheckFacts,
-    CheckRequester,
-    next_run_check_confirm,
-    next_run_check_evaluate,
-    next_run_check_notify_failed,
-    next_run_check_schedule,
-    next_run_check_sweep,
-    next_run_check_transition,
-    next_run_check_waive,
-    role_grant,
-)
+from runs.models.checks import NextRunCheck
+from runs.models.core import Attempt, JobTarget, Run, TimelineEvent
+from runs.services.catalog import role_grant
+from runs.services.checks.decisions import next_run_check_confirm, next_run_check_waive
+from runs.services.checks.evaluation import CheckFacts, next_run_check_evaluate
+from runs.services.checks.follow_ups import next_run_check_notify_failed
+from runs.services.checks.scheduling import CheckRequester, next_run_check_schedule
+from runs.services.checks.sweep import next_run_check_sweep
+from runs.services.checks.transitions import CheckChange, next_run_check_transition
 from runs.tasks import next_run_check_notify_failed as notify_task
 from runs.tasks import next_run_check_sweep as sweep_task
 from tests.conftest import is_postgres

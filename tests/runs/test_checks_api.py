@@ -10,8 +10,10 @@ import time_machine
 from django.test import Client
 from knox.models import AuthToken
 
-from runs.models import JobTarget, NextRunCheck, Run, TimelineEvent
-from runs.services import next_run_check_sweep, role_grant
+from runs.models.checks import NextRunCheck
+from runs.models.core import JobTarget, Run, TimelineEvent
+from runs.services.catalog import role_grant
+from runs.services.checks.sweep import next_run_check_sweep
 from tests.factories import JobTargetFactory, NextRunCheckFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,12 @@ import time_machine
 from django.db import connection
 
 from handover.errors import InvalidTransition
-from runs.models import Job, NextRunCheck, Run, TimelineEvent
-from runs.services import next_run_check_sweep, next_run_check_waive, role_grant, run_sweep_missed
+from runs.models.checks import NextRunCheck
+from runs.models.core import Job, Run, TimelineEvent
+from runs.services.catalog import role_grant
+from runs.services.checks.decisions import next_run_check_waive
+from runs.services.checks.missed_runs import run_sweep_missed
+from runs.services.checks.sweep import next_run_check_sweep
 from tests.factories import JobTargetFactory, NextRunCheckFactory, TenantFactory, UserFactory
 
 pytestmark = [

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import time_machine
 
-from runs.models import Attempt, Job, JobTarget, Run, TimelineEvent
-from runs.selectors import target_outage_list
-from runs.services import run_sweep_missed
+from runs.models.core import Attempt, Job, JobTarget, Run, TimelineEvent
+from runs.selectors.jobs import target_outage_list
+from runs.services.checks.missed_runs import run_sweep_missed
 from runs.tasks import run_sweep_missed as missed_task
 from tests.factories import JobTargetFactory, TenantFactory
 

@@ -9,8 +9,12 @@ import pytest
 import time_machine
 from django.test import Client
 
-from runs.models import Heartbeat, JobTarget, NextRunCheck, Run
-from runs.services import heartbeat_record, next_run_check_schedule, role_grant
+from runs.models.checks import NextRunCheck
+from runs.models.core import JobTarget, Run
+from runs.models.heartbeats import Heartbeat
+from runs.services.catalog import role_grant
+from runs.services.checks.scheduling import next_run_check_schedule
+from runs.services.heartbeats import heartbeat_record
 from tests.factories import JobTargetFactory, NextRunCheckFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from runs.authentication import integration_key_authenticate
-from runs.models import Alert, Attempt, Delivery, Integration, IntegrationKey, Run, TimelineEvent
+from runs.models.core import Alert, Attempt, Delivery, Integration, IntegrationKey, Run, TimelineEvent
 from tests.factories import TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from runs.models import Alert, Attempt, Run, TimelineEvent
+from runs.models.core import Alert, Attempt, Run, TimelineEvent
 from tests.conftest import fixture_path
 
 pytestmark = [

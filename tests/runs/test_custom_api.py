@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from runs.models import Alert, Integration, IntegrationKey, Tenant
-from runs.services import integration_get_or_create
+from runs.models.core import Alert, Integration, IntegrationKey, Tenant
+from runs.services.catalog import integration_get_or_create
 from tests.conftest import PostAlert
 from tests.factories import UserFactory
 from tests.runs.custom_support import CustomStory, admin_api, create_custom_story, data_path, load_mapping, utc

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import time_machine
 
-from runs.models import Alert, Attempt, Delivery, Run, Tenant, TimelineEvent
-from runs.selectors import alert_completeness
+from runs.models.core import Alert, Attempt, Delivery, Run, Tenant, TimelineEvent
+from runs.selectors.alerts import alert_completeness
 from runs.services.mapping import (
     integration_custom_update,
     integration_reprocess_unmatched,

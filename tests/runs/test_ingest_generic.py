@@ -10,17 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from runs.models import (
-    Alert,
-    Attempt,
-    AuthFailureCounter,
-    Delivery,
-    Integration,
-    Run,
-    RunnerReport,
-    TimelineEvent,
-)
-from runs.services import alert_reprocess, job_get_or_create
+from runs.models.core import Alert, Attempt, AuthFailureCounter, Delivery, Integration, Run, RunnerReport, TimelineEvent
+from runs.services.catalog import job_get_or_create
+from runs.services.ingest.triage import alert_reprocess
 from tests.conftest import fixture_path
 
 pytestmark = pytest.mark.django_db
@@ -207,7 +199,7 @@ def test_missing_or_wrong_key_is_401_and_nothing_is_stored(post_alert: Any, gene
 
 
 def test_revoked_key_is_401(post_alert: Any, generic_key: str) -> None:
-    from runs.models import IntegrationKey
+    from runs.models.core import IntegrationKey
 
     IntegrationKey.objects.update(revoked_at=datetime(2026, 1, 1, tzinfo=UTC))
     assert post_alert("generic", fixture_path("generic", "01-first-failure.json"), generic_key).status_code == 401

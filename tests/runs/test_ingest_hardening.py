@@ -17,10 +17,10 @@ from django.db import close_old_connections
 from django.test import override_settings
 from django.test.client import FakePayload, RequestFactory
 
-from runs.models import AuthFailureCounter, Delivery, Integration
+from runs.models.core import AuthFailureCounter, Delivery, Integration
 from runs.ratelimit import rate_limit_take
-from runs.services import integration_get_or_create, integration_key_create
 from runs.services.access import integration_security_update
+from runs.services.catalog import integration_get_or_create, integration_key_create
 from runs.signatures import signature_verify
 from tests.conftest import PostAlert
 from tests.factories import TenantFactory

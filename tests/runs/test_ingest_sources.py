@@ -21,7 +21,7 @@ import pytest
 import time_machine
 from django.test import Client
 
-from runs.models import (
+from runs.models.core import (
     Alert,
     Attempt,
     Delivery,
@@ -32,7 +32,8 @@ from runs.models import (
     Tenant,
     TimelineEvent,
 )
-from runs.services import alert_reprocess, job_get_or_create, job_target_get_or_create
+from runs.services.catalog import job_get_or_create, job_target_get_or_create
+from runs.services.ingest.triage import alert_reprocess
 from tests.conftest import UNICODE_TENANT, PostAlert, fixture_files, fixture_path
 from tests.factories import UserFactory
 

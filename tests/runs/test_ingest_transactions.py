@@ -13,11 +13,12 @@ from django.db import OperationalError
 from django.test import Client
 from django.utils import timezone
 
-from runs.models import Alert, Attempt, Delivery, IntegrationKey, Run, RunnerReport, TimelineEvent
-from runs.services import alert_sweep_pending, delivery_sweep_received
+from runs.models.core import Alert, Attempt, Delivery, IntegrationKey, Run, RunnerReport, TimelineEvent
 from runs.services.ingest import (
     delivery as ingest_delivery,  # the post's loop: _alert_ingest, _alert_apply, CHUNK_ALERTS
 )
+from runs.services.ingest.delivery import delivery_sweep_received
+from runs.services.ingest.triage import alert_sweep_pending
 from tests.conftest import fixture_path, is_postgres
 
 pytestmark = pytest.mark.django_db

@@ -9,8 +9,8 @@ import pytest
 import time_machine
 from django.test import Client
 
-from runs.models import Job, JobTarget
-from runs.services import role_grant
+from runs.models.core import Job, JobTarget
+from runs.services.catalog import role_grant
 from tests.factories import JobFactory, JobTargetFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

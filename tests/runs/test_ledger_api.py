@@ -10,8 +10,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client, override_settings
 from knox.models import AuthToken
 
-from runs.models import Run, TimelineEvent, WorkItem, WorkItemLoad
-from runs.services import role_grant
+from runs.models.core import Run, TimelineEvent
+from runs.models.ledger import WorkItem, WorkItemLoad
+from runs.services.catalog import role_grant
 from tests.factories import RunFactory
 from tests.runs.ledger_support import POPULATION, LedgerWorld, csv, ledger_world, load
 

@@ -8,7 +8,8 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from runs.models import Run, WorkItem, WorkItemChange, WorkItemLoad
+from runs.models.core import Run
+from runs.models.ledger import WorkItem, WorkItemChange, WorkItemLoad
 from tests.factories import RunFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -13,19 +13,14 @@ from django.test import override_settings
 
 from handover.errors import DomainError, InvalidTransition, NotFound
 from runs.ledger_files import LedgerInputError
-from runs.models import Attempt, Run, TimelineEvent, WorkItem, WorkItemChange, WorkItemLoad
-from runs.selectors import LOAD_PROGRESS_KEY
-from runs.services.ledger import (
-    LedgerPermissionDenied,
-    RunTotals,
-    failure_class_for,
-    run_failure_class_confirm,
-    run_failure_class_suggest,
-    run_totals_refresh,
-    work_item_change,
-    work_item_load_retry,
-    work_item_verify,
-)
+from runs.models.core import Attempt, Run, TimelineEvent
+from runs.models.ledger import WorkItem, WorkItemChange, WorkItemLoad
+from runs.selectors.ledger import LOAD_PROGRESS_KEY
+from runs.services.ledger.common import LedgerPermissionDenied
+from runs.services.ledger.failure_class import failure_class_for, run_failure_class_confirm, run_failure_class_suggest
+from runs.services.ledger.items import work_item_change, work_item_verify
+from runs.services.ledger.loads import work_item_load_retry
+from runs.services.ledger.totals import RunTotals, run_totals_refresh
 from tests.runs.ledger_support import POPULATION, LedgerWorld, csv, ledger_world, load, outcomes
 
 pytestmark = pytest.mark.django_db
@@ -646,7 +641,7 @@ def test_a_confirmation_other_than_the_suggestion_says_why(ledger_world: LedgerW
 
 def test_the_demo_run_shows_every_outcome(story_tenants: Any, make_key: Any, post_alert: Any) -> None:
     from runs.demo.loader import demo_ledger_load
-    from runs.services import role_grant
+    from runs.services.catalog import role_grant
     from tests.conftest import fixture_files
     from tests.factories import UserFactory
 
@@ -675,7 +670,7 @@ def test_two_runners_of_one_upload_commit_it_once(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr("runs.tasks.work_item_load_run.delay", lambda load_id: None)
     with override_settings(HANDOVER_LEDGER_SYNC_MAX_BYTES=10):
         loads = load(world, population=POPULATION, destination=csv("record_id,reference", "A1,g"))
-    from runs.services.ledger import work_item_load_run
+    from runs.services.ledger.batches import work_item_load_run
 
     barrier = threading.Barrier(2)
     results: list[str] = []

@@ -9,7 +9,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client, override_settings
 
-from runs.models import TimelineEvent, WorkItem, WorkItemLoad
+from runs.models.core import TimelineEvent
+from runs.models.ledger import WorkItem, WorkItemLoad
 from tests.factories import RunFactory
 from tests.runs.ledger_support import POPULATION, LedgerWorld, csv, ledger_world, load, outcomes
 

@@ -10,9 +10,10 @@ import pytest
 from django.core.paginator import Paginator
 from django.test import Client
 
-from runs.models import Alert, Delivery, Integration, IntegrationKey, Run
-from runs.selectors import alert_inbox, run_list
-from runs.services import role_grant
+from runs.models.core import Alert, Delivery, Integration, IntegrationKey, Run
+from runs.selectors.alerts import alert_inbox
+from runs.selectors.runs import run_list
+from runs.services.catalog import role_grant
 from tests.factories import AttemptFactory, RunFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

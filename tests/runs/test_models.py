@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from runs.models import Alert, Attempt, Run, Tenant, TimelineEvent
-from runs.services import timeline_event_record
+from runs.models.core import Alert, Attempt, Run, Tenant, TimelineEvent
+from runs.services.timeline import timeline_event_record
 from tests.factories import AttemptFactory, JobFactory, RunFactory, TenantFactory
 
 pytestmark = pytest.mark.django_db

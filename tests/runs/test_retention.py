@@ -14,8 +14,10 @@ from django.test import override_settings
 from django.utils import timezone
 
 from runs.management.commands import purge_retention
-from runs.models import Alert, AuditEvent, Delivery, TimelineEvent, WorkItem, WorkItemChange, WorkItemLoad
-from runs.services import integration_get_or_create, integration_key_create
+from runs.models.audit import AuditEvent
+from runs.models.core import Alert, Delivery, TimelineEvent
+from runs.models.ledger import WorkItem, WorkItemChange, WorkItemLoad
+from runs.services.catalog import integration_get_or_create, integration_key_create
 from runs.services.retention import retention_purge
 from runs.tasks import retention_purge as retention_purge_task
 from tests.factories import RunFactory, TenantFactory, UserFactory

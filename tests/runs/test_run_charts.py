@@ -9,7 +9,7 @@ from datetime import datetime
 from django.template import Context, Template
 from django.utils import timezone
 
-from runs.models import Attempt, Run
+from runs.models.core import Attempt, Run
 from runs.templatetags.run_charts import attempts_time_axis, ledger_bar
 
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")

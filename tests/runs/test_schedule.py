@@ -19,30 +19,20 @@ from zoneinfo import ZoneInfo
 import pytest
 from cronsim import CronSim
 
-from runs.schedule import (
+from runs.schedule.cron import ScheduleError, is_fixed_time, validate_cron, validate_timezone
+from runs.schedule.deadlines import check_deadline, is_due, is_overdue, missed_slots
+from runs.schedule.fire_times import next_fire_time, next_fire_times, previous_fire_time
+from runs.schedule.identity import (
     AlertInstanceKey,
     IdentityError,
-    ScheduleError,
     alert_instance_key,
-    check_deadline,
-    classify_event,
-    fire_time_closing_window,
     fold_alert_deliveries,
-    forbid_timeline,
-    is_due,
-    is_fixed_time,
-    is_overdue,
-    missed_slots,
-    next_fire_time,
-    next_fire_times,
-    previous_fire_time,
-    processing_window,
     replay_guard,
     run_identity,
     trigger_key,
-    validate_cron,
-    validate_timezone,
 )
+from runs.schedule.overlaps import classify_event, forbid_timeline
+from runs.schedule.windows import fire_time_closing_window, processing_window
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).resolve().parent.parent / "data" / "cases.json").read_text(encoding="utf-8")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from handover.errors import InvalidTransition
-from runs.models import Attempt, Run, TimelineEvent
-from runs.services import attempt_abandon, attempt_transition
+from runs.models.core import Attempt, Run, TimelineEvent
+from runs.services.attempts import attempt_abandon, attempt_transition
 from tests.factories import AttemptFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

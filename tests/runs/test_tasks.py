@@ -11,9 +11,9 @@ import time_machine
 from django.db import IntegrityError
 from django.test import Client
 
-from runs.models import Heartbeat
-from runs.selectors import heartbeat_age_seconds
-from runs.services import heartbeat_record
+from runs.models.heartbeats import Heartbeat
+from runs.selectors.heartbeats import heartbeat_age_seconds
+from runs.services.heartbeats import heartbeat_record
 from runs.tasks import alert_sweep_pending
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from runs.models import Alert, Run
-from runs.services import role_grant
+from runs.models.core import Alert, Run
+from runs.services.catalog import role_grant
 from tests.conftest import fixture_files
 from tests.factories import AttemptFactory, RunFactory, TenantFactory, UserFactory
 
@@ -165,7 +165,7 @@ def test_run_page_query_count_is_bounded(django_assert_max_num_queries: Any) -> 
 
 
 def test_integration_pages_are_for_admins(loaded: Any) -> None:
-    from runs.models import Integration
+    from runs.models.core import Integration
 
     integration = Integration.objects.get(source="generic")
     support = UserFactory()

@@ -6,9 +6,10 @@ import pytest
 from django.test import Client
 
 from runs.authentication import integration_key_authenticate
-from runs.models import AuditEvent, IntegrationKey
-from runs.services import integration_get_or_create, integration_key_create, role_grant
+from runs.models.audit import AuditEvent
+from runs.models.core import IntegrationKey
 from runs.services.access import integration_security
+from runs.services.catalog import integration_get_or_create, integration_key_create, role_grant
 from tests.factories import JobFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.services import replay_webhook_set
+from approvals.services.webhooks import replay_webhook_set
 from handover.errors import DomainError
-from runs.models import Job
+from runs.models.core import Job
 
 
 class Command(BaseCommand):

@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from handover.errors import DomainError
 from runs.ingest import available_sources
-from runs.models import Tenant
-from runs.services import integration_get_or_create, integration_key_create
+from runs.models.core import Tenant
+from runs.services.catalog import integration_get_or_create, integration_key_create
 
 
 class Command(BaseCommand):

@@ -8,7 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.schedule import DstGapPolicy, DstOverlapPolicy, ScheduleError, next_fire_times
+from runs.schedule.cron import DstGapPolicy, DstOverlapPolicy, ScheduleError
+from runs.schedule.fire_times import next_fire_times
 
 MAX_COUNT = 10_000
 

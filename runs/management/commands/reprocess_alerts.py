@@ -8,8 +8,8 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from handover.errors import DomainError
-from runs.models import Alert
-from runs.services import alert_reprocess
+from runs.models.core import Alert
+from runs.services.ingest.triage import alert_reprocess
 
 
 class Command(BaseCommand):

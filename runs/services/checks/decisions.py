@@ -10,7 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from handover.errors import DomainError, InvalidTransition
-from runs.models import JobTarget, NextRunCheck
+from runs.models.checks import NextRunCheck
+from runs.models.core import JobTarget
 from runs.services.checks.evaluation import next_run_check_evaluate
 from runs.services.checks.events import _check_event
 from runs.services.checks.facts import _change, next_run_check_facts
@@ -18,7 +19,7 @@ from runs.services.checks.transitions import _transition_one, next_run_check_tra
 
 
 def _may_see_target(user: AbstractBaseUser, target: JobTarget) -> bool:
-    from runs.selectors import target_is_visible
+    from runs.selectors.jobs import target_is_visible
 
     return target_is_visible(user=user, target=target)
 

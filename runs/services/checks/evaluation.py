@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from runs.models import NextRunCheck
+from runs.models.checks import NextRunCheck
 from runs.services.checks.events import _at
 
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from runs.models import NextRunCheck, TimelineEvent
+from runs.models.checks import NextRunCheck
+from runs.models.core import TimelineEvent
 from runs.services.timeline import timeline_event_build, timeline_events_record
 
 

@@ -13,7 +13,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from handover.errors import InvalidTransition
-from runs.models import Attempt, NextRunCheck, Run, TimelineEvent
+from runs.models.checks import NextRunCheck
+from runs.models.core import Attempt, Run, TimelineEvent
 from runs.services.checks.evaluation import CheckFacts, CheckVerdict
 from runs.services.checks.events import _check_event_build
 from runs.services.checks.transitions import CheckChange, _update_each

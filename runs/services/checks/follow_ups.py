@@ -12,7 +12,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from runs.models import NextRunCheck
+from runs.models.checks import NextRunCheck
 from runs.services.checks.events import _at, _local
 from runs.services.checks.transitions import _enqueue_failed_follow_ups
 
@@ -63,7 +63,7 @@ def handover_reopen_for_failed_check(*, check: NextRunCheck) -> None:
     otherwise. Idempotent on both sides: the follow-up task may run twice.
     """
     try:
-        from handover.services import handover_reopen_for_failed_check as reopen
+        from handover.services.checks import handover_reopen_for_failed_check as reopen
     except ImportError:  # the handover app without handovers yet
         return None
     reopen(check=check)

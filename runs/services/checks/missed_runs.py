@@ -11,8 +11,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from runs import schedule
-from runs.models import JobTarget, Run
+from runs.models.core import JobTarget, Run
+from runs.schedule.cron import ScheduleError
 from runs.services.checks.events import _at, _local
 from runs.services.checks.schedules import _fire_times_between, target_schedule
 from runs.services.timeline import timeline_event_record
@@ -68,7 +68,7 @@ def run_sweep_missed(
         last = latest.get((target.job_id, target.tenant_id, target.environment))
         try:
             created += _target_sweep_missed(target, now, last, lookback, max_slots_per_target)
-        except schedule.ScheduleError as exc:
+        except ScheduleError as exc:
             logger.warning("missed-run sweep skipped target %s: %s", target.pk, exc)
     return created
 

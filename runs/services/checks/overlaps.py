@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from runs.models import Attempt, Job, TimelineEvent
+from runs.models.core import Attempt, Job, TimelineEvent
 from runs.services.checks.events import _at
 from runs.services.timeline import timeline_event_record
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from runs import schedule
-from runs.models import Job, JobTarget
+from runs.models.core import Job, JobTarget
+from runs.schedule.cron import ScheduleError, is_fixed_time, validate_timezone
+from runs.schedule.fire_times import next_fire_times
+from runs.schedule.windows import processing_window
 
 
 @dataclass(frozen=True)
@@ -23,14 +25,14 @@ class TargetSchedule:
 
     def next_fire_times(self, after: datetime, count: int) -> list[datetime]:
         """The next ``count`` fire times strictly after ``after``, aware, in the schedule's zone."""
-        return schedule.next_fire_times(
+        return next_fire_times(
             self.cron, self.timezone, after, count, dst_gap=self.dst_gap, dst_overlap=self.dst_overlap
         )
 
     def window(self, fire_time: datetime) -> tuple[datetime, datetime] | None:
         """The processing window (UTC) of the run at ``fire_time``; None when the alignment empties it."""
         try:
-            start, end = schedule.processing_window(
+            start, end = processing_window(
                 self.cron,
                 self.timezone,
                 fire_time,
@@ -38,7 +40,7 @@ class TargetSchedule:
                 dst_gap=self.dst_gap,
                 dst_overlap=self.dst_overlap,
             )
-        except schedule.ScheduleError:
+        except ScheduleError:
             return None
         return start.astimezone(UTC), end.astimezone(UTC)
 
@@ -81,7 +83,7 @@ def schedule_fire_times(*, sched: TargetSchedule, after: datetime, count: int = 
     """The next ``count`` fire times after ``after`` for a page (empty for an invalid schedule; pure)."""
     try:
         times = sched.next_fire_times(after, count)
-    except schedule.ScheduleError:
+    except ScheduleError:
         return []
     return [
         FireTime(
@@ -109,9 +111,9 @@ _OVERLAP_WORDS = {
 def schedule_dst_sentences(*, sched: TargetSchedule, now: datetime) -> list[str]:
     """Explain in words what the schedule does when the clocks change (pure; for the job page)."""
     try:
-        fixed = schedule.is_fixed_time(sched.cron)
-        zone = schedule.validate_timezone(sched.timezone)
-    except schedule.ScheduleError as exc:
+        fixed = is_fixed_time(sched.cron)
+        zone = validate_timezone(sched.timezone)
+    except ScheduleError as exc:
         return [f"The schedule cannot be read: {exc}"]
     offsets = {(now + timedelta(days=d)).astimezone(zone).utcoffset() for d in range(0, 366, 15)}
     sentences = []

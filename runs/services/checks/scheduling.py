@@ -10,8 +10,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from handover.errors import DomainError
-from runs import schedule
-from runs.models import JobTarget, NextRunCheck, Run
+from runs.models.checks import NextRunCheck
+from runs.models.core import JobTarget, Run
+from runs.schedule.cron import ScheduleError
+from runs.schedule.deadlines import check_deadline
 from runs.services.checks.events import _at, _check_event, _local
 from runs.services.checks.schedules import target_schedule
 
@@ -66,12 +68,12 @@ def next_run_check_schedule(
     sched = target_schedule(target=target)
     try:
         fire_times = sched.next_fire_times(after, 1)
-    except schedule.ScheduleError as exc:
+    except ScheduleError as exc:
         raise DomainError(str(exc), errors={"after": [str(exc)]}) from exc
     if not fire_times:
         raise DomainError(f"{sched.cron!r} has no fire time after {after.isoformat()}.")
     expected_at = fire_times[0].astimezone(UTC)
-    deadline_at = schedule.check_deadline(expected_at, sched.grace_seconds).astimezone(UTC)
+    deadline_at = check_deadline(expected_at, sched.grace_seconds).astimezone(UTC)
     window = sched.window(expected_at)
     requester = requested_by or CheckRequester(NextRunCheck.RequesterKind.PERSON, actor.get_username() if actor else "")
     existing = NextRunCheck.objects.filter(target=target, expected_at=expected_at).first()

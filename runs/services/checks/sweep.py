@@ -11,7 +11,8 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from runs.models import Attempt, JobTarget, NextRunCheck, Run
+from runs.models.checks import NextRunCheck
+from runs.models.core import Attempt, JobTarget, Run
 from runs.services.checks.evaluation import CheckFacts, CheckVerdict, next_run_check_evaluate
 from runs.services.checks.events import _at, _check_event
 from runs.services.checks.facts import _NO_RUN, _change, _facts, _record_awaiting, _run_evidence, _with_next_run

@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from handover.errors import InvalidTransition
-from runs.models import NextRunCheck
+from runs.models.checks import NextRunCheck
 from runs.services.checks.events import _check_event_build
 from runs.services.timeline import timeline_events_record
 

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.ingest.base import AlertKind, ParsedAlert
-from runs.models import Alert, Attempt, Integration, IntegrationKey, Run, RunnerReport
+from runs.models.core import Alert, Attempt, Integration, IntegrationKey, Run, RunnerReport
 from runs.redaction import redact_text
 from runs.services.attempts import AttemptReport, attempt_report_apply, run_status_refresh
 from runs.services.ingest.context import _PostContext, _runner_reports_write

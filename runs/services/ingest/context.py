@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runs.ingest.base import FormatError
-from runs.models import Alert, Delivery, IntegrationKey, Job, JobTarget, RunnerReport, Tenant, normalise_slug
+from runs.models.core import Alert, Delivery, IntegrationKey, Job, JobTarget, RunnerReport, Tenant, normalise_slug
 
 
 @dataclass

@@ -17,7 +17,7 @@ from django.utils import timezone
 from handover.errors import DomainError
 from runs.ingest import get_adapter
 from runs.ingest.base import FormatError, InvalidItem, ParsedAlert, merged_settings
-from runs.models import Alert, AuthFailureCounter, Delivery, Integration, IntegrationKey
+from runs.models.core import Alert, AuthFailureCounter, Delivery, Integration, IntegrationKey
 from runs.redaction import body_secret_values, integration_redact_names, redact_body, redact_text, redaction_scope
 from runs.services.ingest.apply import _alert_apply
 from runs.services.ingest.context import IngestResult, _PostContext, _runner_reports_write

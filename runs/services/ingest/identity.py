@@ -9,9 +9,10 @@ from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
-from runs import schedule
 from runs.ingest.base import AlertKind, ParsedAlert, parse_timestamp
-from runs.models import Job, Run, Tenant
+from runs.models.core import Job, Run, Tenant
+from runs.schedule.fire_times import previous_fire_time
+from runs.schedule.windows import fire_time_closing_window, processing_window
 from runs.services.attempts import RUN_STATUS_FOR_ATTEMPT
 from runs.services.ingest.context import _PostContext
 from runs.services.rows import row_insert_unless_conflict
@@ -141,20 +142,20 @@ def _place_in_window(ident: _Identity, record: ParsedAlert, job: Job, rule: str 
         # fire time at or before the alert's start is the one it speaks about (grafana/STORY.md).
         starts_at = parse_timestamp(record.details["starts_at"])
         if starts_at is not None:
-            previous = schedule.previous_fire_time(cron, zone, starts_at, **kwargs)
+            previous = previous_fire_time(cron, zone, starts_at, **kwargs)
             ident.scheduled_for = previous.astimezone(UTC) if previous else None
     if record.window_start and record.window_end:
         ident.window_start, ident.window_end = record.window_start, record.window_end
         if ident.scheduled_for is None:
-            ident.scheduled_for = schedule.fire_time_closing_window(cron, zone, record.window_end, **kwargs).astimezone(
+            ident.scheduled_for = fire_time_closing_window(cron, zone, record.window_end, **kwargs).astimezone(
                 UTC
             )
     elif ident.scheduled_for:
-        start, end = schedule.processing_window(
+        start, end = processing_window(
             cron, zone, ident.scheduled_for, alignment=job.window_alignment, **kwargs
         )
         ident.window_start, ident.window_end = start.astimezone(UTC), end.astimezone(UTC)
-        previous = schedule.previous_fire_time(cron, zone, ident.scheduled_for, **kwargs)
+        previous = previous_fire_time(cron, zone, ident.scheduled_for, **kwargs)
         if previous is None or previous.astimezone(UTC) != ident.scheduled_for.astimezone(UTC):
             # Shown, not corrected: the window it falls in places the run without a guess.
             at = ident.scheduled_for.astimezone(UTC)

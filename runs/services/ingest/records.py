@@ -14,7 +14,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.ingest.base import InvalidItem, ParsedAlert
-from runs.models import Alert, Delivery
+from runs.models.core import Alert, Delivery
 from runs.redaction import redact_secret_keys, redact_text
 from runs.services.rows import row_insert_unless_conflict
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from handover.errors import InvalidTransition
 from runs.ingest import get_adapter
 from runs.ingest.base import FormatError, ParsedAlert, merged_settings
-from runs.models import Alert
+from runs.models.core import Alert
 from runs.services.ingest.apply import _finish, alert_apply
 from runs.services.ingest.delivery import delivery_sweep_received
 

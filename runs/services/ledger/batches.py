@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from handover.errors import DomainError
 from runs.ledger_files import LedgerInputError
-from runs.models import Attempt, Run, WorkItem, WorkItemLoad
+from runs.models.core import Attempt, Run
+from runs.models.ledger import WorkItem, WorkItemLoad
 from runs.services.ledger.common import _progress
 from runs.services.ledger.failure_class import run_failure_class_suggest
 from runs.services.ledger.reconciliation import APPLY, KIND_ORDER, _reconcile

@@ -7,8 +7,10 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.cache import cache
 
 from handover.errors import DomainError, NotFound
-from runs.models import Run, WorkItem, WorkItemChange, WorkItemLoad
-from runs.selectors import LOAD_PROGRESS_KEY, run_ledger_writable, run_visibility_filter
+from runs.models.core import Run
+from runs.models.ledger import WorkItem, WorkItemChange, WorkItemLoad
+from runs.selectors.access import run_visibility_filter
+from runs.selectors.ledger import LOAD_PROGRESS_KEY, run_ledger_writable
 
 User = AbstractBaseUser | AnonymousUser
 STAGE = "runs_ledger_stage"

@@ -6,7 +6,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from handover.errors import DomainError
-from runs.models import Attempt, Run, WorkItemLoad
+from runs.models.core import Attempt, Run
+from runs.models.ledger import WorkItemLoad
 from runs.services.ledger.common import FAILURE_CLASS_WORDS, User, run_ledger_require_writer
 from runs.services.ledger.totals import RunTotals
 from runs.services.timeline import timeline_event_record

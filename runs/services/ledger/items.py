@@ -6,7 +6,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from handover.errors import DomainError, InvalidTransition, NotFound
-from runs.models import Run, WorkItem, WorkItemChange
+from runs.models.core import Run
+from runs.models.ledger import WorkItem, WorkItemChange
 from runs.services.ledger.common import User, run_ledger_require_writer
 from runs.services.ledger.failure_class import run_failure_class_suggest
 from runs.services.ledger.totals import run_totals_refresh

@@ -15,7 +15,8 @@ from django.utils import timezone
 from handover.errors import DomainError, InvalidTransition
 from runs import ledger_files
 from runs.ledger_files import LedgerInputError
-from runs.models import Run, WorkItemLoad
+from runs.models.core import Run
+from runs.models.ledger import WorkItemLoad
 from runs.services.ledger.batches import work_item_load_run
 from runs.services.ledger.common import User, _progress, run_ledger_require_writer
 from runs.services.ledger.reconciliation import KIND_ORDER

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from runs.models import WorkItemLoad
+from runs.models.ledger import WorkItemLoad
 from runs.services.ledger.common import CHANGE, ITEM
 from runs.services.ledger.outcomes import DERIVED_COLUMNS, _derived, _differs, _set_derived
 from runs.services.ledger.staging import _destination_grouped, _is_postgres, _stage_refuse_duplicates

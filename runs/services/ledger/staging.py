@@ -10,7 +10,7 @@ from django.db import connection
 
 from runs import ledger_files
 from runs.ledger_files import LedgerInputError, LedgerRow
-from runs.models import WorkItemLoad
+from runs.models.ledger import WorkItemLoad
 from runs.services.ledger.common import SQLITE_BATCH, STAGE, _progress
 
 

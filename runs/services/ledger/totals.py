@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from runs.models import Run, WorkItem, WorkItemLoad
+from runs.models.core import Run
+from runs.models.ledger import WorkItem, WorkItemLoad
 
 
 @dataclass
