@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from approvals.models import Approval, Dispatch, ReplayRequest, ReplayWebhook, WebhookDelivery
+from approvals.replays.models import Approval, Dispatch, ReplayRequest, ReplayWebhook, WebhookDelivery
 from runs.admin import ReadOnlyAdmin
 
 

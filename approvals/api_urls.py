@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from approvals.api.replays import ReplayRequestViewSet
-from approvals.api.runner import ReplayClaimableView, ReplayClaimView, ReplayRunnerReportView
+from approvals.replays.api import ReplayRequestViewSet
+from approvals.replays.runner_api import ReplayClaimableView, ReplayClaimView, ReplayRunnerReportView
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False

@@ -2,7 +2,7 @@
 
 ``POST /api/v1/alerts/<source>/`` on the same DRF ``APIView`` base, the same raw-body parser and
 body reading, and the same integration-key authentication (``Authorization: Bearer``, looked up
-by prefix and SHA-256, ``runs.authentication``) as ``runs.api.ingest.AlertIngestView``; then it
+by prefix and SHA-256, ``runs.catalog.authentication``) as ``runs.alerts.receive_api.AlertIngestView``; then it
 stores the body in one row and answers 202. The row is a ``Delivery`` with only the required fields
 (integration, key, received_at, size, body; no hash, no redaction, no parsing): one ORM INSERT
 into a real table of the app, in autocommit. Served by its own gunicorn with
@@ -19,10 +19,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from handover.errors import problem, problem_response
-from runs.api.ingest import RawBodyParser, _read_body
-from runs.authentication import bearer_from_request, integration_key_authenticate
-from runs.models.core import Delivery
+from handover.core.errors import problem, problem_response
+from runs.alerts.models import Delivery
+from runs.alerts.receive_api import RawBodyParser, read_body
+from runs.catalog.authentication import bearer_from_request, integration_key_authenticate
 
 
 class BaselineIngestView(APIView):
@@ -31,7 +31,7 @@ class BaselineIngestView(APIView):
     parser_classes = [RawBodyParser]
 
     def post(self, request: Request, source: str) -> Response:
-        read = _read_body(request)  # a BodyRead since the view's hardening
+        read = read_body(request)  # a BodyRead since the view's hardening
         body, size = read.body, read.size
         key = integration_key_authenticate(bearer_from_request(request._request))
         if key is None:

@@ -335,7 +335,7 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                from approvals import webhooks
+                from approvals.replays import webhook_client as webhooks
 
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 try:
@@ -467,7 +467,7 @@ OTHER_JOBS = ("bench-hourly-export", "drill-replay-export")  # the sweep's and t
 
 def _attempt_map() -> tuple[dict[tuple[str, ...], tuple[str, int, str]], dict[tuple[str, ...], str]]:
     """The alerts' attempts and runs by identity (the sweep's and the replay's jobs left out)."""
-    from runs.models.core import Attempt, Run
+    from runs.attempts.models import Attempt, Run
 
     attempts = {}
     for a in Attempt.objects.exclude(run__job__key__in=OTHER_JOBS).select_related("run__job", "run__tenant"):
@@ -483,15 +483,15 @@ def _attempt_map() -> tuple[dict[tuple[str, ...], tuple[str, int, str]], dict[tu
 
 def alerts_world() -> list[tuple[str, Path, bytes, str]]:
     """The demo's job, tenants, targets and one key per source (``runs.demo.loader``), and the bodies."""
-    from runs.demo.loader import ALERTS_DIR, DEMO_JOB, SOURCE_TENANTS, UNICODE_TENANT, _body_for
-    from runs.ingest import available_sources
-    from runs.services.catalog import (
+    from runs.alerts.parsers.registry import available_sources
+    from runs.catalog.services import (
         integration_get_or_create,
         integration_key_create,
         job_get_or_create,
         job_target_get_or_create,
         tenant_get_or_create,
     )
+    from runs.demo.loader import ALERTS_DIR, DEMO_JOB, SOURCE_TENANTS, UNICODE_TENANT, body_for
 
     job, _ = job_get_or_create(key=DEMO_JOB["key"], defaults=DEMO_JOB["defaults"])
     unicode_tenant, _ = tenant_get_or_create(slug=UNICODE_TENANT, name="Café Lumière München")
@@ -508,7 +508,7 @@ def alerts_world() -> list[tuple[str, Path, bytes, str]]:
         tenants = [tenant_get_or_create(slug=s)[0] for s in SOURCE_TENANTS.get(source, [])] + [unicode_tenant]
         issued = integration_key_create(integration=integration, tenants=tenants, label="drill")
         for path in sorted(folder.glob("*.json")):
-            files.append((source, path, _body_for(source, path, issued.key), issued.key))
+            files.append((source, path, body_for(source, path, issued.key), issued.key))
     return files
 
 
@@ -528,7 +528,7 @@ def alerts_baseline(files: list[tuple[str, Path, bytes, str]]) -> AlertWorld:
     from django.db import close_old_connections, transaction
     from django.test import Client
 
-    from runs.models.core import Alert, Delivery
+    from runs.alerts.models import Alert, Delivery
 
     client = Client(SERVER_NAME="localhost")
     per_body: dict[str, int] = {}
@@ -588,7 +588,8 @@ def alerts_twice_out_of_order(world: AlertWorld, seed: int, threads: int = 4) ->
 def alerts_findings(world: AlertWorld, findings: Findings) -> None:
     from django.db.models import Count
 
-    from runs.models.core import Alert, Attempt, Delivery
+    from runs.alerts.models import Alert, Delivery
+    from runs.attempts.models import Attempt
 
     mine = Delivery.objects.filter(key__label="drill")  # the fixture posts (not the sweep's or step 4's)
     deliveries = mine.count()
@@ -680,7 +681,7 @@ class SweepDrill:
 
 
 def _settled(now: datetime) -> int:
-    from runs.models.checks import NextRunCheck
+    from runs.checks.models import NextRunCheck
 
     return (
         NextRunCheck.objects.filter(deadline_at__lte=now)
@@ -729,11 +730,11 @@ def sweep_seed(total: int, due: int) -> SweepDrill:
 
 
 def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
-    from runs import tasks as run_tasks
-    from runs.services.checks.sweep import next_run_check_sweep
+    from runs.checks import tasks as check_tasks
+    from runs.checks.sweep import next_run_check_sweep
 
     now, due = drill.now, drill.due
-    run_tasks.next_run_check_sweep.delay()
+    check_tasks.next_run_check_sweep.delay()
     say("sent 1 runs.next_run_check_sweep")
     node, child, _ = _wait_for_task("runs.next_run_check_sweep", 60)
     settled = _wait_progress(now, due * 15 // 100, 300)
@@ -775,7 +776,7 @@ def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
     # Overlapping sweeps: beat ticks as tasks, and the service called from threads, all at once.
     def fire(i: int) -> Any:
         if i < 6:
-            run_tasks.next_run_check_sweep.delay()
+            check_tasks.next_run_check_sweep.delay()
             return "sent"
         result = next_run_check_sweep()
         return f"due={result.due} passed={result.passed} failed={result.failed} skipped={result.skipped}"
@@ -811,7 +812,7 @@ def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
     # Beat keeps ticking (the drill sends the sweep task every 15 s, up to 4 minutes).
     started = time.monotonic()
     while _unnotified() and time.monotonic() - started < 240:
-        run_tasks.next_run_check_sweep.delay()
+        check_tasks.next_run_check_sweep.delay()
         drill.ticks += 1
         time.sleep(15)
     wait_idle(workers)
@@ -824,7 +825,7 @@ def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
 
 
 def _unnotified() -> int:
-    from runs.models.checks import NextRunCheck
+    from runs.checks.models import NextRunCheck
 
     return NextRunCheck.objects.filter(status=NextRunCheck.Status.FAILED, failure_notified_at__isnull=True).count()
 
@@ -832,9 +833,9 @@ def _unnotified() -> int:
 def sweep_findings(drill: SweepDrill, findings: Findings) -> None:
     from django.db import connection
 
-    from runs.models.checks import NextRunCheck
-    from runs.models.core import TimelineEvent
-    from runs.services.checks.sweep import _due_check_ids
+    from runs.checks.models import NextRunCheck
+    from runs.checks.sweep import due_check_ids
+    from runs.timeline.models import TimelineEvent
 
     findings.check(
         "the sweep was killed mid-way twice, then a worker running a follow-up",
@@ -859,7 +860,7 @@ def sweep_findings(drill: SweepDrill, findings: Findings) -> None:
         set(counts) == {1} and len(due_ids) == drill.due,
         f"{len(due_ids):,} due checks; events per check: {dict(sorted(counts.items()))}",
     )
-    left = len(_due_check_ids(drill.now, drill.total))
+    left = len(due_check_ids(drill.now, drill.total))
     untouched = NextRunCheck.objects.filter(
         deadline_at__gt=drill.now, status=NextRunCheck.Status.SCHEDULED, evidence_attempt__isnull=True
     ).count()
@@ -929,15 +930,16 @@ class ReplayDrill:
 
 
 def replay_world(receiver: Receiver) -> dict[str, Any]:
-    from approvals.services.webhooks import replay_webhook_set
-    from runs.models.core import Attempt, Run, SideEffect
-    from runs.services.catalog import (
+    from approvals.replays.webhook_settings import replay_webhook_set
+    from runs.attempts.models import Attempt, Run
+    from runs.catalog.models import SideEffect
+    from runs.catalog.services import (
         integration_get_or_create,
         integration_key_create,
         role_grant,
         runner_credential_create,
     )
-    from runs.services.ledger.loads import LoadFile, work_item_loads_create
+    from runs.ledger.loads import LoadFile, work_item_loads_create
     from tests.factories import JobFactory, JobTargetFactory, RunFactory, TenantFactory, UserFactory
 
     job = JobFactory(key="drill-replay-export", schedule="0 2 * * *", timezone="UTC", window_alignment="day")
@@ -993,12 +995,12 @@ def replay_drill(workers: Workers, receiver: Receiver) -> ReplayDrill:
     from django.test import Client
     from django.utils import timezone
 
-    from approvals import tasks as approval_tasks
-    from approvals.models import Dispatch, ReplayRequest
-    from approvals.services.decisions import replay_request_approve
-    from approvals.services.dispatch import replay_request_dispatch
-    from approvals.services.requests import replay_request_create
-    from runs.services.ledger.loads import LoadFile, work_item_loads_create
+    from approvals.replays import tasks as approval_tasks
+    from approvals.replays.decisions import replay_request_approve
+    from approvals.replays.dispatch import replay_request_dispatch
+    from approvals.replays.models import Dispatch, ReplayRequest
+    from approvals.replays.requests import replay_request_create
+    from runs.ledger.loads import LoadFile, work_item_loads_create
 
     world = replay_world(receiver)
     drill = ReplayDrill(run_id=world["run"].pk, alert_key=world["alert_key"])
@@ -1199,8 +1201,9 @@ def resend_period_alerts(key: str) -> str:
 def replay_findings(drill: ReplayDrill, receiver: Receiver, findings: Findings) -> None:
     from django.db.models import Count, Q
 
-    from approvals.models import Dispatch, ReplayRequest, WebhookDelivery
-    from runs.models.core import Attempt, TimelineEvent
+    from approvals.replays.models import Dispatch, ReplayRequest, WebhookDelivery
+    from runs.attempts.models import Attempt
+    from runs.timeline.models import TimelineEvent
 
     findings.check(
         "the webhook delivery was killed in flight", "MISSED" not in drill.kill and bool(drill.kill), drill.kill

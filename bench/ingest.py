@@ -236,7 +236,7 @@ class Benchmark:
 
     def register(self) -> None:
         """The job, tenants, targets, integrations and keys, through the services (as an admin would)."""
-        from runs.services.catalog import (
+        from runs.catalog.services import (
             integration_get_or_create,
             integration_key_create,
             job_get_or_create,
@@ -271,7 +271,7 @@ class Benchmark:
     def outcomes(self, integration_name: str) -> dict[str, int]:
         from django.db.models import Count
 
-        from runs.models.core import Alert
+        from runs.alerts.models import Alert
 
         rows = (
             Alert.objects.filter(integration__name=integration_name)

@@ -172,8 +172,8 @@ def make_world() -> tuple[Any, Any]:
 
     from django.contrib.auth import get_user_model
 
-    from runs.models.core import Attempt, Run
-    from runs.services.catalog import job_get_or_create, role_grant, tenant_get_or_create
+    from runs.attempts.models import Attempt, Run
+    from runs.catalog.services import job_get_or_create, role_grant, tenant_get_or_create
 
     job, _ = job_get_or_create(
         key="bench-ledger-export", defaults={"schedule": "0 2 * * *", "timezone": "UTC", "window_alignment": "day"}
@@ -201,7 +201,7 @@ def load_files(run: Any, person: Any, files: dict[str, Path], **extra: Any) -> l
     """Load files together through the service, inside the process (no Celery); return the loads."""
     from django.conf import settings
 
-    from runs.services.ledger.loads import LoadFile, work_item_loads_create
+    from runs.ledger.loads import LoadFile, work_item_loads_create
 
     settings.HANDOVER_LEDGER_SYNC_MAX_BYTES = 1 << 40  # run inline: the benchmark times the load itself
     settings.HANDOVER_LEDGER_MAX_UPLOAD_BYTES = 1 << 40

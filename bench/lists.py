@@ -61,7 +61,7 @@ def log(message: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# the old shapes, as they were before this change (runs/selectors/runs.py, runs/selectors/alerts.py)
+# the old shapes, as they were before this change (runs/attempts/selectors.py, runs/alerts/selectors.py)
 
 
 def old_run_list(
@@ -77,8 +77,8 @@ def old_run_list(
 ) -> Any:
     from django.db.models import Count, Q
 
-    from runs.models.core import Attempt, Run
-    from runs.selectors.access import run_visibility_filter
+    from runs.attempts.models import Attempt, Run
+    from runs.permissions import run_visibility_filter
 
     runs = Run.objects.filter(run_visibility_filter(user=user))
     if job:
@@ -106,8 +106,8 @@ def old_run_list(
 def old_alert_inbox(*, user: Any) -> tuple[Any, dict[str, int]]:
     from django.db.models import Case, Count, IntegerField, Value, When
 
-    from runs.models.core import Alert
-    from runs.selectors.alerts import alert_list
+    from runs.alerts.models import Alert
+    from runs.alerts.selectors import alert_list
 
     alerts = alert_list(user=user)
     counts = {row["outcome"]: row["n"] for row in alerts.order_by().values("outcome").annotate(n=Count("id"))}
@@ -190,8 +190,10 @@ def build_world(runs: int, alerts: int) -> tuple[Any, Any]:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from runs.models.core import Alert, Attempt, Delivery, Integration, IntegrationKey, Run
-    from runs.services.catalog import job_get_or_create, role_grant, tenant_get_or_create
+    from runs.alerts.models import Alert, Delivery
+    from runs.attempts.models import Attempt, Run
+    from runs.catalog.models import Integration, IntegrationKey
+    from runs.catalog.services import job_get_or_create, role_grant, tenant_get_or_create
 
     started = time.monotonic()
     tenants = [tenant_get_or_create(slug=f"perf-tenant-{n:02d}")[0] for n in range(TENANTS)]
@@ -374,17 +376,17 @@ def page_timings(admin: Any, support: Any, repeat: int) -> None:
     """Whole pages through the test client, the views calling the old selectors, then the new."""
     from django.test import Client
 
-    import runs.api.runs
-    import runs.views.alerts
-    import runs.views.runs
-    from runs.selectors.alerts import alert_inbox
-    from runs.selectors.runs import run_list
+    import runs.alerts.views
+    import runs.attempts.api
+    import runs.attempts.views
+    from runs.alerts.selectors import alert_inbox
+    from runs.attempts.selectors import run_list
 
     def swap(shape: str) -> None:
         old = shape == "old"
-        runs.views.runs.run_list = old_run_list if old else run_list  # type: ignore[assignment]
-        runs.api.runs.run_list = old_run_list if old else run_list  # type: ignore[assignment]
-        runs.views.alerts.alert_inbox = old_alert_inbox if old else alert_inbox  # type: ignore[assignment]
+        runs.attempts.views.run_list = old_run_list if old else run_list  # type: ignore[assignment]
+        runs.attempts.api.run_list = old_run_list if old else run_list  # type: ignore[assignment]
+        runs.alerts.views.alert_inbox = old_alert_inbox if old else alert_inbox  # type: ignore[assignment]
 
     for who, user in (("admin", admin), ("support", support)):
         client = Client()
@@ -431,8 +433,8 @@ def main() -> int:
     db.create()
     try:
         setup_django(db.url)
-        from runs.selectors.alerts import alert_inbox
-        from runs.selectors.runs import run_list
+        from runs.alerts.selectors import alert_inbox
+        from runs.attempts.selectors import run_list
 
         admin, support = build_world(args.runs, args.alerts)
 

@@ -106,19 +106,11 @@ def build_world(total: int, due: int) -> Counter[str]:
     """Insert the job, tenants, targets, key and checks with their evidence; return the expected outcomes."""
     from django.apps import apps
 
-    from runs.models.checks import NextRunCheck
-    from runs.models.core import (
-        Alert,
-        Attempt,
-        Delivery,
-        Integration,
-        IntegrationKey,
-        Job,
-        JobTarget,
-        Run,
-        Tenant,
-        TimelineEvent,
-    )
+    from runs.alerts.models import Alert, Delivery
+    from runs.attempts.models import Attempt, Run
+    from runs.catalog.models import Integration, IntegrationKey, Job, JobTarget, Tenant
+    from runs.checks.models import NextRunCheck
+    from runs.timeline.models import TimelineEvent
 
     work_item = apps.get_model("runs", "WorkItem")
     job = Job.objects.create(key="bench-hourly-export", schedule="0 * * * *", timezone="UTC", grace_seconds=600)
@@ -292,8 +284,8 @@ def main() -> int:
         setup_django(database.url)
         from django.db import connection, reset_queries
 
-        from runs.models.checks import NextRunCheck
-        from runs.services.checks.sweep import next_run_check_sweep
+        from runs.checks.models import NextRunCheck
+        from runs.checks.sweep import next_run_check_sweep
 
         expected = build_world(args.total, args.due)
         with connection.cursor() as cursor:

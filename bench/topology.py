@@ -296,9 +296,10 @@ class Topology:
         from django.contrib.auth.hashers import make_password
         from django.core.management import call_command
 
+        from runs.attempts.models import Run
+        from runs.catalog.models import Tenant
+        from runs.catalog.services import job_get_or_create, job_target_get_or_create, role_grant, tenant_get_or_create
         from runs.demo.loader import demo_load
-        from runs.models.core import Run, Tenant
-        from runs.services.catalog import job_get_or_create, job_target_get_or_create, role_grant, tenant_get_or_create
 
         started = time.monotonic()
         job, _ = job_get_or_create(key=formats.JOB_KEY, defaults=formats.JOB_DEFAULTS)
@@ -357,7 +358,7 @@ class Topology:
 
     def pick_run_ids(self, count: int = 300) -> None:
         """Run ids for the run pages: the demo's runs and a sample of those the warm-up created."""
-        from runs.models.core import Run
+        from runs.attempts.models import Run
 
         demo = list(Run.objects.exclude(job__key=formats.JOB_KEY).values_list("public_id", flat=True))
         load = list(Run.objects.filter(job__key=formats.JOB_KEY).values_list("public_id", flat=True)[:5000])
@@ -565,7 +566,7 @@ class Topology:
         import redis
         from django.db.models import Count
 
-        from runs.models.core import Alert, Delivery
+        from runs.alerts.models import Alert, Delivery
 
         found: dict = {}
         broker = redis.Redis.from_url(BROKER_URL)

@@ -7,8 +7,8 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from handover.models.handovers import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
-from handover.models.tokens import ApiTokenUse
+from handover.accounts.models import ApiTokenUse
+from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
 
 
 class ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from handover.api.handovers import HandoverViewSet
-from handover.api.jobs import JobPauseView, JobResumeView
-from handover.api.tokens import ApiTokenViewSet
+from handover.accounts.api import ApiTokenViewSet
+from handover.handovers.api import HandoverViewSet
+from runs.catalog.pause_api import JobPauseView, JobResumeView
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False

@@ -8,31 +8,47 @@ from __future__ import annotations
 
 from django.urls import path
 
-from handover import views
+from handover.accounts.views import api_token_create_view, api_token_list_view, api_token_revoke_view
+from handover.handovers.attention_views import attention_view
+from handover.handovers.views import (
+    handover_action_view,
+    handover_detail_view,
+    handover_edit_view,
+    handover_history_view,
+    handover_list_view,
+    handover_markdown_view,
+    handover_mine_view,
+    handover_new_view,
+    handover_print_view,
+    residual_exception_add_view,
+    residual_exception_edit_view,
+    run_handover_box_view,
+)
+from runs.catalog.pause_views import job_pause_view, job_resume_view
 
 app_name = "handover"
 urlpatterns = [
-    path("handovers/", views.handover_list_view, name="handover-list"),
-    path("handovers/mine/", views.handover_mine_view, name="handover-mine"),
-    path("handovers/attention/", views.attention_view, name="attention"),
-    path("handovers/new/", views.handover_new_view, name="handover-new"),
-    path("handovers/<uuid:id>/", views.handover_detail_view, name="handover-detail"),
-    path("handovers/<uuid:id>/edit/", views.handover_edit_view, name="handover-edit"),
-    path("handovers/<uuid:id>/print/", views.handover_print_view, name="handover-print"),
-    path("handovers/<uuid:id>/markdown/", views.handover_markdown_view, name="handover-markdown"),
-    path("handovers/<uuid:id>/history/", views.handover_history_view, name="handover-history"),
-    path("handovers/<uuid:id>/exceptions/", views.residual_exception_add_view, name="residual-exception-add"),
+    path("handovers/", handover_list_view, name="handover-list"),
+    path("handovers/mine/", handover_mine_view, name="handover-mine"),
+    path("handovers/attention/", attention_view, name="attention"),
+    path("handovers/new/", handover_new_view, name="handover-new"),
+    path("handovers/<uuid:id>/", handover_detail_view, name="handover-detail"),
+    path("handovers/<uuid:id>/edit/", handover_edit_view, name="handover-edit"),
+    path("handovers/<uuid:id>/print/", handover_print_view, name="handover-print"),
+    path("handovers/<uuid:id>/markdown/", handover_markdown_view, name="handover-markdown"),
+    path("handovers/<uuid:id>/history/", handover_history_view, name="handover-history"),
+    path("handovers/<uuid:id>/exceptions/", residual_exception_add_view, name="residual-exception-add"),
     path(
         "handovers/<uuid:id>/exceptions/<uuid:exception_id>/",
-        views.residual_exception_edit_view,
+        residual_exception_edit_view,
         name="residual-exception-edit",
     ),
-    path("handovers/<uuid:id>/<slug:action>/", views.handover_action_view, name="handover-action"),
-    path("runs/<uuid:id>/handover-box/", views.run_handover_box_view, name="run-handover-box"),
-    path("jobs/<uuid:id>/pause/", views.job_pause_view, name="job-pause"),
-    path("jobs/<uuid:id>/resume/", views.job_resume_view, name="job-resume"),
+    path("handovers/<uuid:id>/<slug:action>/", handover_action_view, name="handover-action"),
+    path("runs/<uuid:id>/handover-box/", run_handover_box_view, name="run-handover-box"),
+    path("jobs/<uuid:id>/pause/", job_pause_view, name="job-pause"),
+    path("jobs/<uuid:id>/resume/", job_resume_view, name="job-resume"),
     # the signed-in person's own personal API tokens (a prefix is knox's token_key, e.g. ho_1a2b3c4d5e6f)
-    path("account/tokens/", views.api_token_list_view, name="api-token-list"),
-    path("account/tokens/new/", views.api_token_create_view, name="api-token-create"),
-    path("account/tokens/<str:prefix>/revoke/", views.api_token_revoke_view, name="api-token-revoke"),
+    path("account/tokens/", api_token_list_view, name="api-token-list"),
+    path("account/tokens/new/", api_token_create_view, name="api-token-create"),
+    path("account/tokens/<str:prefix>/revoke/", api_token_revoke_view, name="api-token-revoke"),
 ]

@@ -73,11 +73,11 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "runs.middleware.AuditActorMiddleware",
+    "runs.audit.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "handover.middleware.ViewerTimeZoneMiddleware",
+    "handover.accounts.middleware.ViewerTimeZoneMiddleware",
     # last, as django-axes asks: it turns a locked-out login into its lockout response
     "axes.middleware.AxesMiddleware",
 ]
@@ -116,7 +116,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
     # first: refuses a locked-out login before any password is checked (django-axes)
-    "handover.login_throttle.LoginThrottleBackend",
+    "handover.accounts.login_throttle.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
@@ -189,12 +189,12 @@ AXES_FAILURE_LIMIT = env.int("HANDOVER_LOGIN_FAILURES", default=5)
 AXES_COOLOFF_TIME = timedelta(seconds=env.int("HANDOVER_LOGIN_COOLOFF_SECONDS", default=15 * 60))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
-AXES_CLIENT_STR_CALLABLE = "handover.login_throttle.client_str"
+AXES_CLIENT_STR_CALLABLE = "handover.accounts.login_throttle.client_str"
 # Reverse proxies (load balancers) in front of the app that append to X-Forwarded-For. 0: the
 # header is ignored and the address is REMOTE_ADDR; N: the N-th entry from the right (set it to the
 # real number: too high lets clients choose their address, too low locks out everyone behind a proxy).
 HANDOVER_TRUSTED_PROXY_COUNT = env.int("HANDOVER_TRUSTED_PROXY_COUNT", default=0)
-AXES_CLIENT_IP_CALLABLE = "handover.login_throttle.client_ip"
+AXES_CLIENT_IP_CALLABLE = "handover.accounts.login_throttle.client_ip"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 if PRODUCTION:
     SECURE_HSTS_SECONDS = env.int("HANDOVER_HSTS_SECONDS", default=31536000)
@@ -240,15 +240,15 @@ if CACHES["default"]["BACKEND"].endswith("FileBasedCache"):
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes an unauthenticated call a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "handover.authentication.TokenAuthentication",
+        "handover.accounts.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "handover.pagination.DefaultPagination",
+    "DEFAULT_PAGINATION_CLASS": "handover.core.pagination.DefaultPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "handover.errors.problem_exception_handler",
+    "EXCEPTION_HANDLER": "handover.core.errors.problem_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
     + (["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -269,35 +269,35 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    # every operation's error answers (401/403/404/400) as problem details (handover/openapi.py)
+    # every operation's error answers (401/403/404/400) as problem details (handover/core/openapi.py)
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "handover.openapi.add_problem_responses",
+        "handover.core.openapi.add_problem_responses",
     ],
     # Several models have a `status`/`outcome`; name each enum after its model.
     "ENUM_NAME_OVERRIDES": {
-        "ReplayRequestKindEnum": "approvals.models._ReplayRequestKind",
-        "ReplayRequestStatusEnum": "approvals.models._ReplayRequestStatus",
-        "ApprovalKindEnum": "approvals.models._ApprovalKind",
-        "ApprovalDecisionEnum": "approvals.models._ApprovalDecision",
-        "DispatchChannelEnum": "approvals.models._DispatchChannel",
-        "DispatchStatusEnum": "approvals.models._DispatchStatus",
-        "WebhookDeliveryStatusEnum": "approvals.models._WebhookDeliveryStatus",
-        "RunStatusEnum": "runs.models.core._RunStatus",
-        "AttemptStatusEnum": "runs.models.core._AttemptStatus",
-        "AlertOutcomeEnum": "runs.models.core._AlertOutcome",
-        "DeliveryOutcomeEnum": "runs.models.core._DeliveryOutcome",
-        "RunFailureClassEnum": "runs.models.core._RunFailureClass",
-        "WorkItemOutcomeEnum": "runs.models.ledger._WorkItemOutcome",
-        "WorkItemEvidenceKindEnum": "runs.models.ledger._WorkItemEvidenceKind",
-        "WorkItemRunnerStatusEnum": "runs.models.ledger._WorkItemRunnerStatus",
-        "WorkItemChangeKindEnum": "runs.models.ledger._WorkItemChangeKind",
-        "WorkItemLoadKindEnum": "runs.models.ledger._WorkItemLoadKind",
-        "WorkItemLoadStatusEnum": "runs.models.ledger._WorkItemLoadStatus",
-        "WorkItemLoadFormatEnum": "runs.models.ledger._WorkItemLoadFormat",
-        "HandoverStatusEnum": "handover.models.handovers._HandoverStatus",
-        "HandoverSectionEnum": "handover.models.handovers._HandoverSection",
-        "HandoverNotificationStatusEnum": "handover.models.handovers._NotificationStatus",
+        "ReplayRequestKindEnum": "approvals.replays.models._ReplayRequestKind",
+        "ReplayRequestStatusEnum": "approvals.replays.models._ReplayRequestStatus",
+        "ApprovalKindEnum": "approvals.replays.models._ApprovalKind",
+        "ApprovalDecisionEnum": "approvals.replays.models._ApprovalDecision",
+        "DispatchChannelEnum": "approvals.replays.models._DispatchChannel",
+        "DispatchStatusEnum": "approvals.replays.models._DispatchStatus",
+        "WebhookDeliveryStatusEnum": "approvals.replays.models._WebhookDeliveryStatus",
+        "RunStatusEnum": "runs.attempts.models._RunStatus",
+        "AttemptStatusEnum": "runs.attempts.models._AttemptStatus",
+        "AlertOutcomeEnum": "runs.alerts.models._AlertOutcome",
+        "DeliveryOutcomeEnum": "runs.alerts.models._DeliveryOutcome",
+        "RunFailureClassEnum": "runs.attempts.models._RunFailureClass",
+        "WorkItemOutcomeEnum": "runs.ledger.models._WorkItemOutcome",
+        "WorkItemEvidenceKindEnum": "runs.ledger.models._WorkItemEvidenceKind",
+        "WorkItemRunnerStatusEnum": "runs.ledger.models._WorkItemRunnerStatus",
+        "WorkItemChangeKindEnum": "runs.ledger.models._WorkItemChangeKind",
+        "WorkItemLoadKindEnum": "runs.ledger.models._WorkItemLoadKind",
+        "WorkItemLoadStatusEnum": "runs.ledger.models._WorkItemLoadStatus",
+        "WorkItemLoadFormatEnum": "runs.ledger.models._WorkItemLoadFormat",
+        "HandoverStatusEnum": "handover.handovers.models._HandoverStatus",
+        "HandoverSectionEnum": "handover.handovers.models._HandoverSection",
+        "HandoverNotificationStatusEnum": "handover.handovers.models._NotificationStatus",
     },
 }
 

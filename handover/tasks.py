@@ -1,47 +1,7 @@
-"""Celery tasks of the handover app: sending notifications and the verifying sweep (STYLE.md §6)."""
+"""The handover app's Celery tasks live in its slice; Celery's autodiscovery imports this module, which imports them."""
 
 from __future__ import annotations
 
-import logging
-import random
+from handover.handovers import tasks as handover_tasks
 
-from celery import shared_task
-from celery.app.task import Task
-
-from handover.notifiers.base import TransientError
-
-logger = logging.getLogger(__name__)
-MAX_RETRIES = 5
-
-
-@shared_task(bind=True, name="handover.handover_notification_send", max_retries=MAX_RETRIES)
-def handover_notification_send(self: Task, notification_id: int) -> str:
-    """Send one handover notification (e-mail or chat) by row id; idempotent.
-
-    Loads the row; gone or no longer pending → nothing to do. A transient error retries with
-    exponential backoff and jitter (at most ``MAX_RETRIES``); after the last one the row is marked
-    ``failed``. A permanent error is recorded on the row by the service and not retried.
-    Returns the row's status (or ``gone``).
-    """
-    from handover.services.notifications import handover_notification_fail
-    from handover.services.notifications import handover_notification_send as send
-
-    try:
-        row = send(notification_id=notification_id)
-    except TransientError as exc:
-        if self.request.retries >= MAX_RETRIES:
-            handover_notification_fail(notification_id=notification_id, error=f"gave up after retries: {exc}")
-            return "failed"
-        countdown = min(3600, 30 * 2**self.request.retries) + random.uniform(0, 10)  # noqa: S311 - jitter
-        raise self.retry(exc=exc, countdown=countdown) from exc
-    return row.status if row is not None else "gone"
-
-
-@shared_task(name="handover.handover_sweep_verifying")
-def handover_sweep_verifying() -> dict[str, int]:
-    """Beat tick: resolve verifying handovers whose next-run checks passed or were waived; reopen those
-    whose check failed. Safe to overlap. Returns the counts."""
-    from handover.services.checks import handover_sweep_verifying as sweep
-
-    result = sweep()
-    return {"resolved": result.resolved, "reopened": result.reopened}
+__all__ = ["handover_tasks"]

@@ -8,14 +8,15 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from handover import views
+from handover.accounts.preference_views import preferences
+from handover.core.health import healthz
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="runs:run-list", permanent=False), name="home"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("preferences/", views.preferences, name="preferences"),
-    path("healthz", views.healthz, name="healthz"),
+    path("preferences/", preferences, name="preferences"),
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("runs.api_urls", namespace="runs-api")),
     path("api/v1/", include("handover.api_urls", namespace="handover-api")),
@@ -27,9 +28,9 @@ urlpatterns = [
     path("", include("runs.urls", namespace="runs")),
     path("", include("approvals.urls", namespace="approvals")),
     path("", include("handover.app_urls", namespace="handover")),
-    path("", include("runs.urls_admin", namespace="manage")),
+    path("", include("runs.catalog.manage_urls", namespace="manage")),
 ]
 
-# Malformed ids never reach a view; API clients still get problem details (handover.error_views).
-handler404 = "handover.error_views.not_found"
-handler500 = "handover.error_views.server_error"
+# Malformed ids never reach a view; API clients still get problem details (handover.core.error_views).
+handler404 = "handover.core.error_views.not_found"
+handler500 = "handover.core.error_views.server_error"

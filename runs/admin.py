@@ -9,24 +9,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from guardian.admin import GuardedModelAdmin
 
-from handover.errors import DomainError
-from runs.models.checks import NextRunCheck
-from runs.models.core import (
-    Alert,
-    Attempt,
-    Delivery,
-    Integration,
-    IntegrationKey,
-    Job,
-    JobTarget,
-    Run,
-    RunnerCredential,
-    RunnerReport,
-    SideEffect,
-    Tenant,
-    TimelineEvent,
-)
-from runs.services.ingest.triage import alert_reprocess
+from handover.core.errors import DomainError
+from runs.alerts.models import Alert, Delivery
+from runs.alerts.triage import alert_reprocess
+from runs.attempts.models import Attempt, Run, RunnerReport
+from runs.catalog.models import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, SideEffect, Tenant
+from runs.checks.models import NextRunCheck
+from runs.timeline.models import TimelineEvent
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from runs.api import workitems
-from runs.api.alerts import AlertViewSet
-from runs.api.audit import AuditEventViewSet
-from runs.api.checks import NextRunCheckViewSet
-from runs.api.ingest import AlertIngestView
-from runs.api.integrations import IntegrationViewSet
-from runs.api.runs import RunViewSet
+from runs.alerts.api import AlertViewSet
+from runs.alerts.receive_api import AlertIngestView
+from runs.attempts.api import RunViewSet
+from runs.audit.api import AuditEventViewSet
+from runs.catalog.integrations_api import IntegrationViewSet
+from runs.checks.api import NextRunCheckViewSet
+from runs.ledger import api as workitems
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False

@@ -11,6 +11,6 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         # The audit trail's receivers: permission rows, group memberships, admin log entries.
-        from runs import receivers
+        from runs.audit import receivers
 
         receivers.connect()

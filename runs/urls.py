@@ -4,44 +4,70 @@ from __future__ import annotations
 
 from django.urls import path
 
-from runs import views
+from runs.alerts.views import alert_detail_view, alert_ignore_view, alert_inbox_view, alert_reprocess_view
+from runs.attempts.views import run_detail_view, run_list_view
+from runs.catalog.integration_views import (
+    integration_create_view,
+    integration_detail_view,
+    integration_key_create_view,
+    integration_list_view,
+    integration_mapping_export_view,
+    integration_mapping_view,
+    integration_reprocess_view,
+)
+from runs.catalog.views import job_detail_view, job_list_view
+from runs.checks.views import (
+    check_confirm_view,
+    check_create_view,
+    check_detail_view,
+    check_list_view,
+    check_waive_view,
+)
+from runs.ledger.views import (
+    run_failure_class_confirm_view,
+    work_item_change_view,
+    work_item_load_create_view,
+    work_item_load_progress_view,
+    work_item_search_view,
+    work_item_verify_view,
+)
 
 app_name = "runs"
 urlpatterns = [
-    path("runs/", views.run_list_view, name="run-list"),
-    path("runs/<uuid:id>/", views.run_detail_view, name="run-detail"),
+    path("runs/", run_list_view, name="run-list"),
+    path("runs/<uuid:id>/", run_detail_view, name="run-detail"),
     # the work ledger (issue 4)
-    path("runs/<uuid:id>/items/loads/", views.work_item_load_create_view, name="work-item-load-create"),
+    path("runs/<uuid:id>/items/loads/", work_item_load_create_view, name="work-item-load-create"),
     path(
         "runs/<uuid:id>/items/loads/<uuid:load_id>/progress/",
-        views.work_item_load_progress_view,
+        work_item_load_progress_view,
         name="work-item-load-progress",
     ),
-    path("runs/<uuid:id>/items/change/", views.work_item_change_view, name="work-item-change"),
-    path("runs/<uuid:id>/items/verify/", views.work_item_verify_view, name="work-item-verify"),
-    path("runs/<uuid:id>/items/failure-class/", views.run_failure_class_confirm_view, name="run-failure-class"),
-    path("items/search/", views.work_item_search_view, name="work-item-search"),
-    path("inbox/", views.alert_inbox_view, name="alert-inbox"),
-    path("alerts/<uuid:id>/", views.alert_detail_view, name="alert-detail"),
-    path("alerts/<uuid:id>/reprocess/", views.alert_reprocess_view, name="alert-reprocess"),
-    path("alerts/<uuid:id>/ignore/", views.alert_ignore_view, name="alert-ignore"),
-    path("integrations/", views.integration_list_view, name="integration-list"),
-    path("integrations/<uuid:id>/", views.integration_detail_view, name="integration-detail"),
+    path("runs/<uuid:id>/items/change/", work_item_change_view, name="work-item-change"),
+    path("runs/<uuid:id>/items/verify/", work_item_verify_view, name="work-item-verify"),
+    path("runs/<uuid:id>/items/failure-class/", run_failure_class_confirm_view, name="run-failure-class"),
+    path("items/search/", work_item_search_view, name="work-item-search"),
+    path("inbox/", alert_inbox_view, name="alert-inbox"),
+    path("alerts/<uuid:id>/", alert_detail_view, name="alert-detail"),
+    path("alerts/<uuid:id>/reprocess/", alert_reprocess_view, name="alert-reprocess"),
+    path("alerts/<uuid:id>/ignore/", alert_ignore_view, name="alert-ignore"),
+    path("integrations/", integration_list_view, name="integration-list"),
+    path("integrations/<uuid:id>/", integration_detail_view, name="integration-detail"),
     # custom integrations (issue 9)
-    path("integrations/new/", views.integration_create_view, name="integration-create"),
-    path("integrations/<uuid:id>/keys/", views.integration_key_create_view, name="integration-key-create"),
-    path("integrations/<uuid:id>/mapping/", views.integration_mapping_view, name="integration-mapping"),
+    path("integrations/new/", integration_create_view, name="integration-create"),
+    path("integrations/<uuid:id>/keys/", integration_key_create_view, name="integration-key-create"),
+    path("integrations/<uuid:id>/mapping/", integration_mapping_view, name="integration-mapping"),
     path(
         "integrations/<uuid:id>/mapping/export/",
-        views.integration_mapping_export_view,
+        integration_mapping_export_view,
         name="integration-mapping-export",
     ),
-    path("integrations/<uuid:id>/reprocess/", views.integration_reprocess_view, name="integration-reprocess"),
-    path("checks/", views.check_list_view, name="check-list"),
-    path("checks/create/", views.check_create_view, name="check-create"),
-    path("checks/<uuid:id>/", views.check_detail_view, name="check-detail"),
-    path("checks/<uuid:id>/waive/", views.check_waive_view, name="check-waive"),
-    path("checks/<uuid:id>/confirm/", views.check_confirm_view, name="check-confirm"),
-    path("jobs/", views.job_list_view, name="job-list"),
-    path("jobs/<uuid:id>/", views.job_detail_view, name="job-detail"),
+    path("integrations/<uuid:id>/reprocess/", integration_reprocess_view, name="integration-reprocess"),
+    path("checks/", check_list_view, name="check-list"),
+    path("checks/create/", check_create_view, name="check-create"),
+    path("checks/<uuid:id>/", check_detail_view, name="check-detail"),
+    path("checks/<uuid:id>/waive/", check_waive_view, name="check-waive"),
+    path("checks/<uuid:id>/confirm/", check_confirm_view, name="check-confirm"),
+    path("jobs/", job_list_view, name="job-list"),
+    path("jobs/<uuid:id>/", job_detail_view, name="job-detail"),
 ]

@@ -13,8 +13,8 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, connection
 from django.test import Client
 
-from runs.models.core import Integration, Job, Tenant
-from runs.services.catalog import (
+from runs.catalog.models import Integration, Job, Tenant
+from runs.catalog.services import (
     integration_get_or_create,
     integration_key_create,
     job_get_or_create,
@@ -63,7 +63,9 @@ def django_assert_max_num_queries(
     from django.apps import apps
     from django.contrib.auth.models import Permission
     from django.contrib.contenttypes.models import ContentType
-    from guardian.shortcuts import _get_ct_cached  # guardian's own lru_cache; no public warm-up
+
+    # guardian keeps its content-type cache behind a private lru_cache and offers no public warm-up
+    from guardian.shortcuts import _get_ct_cached  # noqa: PLC2701
 
     with django_db_blocker.unblock():
         ContentType.objects.get_for_models(*apps.get_models())

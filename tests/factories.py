@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 import factory
 from django.contrib.auth import get_user_model
 
-from runs.models.checks import NextRunCheck
-from runs.models.core import Attempt, Job, JobTarget, Run, Tenant
+from runs.attempts.models import Attempt, Run
+from runs.catalog.models import Job, JobTarget, Tenant
+from runs.checks.models import NextRunCheck
 
 
 class UserFactory(factory.django.DjangoModelFactory):

@@ -21,7 +21,7 @@ from knox.models import AuthToken
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from handover.wsgi import application
-from runs.services.catalog import integration_get_or_create, integration_key_create
+from runs.catalog.services import integration_get_or_create, integration_key_create
 from tests.factories import AttemptFactory, JobTargetFactory, RunFactory, TenantFactory, UserFactory
 
 FUZZ_EXAMPLES = int(os.environ.get("HANDOVER_FUZZ_EXAMPLES", "12"))

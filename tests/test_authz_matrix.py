@@ -24,12 +24,12 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
-from approvals.models import ReplayRequest
-from handover.services.handovers import handover_create, residual_exception_create
-from runs.models.audit import AuditEvent
-from runs.models.core import Alert, Delivery
-from runs.models.ledger import WorkItem, WorkItemLoad
-from runs.services.catalog import integration_get_or_create, integration_key_create, role_grant
+from approvals.replays.models import ReplayRequest
+from handover.handovers.services import handover_create, residual_exception_create
+from runs.alerts.models import Alert, Delivery
+from runs.audit.models import AuditEvent
+from runs.catalog.services import integration_get_or_create, integration_key_create, role_grant
+from runs.ledger.models import WorkItem, WorkItemLoad
 from tests.authz_rules import (
     ADMIN_SITE,
     ANY,

@@ -19,10 +19,11 @@ import pytest
 from django.apps import apps
 from django.test import Client
 
-from handover.services.handovers import handover_create
-from runs.models.core import Alert, Delivery, Integration, IntegrationKey
-from runs.services.access import integration_security_update
-from runs.services.catalog import integration_key_create
+from handover.handovers.services import handover_create
+from runs.alerts.models import Alert, Delivery
+from runs.catalog.keys import integration_security_update
+from runs.catalog.models import Integration, IntegrationKey
+from runs.catalog.services import integration_key_create
 from tests.authz_rules import RULES
 from tests.test_authz_matrix import World, build_path, endpoints, rule_for
 

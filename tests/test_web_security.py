@@ -18,7 +18,7 @@ from django.template import engines
 from django.test import Client, RequestFactory, override_settings
 from django.utils import timezone
 
-from handover.login_throttle import client_ip
+from handover.accounts.login_throttle import client_ip
 from handover.templatetags.handover_tags import safe_link
 from tests.factories import UserFactory
 
@@ -88,13 +88,13 @@ def test_templates_never_turn_autoescaping_off() -> None:
 
 
 def test_ledger_bar_has_no_style_attribute() -> None:
-    assert " style=" not in (REPO / "templates/runs/_ledger.html").read_text()
+    assert " style=" not in (REPO / "templates/runs/ledger/_ledger.html").read_text()
 
 
 def test_markdown_export_escapes_every_value() -> None:
     """Autoescaping stays on in the export, and each value goes through a Markdown filter (so it is not
     HTML-escaped instead); tests/handover/test_export.py renders hostile text through it."""
-    text = (REPO / "templates/handover/export.md").read_text()
+    text = (REPO / "templates/handover/handovers/export.md").read_text()
     assert "autoescape" not in text
     unfiltered = [
         value
@@ -106,7 +106,7 @@ def test_markdown_export_escapes_every_value() -> None:
 
 
 def test_integration_mapping_page_has_no_style_element() -> None:
-    assert "<style" not in (REPO / "templates/runs/integration_mapping.html").read_text()
+    assert "<style" not in (REPO / "templates/runs/catalog/integration_mapping.html").read_text()
     assert ".mapping-grid" in (REPO / "handover/static/handover/app.css").read_text()
 
 

@@ -1,20 +1,20 @@
-"""Models of the handover app, split by sub-domain (STYLE.md §1 growth rule) and re-exported here.
+"""The handover app's models, gathered for Django's registry (they live in the slices).
 
-``base`` must be imported first: ``runs.models`` imports ``TimeStampedModel`` from here, and the
-handover models refer to the runs models by name only ("runs.Run"), so there is no import cycle.
+``validate_time_zone`` stays importable here: migrations name it as ``handover.models.validate_time_zone``.
 """
 
 from __future__ import annotations
 
-from handover.models.base import TimeStampedModel, UserPreference, validate_time_zone
-from handover.models.handovers import (
+from handover.accounts.models import ApiTokenLabel, ApiTokenUse
+from handover.accounts.preference_models import UserPreference
+from handover.core.models import validate_time_zone
+from handover.handovers.models import (
     Handover,
     HandoverNotification,
     HandoverRevision,
     HandoverRun,
     ResidualException,
 )
-from handover.models.tokens import ApiTokenLabel, ApiTokenUse
 
 __all__ = [
     "ApiTokenLabel",
@@ -24,7 +24,6 @@ __all__ = [
     "HandoverRevision",
     "HandoverRun",
     "ResidualException",
-    "TimeStampedModel",
     "UserPreference",
     "validate_time_zone",
 ]

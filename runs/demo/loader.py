@@ -17,9 +17,9 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.test import Client
 
-from runs.ingest import available_sources
-from runs.models.core import Delivery
-from runs.services.catalog import (
+from runs.alerts.models import Delivery
+from runs.alerts.parsers.registry import available_sources
+from runs.catalog.services import (
     integration_get_or_create,
     integration_key_create,
     job_get_or_create,
@@ -71,7 +71,7 @@ class DemoReport:
     skipped_sources: list[str] = field(default_factory=list)
 
 
-def _body_for(source: str, path: Path, key: str) -> bytes:
+def body_for(source: str, path: Path, key: str) -> bytes:
     raw = path.read_bytes()
     if source == "pagerduty":  # PagerDuty senders carry the key in the body
         try:
@@ -132,7 +132,7 @@ def demo_load(*, log: Callable[[str], None] = lambda _: None) -> DemoReport:
         for path in sorted(folder.glob("*.json")):
             response = client.post(
                 f"/api/v1/alerts/{source}/",
-                data=_body_for(source, path, issued.key),
+                data=body_for(source, path, issued.key),
                 content_type="application/json",
                 HTTP_AUTHORIZATION=f"Bearer {issued.key}",
             )
@@ -143,13 +143,13 @@ def demo_load(*, log: Callable[[str], None] = lambda _: None) -> DemoReport:
     demo_ledger_load(log=log)
 
     # The handover for acme-foods' partially committed run (window 2026-11-27); once only.
-    from handover.demo import demo_handover_load
+    from handover.handovers.demo import demo_handover_load
 
     demo_handover_load(log=log)
 
     # The replays of dunmore-pharmacy's failed run (window 2026-11-27): one refused (rule 2), one approved
     # by both owners, claimed by a simulated runner through the API and completed; once only.
-    from approvals.demo import demo_replay_load
+    from approvals.replays.demo import demo_replay_load
 
     demo_replay_load(log=log)
     return report
@@ -167,9 +167,9 @@ def demo_ledger_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
     destination export together, then the provider lookup as a bulk verification. Idempotent: a
     run that already has a committed load is left alone. Returns whether anything was loaded.
     """
-    from runs.models.core import Run
-    from runs.models.ledger import WorkItemLoad
-    from runs.services.ledger.loads import LoadFile, work_item_loads_create
+    from runs.attempts.models import Run
+    from runs.ledger.loads import LoadFile, work_item_loads_create
+    from runs.ledger.models import WorkItemLoad
 
     run = Run.objects.filter(
         job__key=DEMO_JOB["key"], tenant__slug=LEDGER_TENANT, environment="prod", window_start=LEDGER_WINDOW_START

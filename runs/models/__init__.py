@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-from runs.models.audit import AuditEvent
-from runs.models.checks import NextRunCheck
-from runs.models.core import (
-    Alert,
-    Attempt,
-    AuthFailureCounter,
-    Delivery,
+from runs.alerts.models import Alert, AuthFailureCounter, Delivery
+from runs.attempts.models import Attempt, Run, RunnerReport
+from runs.audit.models import AuditEvent
+from runs.catalog.models import (
     Integration,
     IntegrationKey,
     Job,
     JobTarget,
-    Run,
     RunnerCredential,
-    RunnerReport,
     SideEffect,
     Tenant,
-    TimelineEvent,
     normalise_slug,
 )
-from runs.models.heartbeats import Heartbeat
-from runs.models.ledger import WorkItem, WorkItemChange, WorkItemLoad
+from runs.checks.models import NextRunCheck
+from runs.health.models import Heartbeat
+from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
+from runs.timeline.models import TimelineEvent
 
 __all__ = [
     "Alert",

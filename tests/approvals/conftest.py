@@ -17,13 +17,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.utils import timezone
 
-from approvals import tasks
-from approvals.models import ReplayRequest
-from approvals.services.decisions import replay_request_approve
-from approvals.services.requests import replay_request_create
-from runs.models.core import Attempt, Job, JobTarget, Run, RunnerCredential, SideEffect, Tenant
-from runs.models.ledger import WorkItem
-from runs.services.catalog import role_grant, runner_credential_create
+from approvals.replays import tasks
+from approvals.replays.decisions import replay_request_approve
+from approvals.replays.models import ReplayRequest
+from approvals.replays.requests import replay_request_create
+from runs.attempts.models import Attempt, Run
+from runs.catalog.models import Job, JobTarget, RunnerCredential, SideEffect, Tenant
+from runs.catalog.services import role_grant, runner_credential_create
+from runs.ledger.models import WorkItem
 from tests.factories import AttemptFactory, JobFactory, JobTargetFactory, RunFactory, TenantFactory, UserFactory
 
 PASSWORD = "correct-horse-battery"

@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 import pytest
 from django.utils import timezone
 
-from handover.models.handovers import Handover
-from handover.services.handovers import handover_create
-from runs.models.core import Run, SideEffect
-from runs.models.ledger import WorkItem
-from runs.services.catalog import role_grant
+from handover.handovers.models import Handover
+from handover.handovers.services import handover_create
+from runs.attempts.models import Run
+from runs.catalog.models import SideEffect
+from runs.catalog.services import role_grant
+from runs.ledger.models import WorkItem
 from tests.factories import AttemptFactory, JobFactory, JobTargetFactory, RunFactory, TenantFactory, UserFactory
 from tests.handover.helpers import WINDOW_END, WINDOW_START, LedgerLoader, World
 

@@ -10,9 +10,10 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
-from handover.models.handovers import Handover
-from runs.models.checks import NextRunCheck
-from runs.models.core import Attempt, Job, JobTarget, Run, Tenant
+from handover.handovers.models import Handover
+from runs.attempts.models import Attempt, Run
+from runs.catalog.models import Job, JobTarget, Tenant
+from runs.checks.models import NextRunCheck
 
 LedgerLoader = Callable[..., Run]
 WINDOW_START = datetime(2026, 11, 26, 23, 0, tzinfo=UTC)

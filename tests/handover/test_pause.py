@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from handover.errors import DomainError
-from runs.models.core import TimelineEvent
-from runs.services.jobs import job_pause, job_resume
+from handover.core.errors import DomainError
+from runs.catalog.pause import job_pause, job_resume
+from runs.timeline.models import TimelineEvent
 from tests.handover.helpers import World
 
 pytestmark = pytest.mark.django_db

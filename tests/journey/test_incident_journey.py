@@ -33,15 +33,15 @@ from django.contrib.auth import get_user_model
 from django.core import mail
 from playwright.sync_api import APIRequestContext, Page, Playwright, expect
 
-from approvals.tasks import replay_sweep
+from approvals.replays.tasks import replay_sweep
+from handover.accounts.preferences import user_preference_set
 from handover.env import env
-from handover.models.handovers import Handover
-from handover.services.preferences import user_preference_set
-from handover.tasks import handover_sweep_verifying
-from runs.models.checks import NextRunCheck
-from runs.models.core import Alert, Job, Run, SideEffect, TimelineEvent
-from runs.models.ledger import WorkItem, WorkItemChange
-from runs.services.catalog import (
+from handover.handovers.models import Handover
+from handover.handovers.tasks import handover_sweep_verifying
+from runs.alerts.models import Alert
+from runs.attempts.models import Run
+from runs.catalog.models import Job, SideEffect
+from runs.catalog.services import (
     integration_get_or_create,
     integration_key_create,
     job_get_or_create,
@@ -50,7 +50,10 @@ from runs.services.catalog import (
     runner_credential_create,
     tenant_get_or_create,
 )
-from runs.tasks import next_run_check_sweep
+from runs.checks.models import NextRunCheck
+from runs.checks.tasks import next_run_check_sweep
+from runs.ledger.models import WorkItem, WorkItemChange
+from runs.timeline.models import TimelineEvent
 
 pytestmark = [
     pytest.mark.slow,
@@ -171,14 +174,15 @@ class Worker:
 @pytest.fixture
 def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
     """Capture what the pages and services enqueue (per task, no global eager mode: STYLE.md §9)."""
-    from approvals import tasks as approval_tasks
-    from handover import tasks as handover_tasks
-    from runs import tasks as run_tasks
+    from approvals.replays import tasks as approval_tasks
+    from handover.handovers import tasks as handover_tasks
+    from runs.checks import tasks as check_tasks
+    from runs.ledger import tasks as ledger_tasks
 
     found = Worker()
     for task in (
-        run_tasks.work_item_load_run,
-        run_tasks.next_run_check_notify_failed,
+        ledger_tasks.work_item_load_run,
+        check_tasks.next_run_check_notify_failed,
         handover_tasks.handover_notification_send,
         approval_tasks.replay_request_dispatch,
         approval_tasks.dispatch_webhook_deliver,
@@ -554,7 +558,7 @@ def test_incident_journey_from_first_alert_to_closed_handover(
 
 
 def _assert_business_records(world: World, run: Run, replay_id: str, handover_url: str, worker: Worker) -> None:
-    from approvals.models import Approval, Dispatch, ReplayRequest
+    from approvals.replays.models import Approval, Dispatch, ReplayRequest
 
     sam, bella, tom = world.support.user, world.business.user, world.technical.user
     run.refresh_from_db()

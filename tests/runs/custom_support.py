@@ -13,7 +13,7 @@ import time_machine
 from django.test import Client
 from knox.models import AuthToken
 
-from runs.models.core import Integration
+from runs.catalog.models import Integration
 from tests.conftest import PostAlert
 from tests.factories import UserFactory
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
 
-from runs.models.core import Attempt, Run
-from runs.models.ledger import WorkItem, WorkItemLoad
-from runs.services.catalog import role_grant
-from runs.services.ledger.loads import LoadFile, work_item_loads_create
+from runs.attempts.models import Attempt, Run
+from runs.catalog.services import role_grant
+from runs.ledger.loads import LoadFile, work_item_loads_create
+from runs.ledger.models import WorkItem, WorkItemLoad
 from tests.factories import AttemptFactory, RunFactory, UserFactory
 
 

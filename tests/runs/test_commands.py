@@ -9,8 +9,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from runs.authentication import integration_key_authenticate
-from runs.models.core import Alert, Attempt, Delivery, Integration, IntegrationKey, Run, TimelineEvent
+from runs.alerts.models import Alert, Delivery
+from runs.attempts.models import Attempt, Run
+from runs.catalog.authentication import integration_key_authenticate
+from runs.catalog.models import Integration, IntegrationKey
+from runs.timeline.models import TimelineEvent
 from tests.factories import TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,11 @@ from datetime import timedelta
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from runs.models.core import Alert, Attempt, Run, Tenant, TimelineEvent
-from runs.services.timeline import timeline_event_record
+from runs.alerts.models import Alert
+from runs.attempts.models import Attempt, Run
+from runs.catalog.models import Tenant
+from runs.timeline.models import TimelineEvent
+from runs.timeline.services import timeline_event_record
 from tests.factories import AttemptFactory, JobFactory, RunFactory, TenantFactory
 
 pytestmark = pytest.mark.django_db

@@ -11,10 +11,10 @@ import time_machine
 from django.db import IntegrityError
 from django.test import Client
 
-from runs.models.heartbeats import Heartbeat
-from runs.selectors.heartbeats import heartbeat_age_seconds
-from runs.services.heartbeats import heartbeat_record
-from runs.tasks import alert_sweep_pending
+from runs.alerts.tasks import alert_sweep_pending
+from runs.health.models import Heartbeat
+from runs.health.selectors import heartbeat_age_seconds
+from runs.health.services import heartbeat_record
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)

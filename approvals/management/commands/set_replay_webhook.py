@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.services.webhooks import replay_webhook_set
-from handover.errors import DomainError
-from runs.models.core import Job
+from approvals.replays.webhook_settings import replay_webhook_set
+from handover.core.errors import DomainError
+from runs.catalog.models import Job
 
 
 class Command(BaseCommand):

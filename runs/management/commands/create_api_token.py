@@ -11,8 +11,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from handover.errors import DomainError
-from handover.services.tokens import api_token_create, api_token_expiry_choices
+from handover.accounts.services import api_token_create, api_token_expiry_choices
+from handover.core.errors import DomainError
 
 
 class Command(BaseCommand):

@@ -7,10 +7,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from handover.errors import DomainError
-from runs.ingest import available_sources
-from runs.models.core import Tenant
-from runs.services.catalog import integration_get_or_create, integration_key_create
+from handover.core.errors import DomainError
+from runs.alerts.parsers.registry import available_sources
+from runs.catalog.models import Tenant
+from runs.catalog.services import integration_get_or_create, integration_key_create
 
 
 class Command(BaseCommand):

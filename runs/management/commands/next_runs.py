@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.schedule.cron import DstGapPolicy, DstOverlapPolicy, ScheduleError
-from runs.schedule.fire_times import next_fire_times
+from runs.checks.schedule.cron import DstGapPolicy, DstOverlapPolicy, ScheduleError
+from runs.checks.schedule.fire_times import next_fire_times
 
 MAX_COUNT = 10_000
 

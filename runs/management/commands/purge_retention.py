@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from runs.services.retention import RetentionResult, retention_preview, retention_purge
+from runs.audit.retention import RetentionResult, retention_preview, retention_purge
 
 # A century: far past any retention policy, and far from the calendar's start (year 1), where the
 # cutoff (now - days) would overflow.

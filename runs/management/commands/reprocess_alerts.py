@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from handover.errors import DomainError
-from runs.models.core import Alert
-from runs.services.ingest.triage import alert_reprocess
+from handover.core.errors import DomainError
+from runs.alerts.models import Alert
+from runs.alerts.triage import alert_reprocess
 
 
 class Command(BaseCommand):

@@ -1,0 +1,303 @@
+"""The replay rules: preconditions checked when a request is made, at approval and at dispatch.
+
+Each check has a stable ``code``, names the DESIGN.md rule it enforces, and says in words what
+passed or failed. A refusal (``ReplayRefused``, HTTP 409) carries every failed check in ``errors``
+(code -> message), so the API, the pages and the timeline all show why.
+
+| code | rule |
+|---|---|
+| ``scope_not_empty`` | rule 2: a replay covers confirmed work, so at least one item |
+| ``scope_outcome`` | rule 2: only ``absent`` items (``rejected`` with the fix recorded; a batch never committed) |
+| ``scope_verified`` | rule 2: no item in scope ``uncertain`` or ``unverified`` (verify first) |
+| ``no_active_attempt`` | rule 3: no attempt of the run ``queued`` or ``running`` |
+| ``job_not_paused`` | rule 3: the job is not paused |
+| ``repeat_safety`` | rule 3: repeat safety not ``unknown`` without the technical approval's reasoned acceptance |
+| ``no_overlapping_replay`` | no open replay already covers any of the same items |
+| ``eligible_approvers`` | rule 4: someone other than the requester can give each approval |
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+
+from approvals.replays.models import Approval, ReplayRequest
+from approvals.replays.selectors import (
+    approvers_eligible,
+    run_active_attempts,
+    run_completed_count,
+    scope_facts,
+)
+from handover.core.errors import DomainError
+from handover.handovers.evidence import job_repeat_safety
+from runs.attempts.models import Run
+from runs.catalog.models import SideEffect
+from runs.ledger.models import WorkItem
+
+RULE_NAMES = {
+    "scope_not_empty": "rule 2 (scope)",
+    "scope_outcome": "rule 2 (scope)",
+    "scope_verified": "rule 2 (verify first)",
+    "no_active_attempt": "rule 3 (no attempt queued or running)",
+    "job_not_paused": "rule 3 (job not paused)",
+    "repeat_safety": "rule 3 (repeat safety)",
+    "no_overlapping_replay": "one open replay per item",
+    "eligible_approvers": "rule 4 (two eligible approvers)",
+}
+WHOLE_BATCH_CLASSES = (Run.FailureClass.NEVER_STARTED, Run.FailureClass.FAILED_IN_PREPARATION)
+STAGES = ("create", "approve", "dispatch")
+
+
+class ReplayRefused(DomainError):
+    """A replay rule refuses the request, the approval or the dispatch; ``errors`` maps check code -> reason."""
+
+    status = 409
+    type = "replay-refused"
+    title = "Refused by the replay rules"
+
+
+class ApprovalNotAllowed(DomainError):
+    """The person may see the request but may not give (or refuse) this approval (rule 4)."""
+
+    status = 403
+    type = "approval-not-allowed"
+    title = "Not allowed to decide on this replay"
+
+
+class ReauthenticationRequired(DomainError):
+    """The approver has not re-entered their password within the last five minutes."""
+
+    status = 403
+    type = "reauthentication-required"
+    title = "Re-enter your password"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One precondition: ``ok`` or not, and whether a failure blocks at this stage (``blocking``)."""
+
+    code: str
+    ok: bool
+    detail: str
+    blocking: bool = True
+
+    @property
+    def rule(self) -> str:
+        return RULE_NAMES[self.code]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "rule": self.rule}
+
+
+def refusal(checks: Iterable[CheckResult]) -> ReplayRefused | None:
+    """The error naming every failed blocking check, or None when all pass."""
+    failed = [c for c in checks if not c.ok and c.blocking]
+    if not failed:
+        return None
+    return ReplayRefused(
+        " ".join(f"Refused by {c.rule}: {c.detail}" for c in failed),
+        errors={c.code: [f"{c.rule}: {c.detail}"] for c in failed},
+    )
+
+
+def scope_fingerprint(*, run: Run, kind: str, fix_reference: str, record_ids: Iterable[str]) -> str:
+    """Hex SHA-256 of the exact scope: run, kind, fix reference and the sorted record ids (one per line)."""
+    digest = hashlib.sha256()
+    digest.update(f"{run.public_id}\n{kind}\n{fix_reference.strip()}\n".encode())
+    for record_id in sorted(record_ids):
+        digest.update(record_id.encode("utf-8", "surrogatepass") + b"\n")
+    return digest.hexdigest()
+
+
+def _ids(samples: list[str], total: int) -> str:
+    shown = ", ".join(samples)
+    return shown + (f" and {total - len(samples):,} more" if total > len(samples) else "")
+
+
+def side_effects(*, run: Run) -> tuple[list[SideEffect], str]:
+    """The job's side effects (what a replay repeats) and its repeat safety (the least safe one's)."""
+    effects = list(SideEffect.objects.filter(job_id=run.job_id).order_by("id"))
+    return effects, job_repeat_safety(effects)
+
+
+def evaluate(
+    *,
+    run: Run,
+    kind: str,
+    fix_reference: str,
+    items: QuerySet[WorkItem],
+    stage: str,
+    request: ReplayRequest | None = None,
+    requester: AbstractBaseUser | None = None,
+    technical_approval: Approval | None = None,
+    repeat_safety: str | None = None,
+) -> list[CheckResult]:
+    """Check every precondition of a replay of ``items`` (the scope) of ``run`` at ``stage``.
+
+    ``stage``: ``create`` (repeat safety ``unknown`` is shown but does not block yet: the technical
+    approval may accept it; approvers are listed), ``approve`` (everything but repeat safety, which
+    the technical approval itself must accept) or ``dispatch`` (everything, repeat safety included).
+    ``request``: the request being checked (its own items do not count as overlapping).
+    ``technical_approval``: the live technical approval, if any (its acceptance counts for
+    ``repeat_safety``). Reads the ledger and attempts; writes nothing. Returns the checks in order.
+    """
+    assert stage in STAGES
+    run_facts = Run.objects.filter(pk=run.pk).values("failure_class").first() or {}
+    facts = scope_facts(items=items, exclude_request=request)
+    counts = facts.outcome_counts
+    checks: list[CheckResult] = []
+
+    checks.append(
+        CheckResult(
+            "scope_not_empty",
+            facts.item_count > 0,
+            f"{facts.item_count:,} item(s) in scope" if facts.item_count else "the scope has no item",
+        )
+    )
+
+    wanted = {
+        ReplayRequest.Kind.ABSENT_ITEMS: WorkItem.Outcome.ABSENT,
+        ReplayRequest.Kind.REJECTED_FIXED: WorkItem.Outcome.REJECTED,
+        ReplayRequest.Kind.WHOLE_BATCH: WorkItem.Outcome.ABSENT,
+    }[ReplayRequest.Kind(kind)]
+    unverified = {WorkItem.Outcome.UNCERTAIN, WorkItem.Outcome.UNVERIFIED}
+    wrong = {o: n for o, n in counts.items() if o != wanted and o not in unverified}
+    problems: list[str] = []
+    if wrong:
+        problems.append(
+            "; ".join(
+                f"{n:,} item(s) are {o}, not {wanted} ({_ids(facts.outcome_samples[o], n)})"
+                for o, n in sorted(wrong.items())
+            )
+        )
+    if kind == ReplayRequest.Kind.REJECTED_FIXED and not fix_reference.strip():
+        problems.append("a replay of rejected items needs the reference where the fix is recorded")
+    if kind == ReplayRequest.Kind.WHOLE_BATCH:
+        failure_class = run_facts.get("failure_class") or ""
+        if failure_class not in WHOLE_BATCH_CLASSES:
+            problems.append(
+                "a whole batch is replayed only when a person confirmed the run never committed "
+                f"(failure class never started or failed in preparation; confirmed: {failure_class or 'none'})"
+            )
+        completed = run_completed_count(run=run)
+        if completed:
+            problems.append(f"{completed:,} item(s) of the run are in the destination: the batch did commit")
+    checks.append(
+        CheckResult(
+            "scope_outcome",
+            not problems,
+            "; ".join(problems)
+            if problems
+            else f"every item in scope is {wanted}"
+            + (f" (fix: {fix_reference.strip()})" if kind == ReplayRequest.Kind.REJECTED_FIXED else ""),
+        )
+    )
+
+    pending = {o: n for o, n in counts.items() if o in unverified}
+    checks.append(
+        CheckResult(
+            "scope_verified",
+            not pending,
+            "; ".join(
+                f"{n:,} item(s) are {o} ({_ids(facts.outcome_samples[o], n)}): verify them first"
+                for o, n in sorted(pending.items())
+            )
+            if pending
+            else "no item in scope is uncertain or unverified",
+        )
+    )
+
+    active = run_active_attempts(run=run)
+    checks.append(
+        CheckResult(
+            "no_active_attempt",
+            not active,
+            "; ".join(
+                f"attempt {a.number} ({a.execution_id}, {a.get_trigger_display().lower()}) is {a.status}"
+                for a in active
+            )
+            + " — an automatic retry may be on its way"
+            if active
+            else "no attempt of the run is queued or running",
+        )
+    )
+
+    job = run.job
+    paused = job.paused_at is not None
+    checks.append(
+        CheckResult(
+            "job_not_paused",
+            not paused,
+            f"the job {job.key} is paused: {job.pause_reason}" if paused else f"the job {job.key} is not paused",
+        )
+    )
+
+    if repeat_safety is None:
+        repeat_safety = side_effects(run=run)[1]
+    if repeat_safety != "unknown":
+        checks.append(CheckResult("repeat_safety", True, f"the job's repeat safety is {repeat_safety}"))
+    elif technical_approval is not None and technical_approval.accepts_unknown_repeat_safety:
+        checks.append(
+            CheckResult(
+                "repeat_safety",
+                True,
+                f"repeat safety is unknown; accepted by {technical_approval.actor.get_username()}: "
+                f"{technical_approval.acceptance_reason}",
+            )
+        )
+    else:
+        checks.append(
+            CheckResult(
+                "repeat_safety",
+                False,
+                "the job's repeat safety is unknown: the technical approval must accept it explicitly, with a reason",
+                blocking=stage == "dispatch",
+            )
+        )
+
+    checks.append(
+        CheckResult(
+            "no_overlapping_replay",
+            not facts.overlapping,
+            "; ".join(f"open replay {rid} already covers {', '.join(ids)}" for rid, ids in facts.overlapping)
+            if facts.overlapping
+            else "no open replay covers these items",
+        )
+    )
+
+    if stage == "create":
+        missing = []
+        for approval_kind in Approval.Kind:
+            if not approvers_eligible(run=run, kind=approval_kind, exclude=requester).exists():
+                missing.append(approval_kind.value)
+        checks.append(
+            CheckResult(
+                "eligible_approvers",
+                not missing,
+                "nobody other than the requester can give the "
+                + " or the ".join(missing)
+                + " approval (grant the role on this "
+                + " and ".join("tenant" if m == "business" else "job" for m in missing)
+                + ")"
+                if missing
+                else "both approvals can be given by someone other than the requester",
+            )
+        )
+    return checks
+
+
+__all__ = [
+    "ApprovalNotAllowed",
+    "CheckResult",
+    "ReauthenticationRequired",
+    "ReplayRefused",
+    "evaluate",
+    "refusal",
+    "scope_fingerprint",
+    "side_effects",
+]

@@ -1,0 +1,234 @@
+"""The "needs attention" page: what nobody has picked up yet, each with its owner, oldest first.
+
+Sections: failed runs with no handover; open handovers with no escalation owner; runs unresolved
+for longer than ``HANDOVER_UNRESOLVED_AGE_SECONDS``; job targets failing repeatedly
+(``HANDOVER_REPEATED_FAILURES`` of their last ``HANDOVER_REPEATED_FAILURES_OF`` runs); unmatched
+alerts waiting for triage. Each section is one query (plus two for the technical owners' names).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.contenttypes.models import ContentType
+from django.db.models import Exists, F, OuterRef, Q, Subquery, Window
+from django.db.models.functions import Coalesce, RowNumber
+from django.urls import reverse
+from guardian.models import GroupObjectPermission, UserObjectPermission
+
+from handover.handovers.models import Handover, HandoverRun
+from handover.handovers.selectors import handover_visibility_filter
+from runs.alerts.models import Alert
+from runs.alerts.selectors import alert_list
+from runs.attempts.models import Run
+from runs.catalog.models import Job
+from runs.permissions import run_visibility_filter
+
+User = AbstractBaseUser | AnonymousUser
+SECTION_LIMIT = 100
+FAILING_STATUSES = (Run.Status.FAILED, Run.Status.MISSED)
+SETTLED_STATUSES = (Run.Status.SUCCEEDED, Run.Status.FAILED, Run.Status.MISSED)
+
+SECTION_TITLES = {
+    "failed_runs": "Failed runs with no handover",
+    "unowned_handovers": "Handovers with no escalation owner",
+    "unresolved_runs": "Runs unresolved for too long",
+    "repeated_failures": "Jobs failing repeatedly",
+    "unmatched_alerts": "Unmatched alerts waiting for triage",
+}
+
+
+@dataclass
+class AttentionItem:
+    """One line of the page: what, since when, who owns it, where to go."""
+
+    title: str
+    detail: str
+    since: datetime | None
+    owner: str
+    url: str
+    is_job_paused: bool = False
+
+
+def job_technical_owner_names(job_ids: Iterable[int]) -> dict[int, list[str]]:
+    """Usernames of the technical owners of each job (direct and through groups). Queries: two."""
+    ids = [str(pk) for pk in set(job_ids)]
+    owners: dict[int, list[str]] = defaultdict(list)
+    if not ids:
+        return owners
+    content_type = ContentType.objects.get_for_model(Job)
+    common = {"content_type": content_type, "permission__codename": "act_as_technical_owner", "object_pk__in": ids}
+    rows = list(UserObjectPermission.objects.filter(**common).values_list("object_pk", "user__username"))
+    rows += list(
+        GroupObjectPermission.objects.filter(**common, group__user__isnull=False).values_list(
+            "object_pk", "group__user__username"
+        )
+    )
+    for object_pk, username in sorted(rows):
+        if username not in owners[int(object_pk)]:
+            owners[int(object_pk)].append(username)
+    return owners
+
+
+def _owners_text(names: list[str]) -> str:
+    return ", ".join(names) + " (technical owner)" if names else "nobody named — support of the tenant"
+
+
+def _run_title(run: Run) -> str:
+    return f"{run.job.key} · {run.tenant.slug} · {run.environment} · window {run.window_start:%Y-%m-%d %H:%M}Z"
+
+
+def attention_sections(*, user: User, now: datetime) -> dict[str, list[AttentionItem]]:
+    """Everything that needs a person, by section (keys of ``SECTION_TITLES``), oldest first, at most 100 each.
+
+    Only what ``user`` may see. Queries: at most seven (five sections, two for owner names).
+    """
+    visible_runs = Run.objects.filter(run_visibility_filter(user=user)).select_related("job", "tenant")
+    age = timedelta(seconds=settings.HANDOVER_UNRESOLVED_AGE_SECONDS)
+    since = Coalesce("scheduled_for", "created_at")
+
+    failed = list(
+        visible_runs.filter(status__in=FAILING_STATUSES)
+        .filter(~Exists(HandoverRun.objects.filter(run=OuterRef("pk"))))
+        .annotate(since=since)
+        .order_by("since", "id")[:SECTION_LIMIT]
+    )
+    open_links = HandoverRun.objects.filter(run=OuterRef("pk"), is_open=True)
+    unresolved = list(
+        visible_runs.annotate(since=since)
+        .filter(since__lt=now - age)
+        .filter(
+            Q(unresolved_count__gt=0)
+            | Q(possible_duplicate_count__gt=0)
+            | Exists(open_links.exclude(handover__status__in=[Handover.Status.RESOLVED, Handover.Status.CLOSED]))
+        )
+        .annotate(
+            open_owner=Subquery(open_links.values("handover__escalation_owner__username")[:1]),
+            open_handover=Subquery(open_links.values("handover__public_id")[:1]),
+        )
+        .order_by("since", "id")[:SECTION_LIMIT]
+    )
+    unowned = list(
+        Handover.objects.filter(handover_visibility_filter(user=user), escalation_owner__isnull=True)
+        .exclude(status=Handover.Status.CLOSED)
+        .select_related("job", "created_by")
+        .order_by("created_at", "id")[:SECTION_LIMIT]
+    )
+    window = RepeatedFailureWindow()
+    recent = list(
+        Run.objects.filter(run_visibility_filter(user=user), status__in=SETTLED_STATUSES)
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("job_id"), F("tenant_id"), F("environment")],
+                order_by=[F("window_start").desc(), F("id").desc()],
+            )
+        )
+        .filter(rank__lte=window.of)
+        .values_list("job_id", "job__key", "job__paused_at", "tenant__slug", "environment", "status", "window_start")
+    )
+    unmatched = list(
+        alert_list(user=user, outcome=Alert.Outcome.UNMATCHED)
+        .filter(duplicate_of__isnull=True)
+        .order_by("created_at", "id")[:SECTION_LIMIT]
+    )
+
+    groups: dict[tuple[int, str, str, str, bool], list[tuple[str, datetime]]] = defaultdict(list)
+    for job_id, key, paused_at, tenant, environment, status, start in recent:
+        groups[(job_id, key, tenant, environment, paused_at is not None)].append((status, start))
+    repeated = []
+    for (job_id, key, tenant, environment, paused), rows in groups.items():
+        failures = [start for status, start in rows if status in FAILING_STATUSES]
+        if len(failures) >= window.failures:
+            repeated.append((min(failures), job_id, key, tenant, environment, paused, len(failures), len(rows)))
+    repeated.sort()
+
+    owners = job_technical_owner_names(
+        [r.job_id for r in failed] + [r.job_id for r in unresolved] + [row[1] for row in repeated]
+    )
+    sections: dict[str, list[AttentionItem]] = {key: [] for key in SECTION_TITLES}
+    for run in failed:
+        sections["failed_runs"].append(
+            AttentionItem(
+                title=_run_title(run),
+                detail=f"run {run.status}; no handover written",
+                since=run.since,  # type: ignore[attr-defined]
+                owner=_owners_text(owners[run.job_id]),
+                url=reverse("runs:run-detail", kwargs={"id": run.public_id}),
+                is_job_paused=run.job.paused_at is not None,
+            )
+        )
+    for handover in unowned:
+        sections["unowned_handovers"].append(
+            AttentionItem(
+                title=handover.title,
+                detail=f"{handover.get_status_display().lower()}; no escalation owner named",
+                since=handover.created_at,
+                owner=f"{handover.created_by.get_username()} (wrote it)",
+                url=reverse("handover:handover-detail", kwargs={"id": handover.public_id}),
+                is_job_paused=handover.job.paused_at is not None,
+            )
+        )
+    for run in unresolved:
+        parts = []
+        if run.unresolved_count:
+            parts.append(f"{run.unresolved_count} unresolved item(s)")
+        if run.possible_duplicate_count:
+            parts.append(f"{run.possible_duplicate_count} possible duplicate(s)")
+        if run.open_handover:  # type: ignore[attr-defined]
+            parts.append("open handover not resolved")
+        owner = run.open_owner  # type: ignore[attr-defined]
+        sections["unresolved_runs"].append(
+            AttentionItem(
+                title=_run_title(run),
+                detail="; ".join(parts) or "unresolved",
+                since=run.since,  # type: ignore[attr-defined]
+                owner=f"{owner} (escalation owner)" if owner else _owners_text(owners[run.job_id]),
+                url=(
+                    reverse("handover:handover-detail", kwargs={"id": run.open_handover})  # type: ignore[attr-defined]
+                    if run.open_handover  # type: ignore[attr-defined]
+                    else reverse("runs:run-detail", kwargs={"id": run.public_id})
+                ),
+                is_job_paused=run.job.paused_at is not None,
+            )
+        )
+    for first, job_id, key, tenant, environment, paused, count, total in repeated[:SECTION_LIMIT]:
+        sections["repeated_failures"].append(
+            AttentionItem(
+                title=f"{key} · {tenant} · {environment}",
+                detail=f"{count} of its last {total} runs failed",
+                since=first,
+                owner=_owners_text(owners[job_id]),
+                url=reverse("runs:run-list") + "?" + urlencode({"job": key, "tenant": tenant}),
+                is_job_paused=paused,
+            )
+        )
+    for alert in unmatched:
+        sections["unmatched_alerts"].append(
+            AttentionItem(
+                title=f"{alert.source}: {alert.summary or alert.job_key or 'alert'}",
+                detail=alert.reason or "unmatched",
+                since=alert.created_at,
+                owner="admins (triage)",
+                url=reverse("runs:alert-detail", kwargs={"id": alert.public_id}),
+            )
+        )
+    return sections
+
+
+@dataclass(frozen=True)
+class RepeatedFailureWindow:
+    """``failures`` of the last ``of`` settled runs of one job target count as failing repeatedly."""
+
+    failures: int = 0
+    of: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "failures", self.failures or settings.HANDOVER_REPEATED_FAILURES)
+        object.__setattr__(self, "of", self.of or settings.HANDOVER_REPEATED_FAILURES_OF)

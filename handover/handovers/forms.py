@@ -1,0 +1,127 @@
+"""HTML forms of the handover app: shape and per-field rules only (rules across objects live in services)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+
+from handover.handovers.models import Handover
+
+TEXTAREA = {"rows": 5}
+
+
+class UsernameField(forms.CharField):
+    """A person named by username; cleans to the active user (or None when left empty)."""
+
+    def clean(self, value: Any) -> AbstractBaseUser | None:  # type: ignore[override]
+        name = super().clean(value)
+        if not name:
+            return None
+        user = get_user_model().objects.filter(username=name, is_active=True).first()
+        if user is None:
+            raise forms.ValidationError(f"No active person with the username {name!r}.")
+        return user
+
+
+class HandoverEditForm(forms.Form):
+    """Every section and field of a handover, plus "confirm as is" for the generated sections."""
+
+    next_action = forms.CharField(
+        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="What is safe to do next"
+    )
+    definitely_happened = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 8}), label="What definitely happened"
+    )
+    may_have_happened = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 6}), label="What may have happened"
+    )
+    business_impact = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs=TEXTAREA),
+        label="Business impact",
+        help_text="Specific: who cannot do what, since when — not “platform down”.",
+    )
+    deadlines = forms.CharField(
+        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Deadlines and waiting downstream tasks"
+    )
+    affected = forms.CharField(
+        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Affected tenants and users"
+    )
+    expected_output = forms.CharField(
+        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Expected output and how to verify it"
+    )
+    recent_changes = forms.CharField(
+        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Recent deployments or configuration changes"
+    )
+    confirm = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Confirm generated text as it is",
+        choices=Handover.Section.choices,
+    )
+    escalation_owner = UsernameField(required=False, max_length=150, help_text="username")
+    customer_update_owner = UsernameField(required=False, max_length=150, help_text="username")
+    defect_ref = forms.CharField(
+        required=False, max_length=500, label="Engineering defect", help_text="link to the change or problem ticket"
+    )
+    is_supportability_defect = forms.BooleanField(
+        required=False, label="Supportability defect: the job could not report its own progress accurately"
+    )
+    supportability_ticket = forms.CharField(required=False, max_length=500, label="Supportability ticket")
+
+    def __init__(self, *args: Any, handover: Handover, **kwargs: Any) -> None:
+        initial = {section: getattr(handover, section) for section in Handover.Section.values}
+        initial.update(
+            escalation_owner=handover.escalation_owner.get_username() if handover.escalation_owner_id else "",
+            customer_update_owner=(
+                handover.customer_update_owner.get_username() if handover.customer_update_owner_id else ""
+            ),
+            defect_ref=handover.defect_ref,
+            is_supportability_defect=handover.is_supportability_defect,
+            supportability_ticket=handover.supportability_ticket,
+        )
+        super().__init__(*args, initial=initial, **kwargs)
+        generated = set(handover.generated_sections or [])
+        self.fields["confirm"].choices = [(k, v) for k, v in Handover.Section.choices if k in generated]
+        self.generated = generated
+
+
+class HandoverCreateForm(forms.Form):
+    """Which failed runs of the job the handover covers (the run it was started from is preselected)."""
+
+    runs = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, label="Runs this handover covers")
+
+    def __init__(self, *args: Any, choices: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["runs"].choices = choices
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        error_messages={"required": "Say why the handover is reopened."},
+    )
+
+
+class ResidualExceptionForm(forms.Form):
+    description = forms.CharField(max_length=5000, widget=forms.Textarea(attrs={"rows": 2}))
+    record_ids = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="record ids it covers, separated by commas, spaces or new lines",
+    )
+    owner = UsernameField(required=False, max_length=150, help_text="username")
+    due_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean_record_ids(self) -> list[str]:
+        return [part for part in re.split(r"[\s,;]+", self.cleaned_data.get("record_ids") or "") if part]
+
+
+class ResidualExceptionOwnerForm(forms.Form):
+    owner = UsernameField(required=False, max_length=150, help_text="username")
+    due_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))

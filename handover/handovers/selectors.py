@@ -1,0 +1,185 @@
+"""Handovers a person may see, and who may change them.
+
+A handover is visible to a person who may see *every* run it covers (a handover spanning two
+tenants must not show one tenant's support the other's records). Writing takes support on the
+tenant of every run, or technical ownership of the job; auditors and business owners read only;
+superusers do everything. Never a global group check (DESIGN.md "Who uses it").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from guardian.shortcuts import get_objects_for_user
+
+from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
+from runs.attempts.models import Run
+from runs.catalog.models import Job, JobTarget, Tenant
+from runs.ledger.models import WorkItem
+from runs.permissions import job_list_owned, run_visibility_filter
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def handover_visibility_filter(*, user: User) -> Q:
+    """A Q object limiting handovers to those whose every run ``user`` may see."""
+    if not user.is_authenticated:
+        return Q(pk__in=[])
+    if user.is_superuser:
+        return Q()
+    hidden = HandoverRun.objects.filter(handover=OuterRef("pk")).exclude(
+        run_visibility_filter(user=user, prefix="run__")
+    )
+    return ~Q(Exists(hidden))
+
+
+def handover_list(
+    *,
+    user: User,
+    status: str | None = None,
+    escalation_owner: AbstractBaseUser | None = None,
+    is_open: bool | None = None,
+    run: Run | None = None,
+) -> QuerySet[Handover]:
+    """Handovers ``user`` may see, newest first, with job, owners and runs (tenant) loaded.
+
+    Filters: ``status``, ``escalation_owner`` ("my handovers"), ``is_open`` (not closed) and ``run``.
+    Queries: two (the handovers with everything shown joined; their runs with tenants).
+    """
+    handovers = Handover.objects.filter(handover_visibility_filter(user=user))
+    if status:
+        handovers = handovers.filter(status=status)
+    if escalation_owner is not None:
+        handovers = handovers.filter(escalation_owner=escalation_owner)
+    if is_open is True:
+        handovers = handovers.exclude(status=Handover.Status.CLOSED)
+    elif is_open is False:
+        handovers = handovers.filter(status=Handover.Status.CLOSED)
+    if run is not None:
+        handovers = handovers.filter(links__run=run)
+    return (
+        handovers.select_related("job", "escalation_owner", "customer_update_owner", "job__paused_by")
+        .prefetch_related(Prefetch("links", queryset=HandoverRun.objects.select_related("run__tenant").order_by("id")))
+        .order_by("-created_at", "-id")
+    )
+
+
+def handover_get(*, user: User, public_id: object) -> Handover | None:
+    """One handover ``user`` may see, with everything its page shows prefetched; None when missing or hidden.
+
+    Loaded: job (and who paused it), owners and lifecycle actors; its runs with tenant, target,
+    the execution and the next-run check (with the waiver owner); residual exceptions with owner,
+    run and the record ids they cover; notifications with recipients. Queries: five (handover, runs,
+    exceptions, covered items, notifications).
+    """
+    exceptions = ResidualException.objects.select_related("owner", "run__tenant", "created_by").prefetch_related(
+        Prefetch("work_items", queryset=WorkItem.objects.only("id", "run_id", "record_id").order_by("record_id"))
+    )
+    return (
+        Handover.objects.filter(handover_visibility_filter(user=user), public_id=public_id)
+        .select_related(
+            "job",
+            "job__paused_by",
+            "escalation_owner",
+            "customer_update_owner",
+            "created_by",
+            "handed_over_by",
+            "closed_by",
+            "reopened_by",
+        )
+        .prefetch_related(
+            Prefetch(
+                "links",
+                queryset=HandoverRun.objects.select_related(
+                    "run__tenant",
+                    "run__job",
+                    "run__target",
+                    "attempt",
+                    "next_run_check__waiver_owner",
+                ).order_by("id"),
+            ),
+            Prefetch("residual_exceptions", queryset=exceptions.order_by("created_at", "id")),
+            Prefetch(
+                "notifications",
+                queryset=HandoverNotification.objects.select_related("recipient").order_by("created_at", "id"),
+            ),
+        )
+        .first()
+    )
+
+
+def runs_may_write(*, user: User, runs: Iterable[Run]) -> bool:
+    """Whether ``user`` may write a handover about all of ``runs``: support on each run's tenant or
+    technical owner of its job (superusers always). Queries: at most two."""
+    runs = list(runs)
+    if not user.is_authenticated or not user.is_active:
+        return False
+    if user.is_superuser:
+        return True
+    if not runs:
+        return False
+    tenant_ids = {run.tenant_id for run in runs}
+    job_ids = {run.job_id for run in runs}
+    owned = set(job_list_owned(user=user).filter(pk__in=job_ids).values_list("pk", flat=True))
+    if all(run.job_id in owned for run in runs):
+        return True
+    support = set(
+        get_objects_for_user(user, "runs.act_as_support", klass=Tenant, accept_global_perms=False)
+        .filter(pk__in=tenant_ids)
+        .values_list("pk", flat=True)
+    )
+    return all(run.tenant_id in support or run.job_id in owned for run in runs)
+
+
+def handover_may_write(*, user: User, handover: Handover) -> bool:
+    """Whether ``user`` may edit and move ``handover`` (its runs should be prefetched: ``handover_get``)."""
+    return runs_may_write(user=user, runs=[link.run for link in handover.links.all()])
+
+
+def job_may_pause(*, user: User, job: Job) -> bool:
+    """Whether ``user`` may pause or resume ``job``: its technical owner, or support on a tenant it runs
+    for (a target or a run of the job); superusers always. Queries: at most two."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    if user.is_superuser:
+        return True
+    if job_list_owned(user=user).filter(pk=job.pk).exists():
+        return True
+    support = get_objects_for_user(user, "runs.act_as_support", klass=Tenant, accept_global_perms=False)
+    return support.filter(
+        Q(pk__in=JobTarget.objects.filter(job=job).values("tenant_id"))
+        | Q(pk__in=Run.objects.filter(job=job).values("tenant_id"))
+    ).exists()
+
+
+def run_get_brief(*, user: User, public_id: object) -> Run | None:
+    """One run ``user`` may see, with job (and who paused it), tenant and target; None otherwise. Queries: one."""
+    return (
+        Run.objects.filter(run_visibility_filter(user=user), public_id=public_id)
+        .select_related("job", "job__paused_by", "tenant", "target")
+        .first()
+    )
+
+
+def handover_for_run(*, run: Run) -> list[Handover]:
+    """The handovers about ``run`` (the open one first, then newest first), with escalation owners.
+
+    The caller has already checked that the person may see the run; a handover also covering a run
+    they may not see is still listed by title only. Queries: one.
+    """
+    links = (
+        HandoverRun.objects.filter(run=run)
+        .select_related("handover__escalation_owner")
+        .order_by("-is_open", "-handover__created_at", "-handover_id")
+    )
+    return [link.handover for link in links]
+
+
+def handover_revision_list(*, handover: Handover, section: str | None = None) -> QuerySet[HandoverRevision]:
+    """Every text the handover's sections had, by section then oldest first, with the author. Queries: one."""
+    revisions = HandoverRevision.objects.filter(handover=handover)
+    if section:
+        revisions = revisions.filter(section=section)
+    return revisions.select_related("created_by").order_by("section", "created_at", "id")

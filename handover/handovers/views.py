@@ -1,0 +1,346 @@
+"""HTML pages of handovers: list, "my handovers", new, page, edit, print, Markdown, history, actions.
+
+Thin: a selector loads, the view authorises (404 when not visible, 403 when read-only), a service
+writes, POST → redirect → GET with a message.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from handover.core.errors import DomainError
+from handover.handovers.closing import handover_closing_conditions
+from handover.handovers.export import handover_markdown, handover_sections
+from handover.handovers.forms import (
+    HandoverCreateForm,
+    HandoverEditForm,
+    ReasonForm,
+    ResidualExceptionForm,
+    ResidualExceptionOwnerForm,
+)
+from handover.handovers.models import Handover
+from handover.handovers.selectors import (
+    handover_for_run,
+    handover_get,
+    handover_list,
+    handover_may_write,
+    handover_revision_list,
+    run_get_brief,
+    runs_may_write,
+)
+from handover.handovers.services import (
+    EDITABLE_FIELDS,
+    handover_close,
+    handover_create,
+    handover_hand_over,
+    handover_refresh_generated,
+    handover_reopen,
+    handover_start_recovery,
+    handover_update,
+    handover_verify,
+    residual_exception_create,
+    residual_exception_update,
+)
+from runs.attempts.models import Run
+from runs.permissions import run_visibility_filter
+
+PAGE_SIZE = 50
+
+
+def _visible(request: HttpRequest, id: object) -> Handover:
+    handover = handover_get(user=request.user, public_id=id)
+    if handover is None:
+        raise Http404("No such handover")
+    return handover
+
+
+def _writable(request: HttpRequest, id: object) -> Handover:
+    handover = _visible(request, id)
+    if not handover_may_write(user=request.user, handover=handover):
+        raise PermissionDenied("You may read this handover but not change it.")
+    return handover
+
+
+@login_required
+def handover_list_view(request: HttpRequest) -> HttpResponse:
+    """Every handover the viewer may see, newest first; ``?status=`` and ``?open=1`` filter."""
+    status = request.GET.get("status") or None
+    handovers = handover_list(
+        user=request.user,
+        status=status if status in Handover.Status.values else None,
+        is_open=True if request.GET.get("open") == "1" else None,
+    )
+    page = Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "handover/handovers/handover_list.html",
+        {"page": page, "heading": "Handovers", "statuses": Handover.Status.choices, "status": status, "mine": False},
+    )
+
+
+@login_required
+def handover_mine_view(request: HttpRequest) -> HttpResponse:
+    """The handovers whose escalation owner is the viewer, open ones and newest first."""
+    handovers = handover_list(user=request.user, escalation_owner=request.user, is_open=True)
+    closed = handover_list(user=request.user, escalation_owner=request.user, is_open=False)[:20]
+    return render(
+        request,
+        "handover/handovers/handover_list.html",
+        {
+            "page": Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page")),
+            "closed": list(closed),
+            "heading": "My handovers",
+            "mine": True,
+        },
+    )
+
+
+def _candidate_runs(request: HttpRequest, run: Run) -> list[Run]:
+    """Failed runs of the same job and window the viewer may see and that have no open handover."""
+    return list(
+        Run.objects.filter(
+            run_visibility_filter(user=request.user),
+            job_id=run.job_id,
+            window_start=run.window_start,
+            window_end=run.window_end,
+        )
+        .exclude(handover_links__is_open=True)
+        .select_related("tenant")
+        .order_by("tenant__slug_key", "environment")
+    )
+
+
+@login_required
+def handover_new_view(request: HttpRequest) -> HttpResponse:
+    """Draft a handover from a run (``?run=<id>``), optionally with the other runs of its job and window."""
+    try:
+        run_id = uuid.UUID(request.GET.get("run") or request.POST.get("run") or "")
+    except ValueError as exc:
+        raise Http404("No such run") from exc
+    run = run_get_brief(user=request.user, public_id=run_id)
+    if run is None:
+        raise Http404("No such run")
+    candidates = _candidate_runs(request, run)
+    if run.pk not in {c.pk for c in candidates}:
+        candidates.insert(0, run)
+    choices = [(str(c.public_id), f"{c.tenant.slug} / {c.environment} ({c.status})") for c in candidates]
+    form = HandoverCreateForm(request.POST or None, choices=choices, initial={"runs": [str(run.public_id)]})
+    if request.method == "POST" and form.is_valid():
+        chosen = [c for c in candidates if str(c.public_id) in form.cleaned_data["runs"]]
+        if not runs_may_write(user=request.user, runs=chosen):
+            raise PermissionDenied("Only support on the runs' tenants, or the job's technical owner.")
+        try:
+            handover = handover_create(actor=request.user, runs=chosen)
+        except DomainError as exc:
+            messages.error(request, exc.detail)
+        else:
+            messages.success(request, "Handover drafted from the evidence: check the generated text.")
+            return redirect("handover:handover-detail", id=handover.public_id)
+    may_write = runs_may_write(user=request.user, runs=[run])
+    return render(request, "handover/handovers/handover_new.html", {"run": run, "form": form, "may_write": may_write})
+
+
+def _page_context(request: HttpRequest, handover: Handover) -> dict[str, Any]:
+    return {
+        "handover": handover,
+        "sections": handover_sections(handover),
+        "links": list(handover.links.all()),
+        "exceptions": list(handover.residual_exceptions.all()),
+        "notifications": list(handover.notifications.all()),
+        "conditions": handover_closing_conditions(handover=handover),
+        "may_write": handover_may_write(user=request.user, handover=handover),
+    }
+
+
+@login_required
+def handover_detail_view(request: HttpRequest, id: str) -> HttpResponse:
+    """The handover page: next action first, facts, unknowns, owners, runs, residue, closing conditions."""
+    handover = _visible(request, id)
+    context = _page_context(request, handover)
+    context.update(
+        reopen_form=ReasonForm(),
+        exception_form=ResidualExceptionForm(),
+        owner_form=ResidualExceptionOwnerForm(),
+        allowed=_allowed_actions(handover),
+    )
+    return render(request, "handover/handovers/handover_detail.html", context)
+
+
+def _allowed_actions(handover: Handover) -> set[str]:
+    return {action for action, (sources, _) in Handover.TRANSITIONS.items() if handover.status in sources} - {"resolve"}
+
+
+@login_required
+def handover_print_view(request: HttpRequest, id: str) -> HttpResponse:
+    """A print view of the handover (no navigation; every section on paper)."""
+    handover = _visible(request, id)
+    return render(request, "handover/handovers/handover_print.html", _page_context(request, handover))
+
+
+@login_required
+def handover_markdown_view(request: HttpRequest, id: str) -> HttpResponse:
+    """The Markdown export (``?download=1`` for a file)."""
+    handover = _visible(request, id)
+    text = handover_markdown(handover=handover, conditions=handover_closing_conditions(handover=handover))
+    response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
+    disposition = "attachment" if request.GET.get("download") else "inline"
+    response["Content-Disposition"] = f'{disposition}; filename="handover-{handover.public_id}.md"'
+    return response
+
+
+@login_required
+def handover_history_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Every text each section had, oldest first, with who wrote it and whether it was generated."""
+    handover = _visible(request, id)
+    section = request.GET.get("section") or None
+    revisions = list(
+        handover_revision_list(handover=handover, section=section if section in Handover.Section.values else None)
+    )
+    titles = dict(Handover.Section.choices)
+    grouped: dict[str, list[Any]] = {}
+    for revision in revisions:
+        grouped.setdefault(revision.section, []).append(revision)
+    return render(
+        request,
+        "handover/handovers/handover_history.html",
+        {"handover": handover, "groups": [(titles[k], v) for k, v in grouped.items()], "sections": titles},
+    )
+
+
+@login_required
+def handover_edit_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Edit every section and field; confirm generated text as it is."""
+    handover = _writable(request, id)
+    form = HandoverEditForm(request.POST or None, handover=handover)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            handover_update(
+                handover=handover,
+                actor=request.user,
+                sections={s: data[s] for s in Handover.Section.values if data[s] != getattr(handover, s)},
+                confirm=data.get("confirm") or [],
+                fields={name: data[name] for name in EDITABLE_FIELDS},
+            )
+        except DomainError as exc:
+            messages.error(request, exc.detail)
+        else:
+            messages.success(request, "Saved. Earlier text stays in the history.")
+            return redirect("handover:handover-detail", id=handover.public_id)
+    return render(request, "handover/handovers/handover_edit.html", {"handover": handover, "form": form})
+
+
+ACTIONS: dict[str, tuple[Callable[..., Handover], str]] = {
+    "hand-over": (handover_hand_over, "Handed over; the escalation owner is being notified."),
+    "start-recovery": (handover_start_recovery, "Recovery started."),
+    "verify": (handover_verify, "Verifying: the next-run check is scheduled."),
+    "close": (handover_close, "Closed."),
+    "refresh": (handover_refresh_generated, "Generated text refreshed from the evidence."),
+}
+
+
+@login_required
+@require_POST
+def handover_action_view(request: HttpRequest, id: str, action: str) -> HttpResponse:
+    """Run one verb on the handover (hand over, start recovery, verify, close, reopen, refresh, confirm all)."""
+    handover = _writable(request, id)
+    try:
+        if action == "reopen":
+            form = ReasonForm(request.POST)
+            if not form.is_valid():  # blank or too long: the form says which
+                messages.error(request, " ".join(form.errors["reason"]))
+                return redirect("handover:handover-detail", id=handover.public_id)
+            handover_reopen(handover=handover, actor=request.user, reason=form.cleaned_data["reason"])
+            messages.success(request, "Reopened: back to recovering.")
+        elif action == "confirm-all":
+            handover_update(handover=handover, actor=request.user, confirm=handover.generated_sections or [])
+            messages.success(request, "Generated text confirmed as it is.")
+        elif action in ACTIONS:
+            verb, done = ACTIONS[action]
+            verb(handover=handover, actor=request.user)
+            messages.success(request, done)
+        else:
+            raise Http404("No such action")
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    return redirect("handover:handover-detail", id=handover.public_id)
+
+
+@login_required
+@require_POST
+def residual_exception_add_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Record a residual exception (what is knowingly left over) with its owner and due date."""
+    handover = _writable(request, id)
+    form = ResidualExceptionForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            residual_exception_create(
+                handover=handover,
+                actor=request.user,
+                description=data["description"],
+                record_ids=data["record_ids"],
+                owner=data["owner"],
+                due_date=data["due_date"],
+            )
+            messages.success(request, "Residual exception recorded.")
+        except DomainError as exc:
+            messages.error(request, exc.detail)
+    else:
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    return redirect("handover:handover-detail", id=handover.public_id)
+
+
+@login_required
+@require_POST
+def residual_exception_edit_view(request: HttpRequest, id: str, exception_id: str) -> HttpResponse:
+    """Name the owner and due date of a residual exception."""
+    handover = _writable(request, id)
+    exception = next((e for e in handover.residual_exceptions.all() if str(e.public_id) == str(exception_id)), None)
+    if exception is None:
+        raise Http404("No such residual exception")
+    form = ResidualExceptionOwnerForm(request.POST)
+    if form.is_valid():
+        try:
+            residual_exception_update(
+                exception=exception,
+                actor=request.user,
+                owner=form.cleaned_data["owner"],
+                due_date=form.cleaned_data["due_date"],
+            )
+            messages.success(request, "Residual exception updated.")
+        except DomainError as exc:
+            messages.error(request, exc.detail)
+    else:
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+    return redirect("handover:handover-detail", id=handover.public_id)
+
+
+@login_required
+def run_handover_box_view(request: HttpRequest, id: str) -> HttpResponse:
+    """The run page's "handover" box (an htmx fragment): its handovers, or a button to draft one."""
+    run = run_get_brief(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    handovers = handover_for_run(run=run)
+    open_handover = next((h for h in handovers if h.is_open), None)
+    return render(
+        request,
+        "handover/handovers/_run_box.html",
+        {
+            "run": run,
+            "open_handover": open_handover,
+            "closed": [h for h in handovers if not h.is_open],
+            "may_write": runs_may_write(user=request.user, runs=[run]),
+        },
+    )

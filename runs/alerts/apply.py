@@ -1,0 +1,320 @@
+"""Applying one ``pending`` alert: its attempts and run status, a resolve/acknowledge signal, or a job
+definition compared with the schedule in force; and the alert's outcome."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from runs.alerts.context import PostContext, runner_reports_write
+from runs.alerts.identity import (
+    RecordIdentity,
+    record_identity,
+    run_for_identity,
+    run_status_for_new_run,
+    schedule_in_force,
+)
+from runs.alerts.models import Alert
+from runs.alerts.parsers.base import AlertKind, ParsedAlert
+from runs.alerts.redaction import redact_text
+from runs.attempts.models import Attempt, Run, RunnerReport
+from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
+from runs.catalog.models import Integration, IntegrationKey
+from runs.timeline.services import timeline_event_record
+
+
+def alert_finish(
+    alert: Alert,
+    outcome: str,
+    *,
+    reason: str = "",
+    run: Run | None = None,
+    attempt: Attempt | None = None,
+    stale: bool = False,
+) -> Alert:
+    now = timezone.now()
+    Alert.objects.filter(pk=alert.pk).update(
+        outcome=outcome,
+        reason=reason[:4000],
+        run=run,
+        attempt=attempt,
+        is_stale=stale,
+        outcome_at=now,
+        updated_at=now,
+    )
+    alert.outcome, alert.reason, alert.run, alert.attempt, alert.is_stale = (
+        outcome,
+        reason,
+        run,
+        attempt,
+        stale,
+    )
+    alert.outcome_at = now
+    return alert
+
+
+def alert_apply(*, alert: Alert, record: ParsedAlert, key: IntegrationKey, settings: dict[str, Any]) -> Alert:
+    """Apply one ``pending`` alert: resolve its identity, then create or move its run and attempts.
+
+    Outcome ``accepted`` (with ``is_stale`` for a late earlier-state report) or ``unmatched`` with
+    every reason found (job not registered, tenant not available to the key, no window, garbled
+    convention fields). Runs in one transaction holding the alert's row lock, so a sweep and a
+    request cannot apply the same alert twice. Returns the alert with its outcome. (A post's new
+    alerts are applied in the transaction that records them: ``_alert_ingest``.)
+    """
+    with transaction.atomic():
+        locked = Alert.objects.select_for_update().filter(pk=alert.pk, outcome=Alert.Outcome.PENDING).first()
+        if locked is None:  # already applied by someone else
+            alert.refresh_from_db()
+            return alert
+        ctx = PostContext(key=key, settings=settings)
+        alert = alert_apply_in_transaction(alert, record, ctx)
+        runner_reports_write(ctx)
+        return alert
+
+
+def alert_apply_in_transaction(alert: Alert, record: ParsedAlert, ctx: PostContext) -> Alert:
+    """``alert_apply`` inside the caller's transaction, for an alert no one else can be applying."""
+    received_at = alert.delivery.received_at
+    integration = ctx.key.integration
+
+    if record.kind in (AlertKind.RESOLVE, AlertKind.ACKNOWLEDGE):
+        return _apply_signal(alert, record, ctx, received_at)
+    ident = record_identity(record, ctx, need_window=record.kind != AlertKind.DEFINITION)
+    if ident.problems:
+        return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
+    assert ident.job is not None
+    if record.kind == AlertKind.DEFINITION:
+        return _apply_definition(alert, record, ident, integration, received_at, ctx)
+
+    new_run_status = run_status_for_new_run(record)
+    run, created = run_for_identity(ident, ctx, status=new_run_status)
+    if record.kind == AlertKind.RUN:
+        timeline_event_record(
+            job=run.job,
+            run=run,
+            alert=alert,
+            kind="run_reported",
+            summary=record.summary or "The scheduler reported on the run as a whole",
+            occurred_at=record.occurred_at or received_at,
+            actor_integration=integration,
+        )
+        return alert_finish(alert, Alert.Outcome.ACCEPTED, run=run)
+
+    status_is_set = created and new_run_status is not None
+    return _apply_attempts(alert, record, run, ident, integration, received_at, ctx, run_status_is_set=status_is_set)
+
+
+def _apply_attempts(
+    alert: Alert,
+    record: ParsedAlert,
+    run: Run,
+    ident: RecordIdentity,
+    integration: Integration,
+    received_at: datetime,
+    ctx: PostContext,
+    *,
+    run_status_is_set: bool = False,
+) -> Alert:
+    """Create or move the attempts the alert reports, then the run's status.
+
+    ``run_status_is_set``: the run was created by this alert with the status of its one attempt
+    (``new_run_status``), so there is nothing to refresh.
+    """
+    if not record.execution_id or not record.status:
+        return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="no execution id or status in the alert")
+    own_number = record.attempt_number or 1
+    own = AttemptReport(
+        execution_id=record.execution_id,
+        status=record.status,
+        number=own_number,
+        trigger=record.trigger or (Attempt.Trigger.SCHEDULED if own_number == 1 else Attempt.Trigger.AUTOMATIC_RETRY),
+        scheduled_at=record.scheduled_at,
+        started_at=record.started_at,
+        ended_at=record.ended_at,
+        error_summary=redact_text(record.error_summary),
+        correlation_ref=record.correlation_ref,
+        log_url=record.log_url,
+        config_version=record.config_version,
+    )
+    related = [
+        AttemptReport(
+            execution_id=r.execution_id,
+            status=r.status,
+            number=r.number or own_number,
+            trigger=r.trigger,
+            scheduled_at=r.scheduled_at,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            error_summary=redact_text(r.error_summary),
+            # the same object describes them: a Kubernetes Job's pods share its configuration
+            config_version=record.config_version,
+        )
+        for r in record.related_attempts
+    ]
+    reports = sorted([*related, own], key=lambda r: (r.number, r is not own))
+    own_result = None
+    for report in reports:
+        result = attempt_report_apply(
+            run=run,
+            report=report,
+            received_at=received_at,
+            alert=alert,
+            actor_integration=integration,
+            occurred_at=record.occurred_at if report is own else None,
+        )
+        if report is own:
+            own_result = result
+    assert own_result is not None
+    attempt = own_result.attempt
+    if record.runner_items:
+        ctx.runner_reports.append(
+            RunnerReport(
+                attempt=attempt,
+                alert=alert,
+                attempted_ids=record.runner_items.get("attempted", []),
+                completed_ids=record.runner_items.get("completed", []),
+                failed_ids=record.runner_items.get("failed", []),
+                reported_at=record.occurred_at or received_at,
+            )
+        )
+
+    def event(kind: str, summary: str, occurred_at: datetime) -> None:
+        timeline_event_record(
+            job=run.job,
+            run=run,
+            attempt=attempt,
+            alert=alert,
+            kind=kind,
+            summary=summary,
+            occurred_at=occurred_at,
+            actor_integration=integration,
+        )
+
+    if own_result.created and own.trigger == Attempt.Trigger.MANUAL_REPLAY:
+        # A replay_key is honoured only with the job's runner credential: on an integration key,
+        # no replay dispatched by Handover carries this attempt.
+        event(
+            "manual_replay_unapproved",
+            f"Attempt {attempt.number} is a manual re-run that went around the approval process "
+            "(no replay dispatched by Handover carries it)",
+            own.started_at or own.scheduled_at or received_at,
+        )
+    exhausted = record.details.get("exhausted_retry_condition")
+    if own_result.created and exhausted:
+        earlier = record.details.get("earlier_invocations_failed")
+        event(
+            "retries_exhausted",
+            f"Retries exhausted ({exhausted})"
+            + (f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""),
+            record.occurred_at or received_at,
+        )
+    if own_result.created:
+        for note in ident.notes:
+            event("schedule_mismatch", note, record.occurred_at or received_at)
+    if not run_status_is_set:
+        run_status_refresh(run=run)
+    reason = ""
+    if own_result.stale:
+        reason = (
+            f"stale: attempt {attempt.number} is already {attempt.status}; this earlier-state report changes nothing"
+        )
+    return alert_finish(alert, Alert.Outcome.ACCEPTED, reason=reason, run=run, attempt=attempt, stale=own_result.stale)
+
+
+def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_at: datetime) -> Alert:
+    """Resolve/acknowledge: a timeline event on the attempt it concerns; never a status change."""
+    attempt: Attempt | None = None
+    if record.group_ref:
+        earlier = (
+            Alert.objects.filter(
+                integration=alert.integration,
+                group_ref=record.group_ref,
+                attempt__isnull=False,
+                outcome=Alert.Outcome.ACCEPTED,
+                kind=AlertKind.ATTEMPT,
+            )
+            .exclude(pk=alert.pk)
+            .select_related("attempt__run__job", "attempt__run__tenant")
+            .order_by("-attempt__number", "-created_at", "-id")
+            .first()
+        )
+        attempt = earlier.attempt if earlier else None
+    if attempt is None and record.execution_id:
+        ident = record_identity(record, ctx, need_window=True)
+        if ident.problems:
+            return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
+        attempt = (
+            Attempt.objects.filter(
+                run__job=ident.job,
+                run__tenant=ident.tenant,
+                run__environment=ident.environment,
+                run__window_start=ident.window_start,
+                run__window_end=ident.window_end,
+                execution_id=record.execution_id,
+            )
+            .select_related("run__job", "run__tenant")
+            .first()
+        )
+    if attempt is None:
+        return alert_finish(
+            alert,
+            Alert.Outcome.UNMATCHED,
+            reason=f"nothing to {record.kind}: no earlier alert of this integration reported the attempt it names",
+        )
+    word = "resolved" if record.kind == AlertKind.RESOLVE else "acknowledged"
+    timeline_event_record(
+        job=attempt.run.job,
+        run=attempt.run,
+        attempt=attempt,
+        alert=alert,
+        kind=word,
+        # The sender's own line (PagerDuty's "acknowledged by on-call") says who or why; keep it.
+        summary=f"{alert.source}: {word} on attempt {attempt.number} ({attempt.execution_id})"
+        + (" — a resolve is not a success" if word == "resolved" else "")
+        + (f" — {alert.summary}" if alert.summary else ""),
+        occurred_at=record.occurred_at or received_at,
+        actor_integration=alert.integration,
+    )
+    return alert_finish(alert, Alert.Outcome.ACCEPTED, run=attempt.run, attempt=attempt)
+
+
+def _apply_definition(
+    alert: Alert,
+    record: ParsedAlert,
+    ident: RecordIdentity,
+    integration: Integration,
+    received_at: datetime,
+    ctx: PostContext,
+) -> Alert:
+    """A job definition (Kubernetes CronJob): compare its schedule and zone with the schedule in force.
+
+    The schedule in force is the job's with the target's overrides (``schedule_in_force``) for the
+    alert's tenant and environment. Agreement records nothing; a mismatch writes one job-level timeline
+    event (with the tenant) and is named in the alert's reason. A definition without a time zone runs
+    in the controller's zone (usually UTC), so it is compared as UTC. Never creates a run or attempt.
+    """
+    job = ident.job
+    assert job is not None
+    cron, zone, _ = schedule_in_force(job, ident.tenant, ident.environment, ctx)
+    seen_schedule = record.details.get("schedule")
+    seen_zone = record.details.get("timezone") or record.details.get("timeZone") or "UTC"
+    mismatches = []
+    if seen_schedule and str(seen_schedule).split() != cron.split():
+        mismatches.append(f"schedule {seen_schedule!r} (registered {cron!r})")
+    if seen_schedule and seen_zone != zone:
+        mismatches.append(f"time zone {seen_zone!r} (registered {zone!r})")
+    if mismatches:
+        timeline_event_record(
+            job=job,
+            tenant=ident.tenant,
+            alert=alert,
+            kind="definition_mismatch",
+            summary=f"{integration.source} reports {', '.join(mismatches)}",
+            occurred_at=record.occurred_at or received_at,
+            actor_integration=integration,
+        )
+    return alert_finish(alert, Alert.Outcome.ACCEPTED, reason="; ".join(mismatches))

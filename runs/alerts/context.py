@@ -1,0 +1,89 @@
+"""What every alert of one post shares while it is applied, and what the post produced."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from runs.alerts.models import Alert, Delivery
+from runs.alerts.parsers.base import FormatError
+from runs.attempts.models import RunnerReport
+from runs.catalog.models import IntegrationKey, Job, JobTarget, Tenant, normalise_slug
+
+
+@dataclass
+class IngestResult:
+    """What one post produced: the delivery, its alerts in post order, and a format error if any."""
+
+    delivery: Delivery
+    alerts: list[Alert] = field(default_factory=list)
+    error: FormatError | None = None
+    response: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PostContext:
+    """What every alert of one post shares: the key, the source's settings, and rows read once per post.
+
+    A batch names the same job, tenants and targets again and again; each is read once here (a
+    post is short, so a registration changed while it is being applied is picked up by the next post).
+    ``runner_reports`` collects the RunnerReport rows of the open transaction, inserted together
+    before it commits (``runner_reports_write``): nothing reads them while a post is applied.
+    """
+
+    key: IntegrationKey
+    settings: dict[str, Any]
+    jobs: dict[str, Job | None] = field(default_factory=dict)
+    tenants: dict[str, Tenant | None] = field(default_factory=dict)
+    targets: dict[tuple[int, int, str], JobTarget | None] = field(default_factory=dict)
+    runner_reports: list[RunnerReport] = field(default_factory=list)
+
+    def prime(self, job_key: str, slug: str, environment: str) -> None:
+        """Read the job, the tenant and their target in ONE query when the target exists (the usual
+        case), so that ``job``, ``tenant`` and ``target`` below find them here; else do nothing and
+        let those read what exists, one by one. The tenant is found only if available to the key.
+        """
+        slug_key = normalise_slug(slug).casefold()
+        if job_key in self.jobs and slug_key in self.tenants:
+            return
+        targets = JobTarget.objects.select_related("job", "tenant").filter(
+            job__key=job_key, tenant__slug_key=slug_key, environment=environment
+        )
+        if not self.key.all_tenants:
+            targets = targets.filter(tenant__integration_keys=self.key)
+        target = targets.first()
+        if target is not None:
+            self.jobs.setdefault(job_key, target.job)
+            self.tenants.setdefault(slug_key, target.tenant)
+            self.targets.setdefault((target.job_id, target.tenant_id, environment), target)
+
+    def job(self, job_key: str) -> Job | None:
+        if job_key not in self.jobs:
+            self.jobs[job_key] = Job.objects.filter(key=job_key).first()
+        return self.jobs[job_key]
+
+    def tenant(self, slug: str) -> Tenant | None:
+        """The tenant called ``slug`` if it is available to the key; None when unknown or not bound (alike)."""
+        slug_key = normalise_slug(slug).casefold()
+        if slug_key not in self.tenants:
+            tenants = Tenant.objects.filter(slug_key=slug_key)
+            if not self.key.all_tenants:
+                tenants = tenants.filter(integration_keys=self.key)
+            self.tenants[slug_key] = tenants.first()
+        return self.tenants[slug_key]
+
+    def target(self, job: Job, tenant: Tenant | None, environment: str | None) -> JobTarget | None:
+        """The (job, tenant, environment) target, active or not (one row at most: it is unique)."""
+        if tenant is None or not environment:
+            return None
+        ident = (job.pk, tenant.pk, environment)
+        if ident not in self.targets:
+            self.targets[ident] = JobTarget.objects.filter(job=job, tenant=tenant, environment=environment).first()
+        return self.targets[ident]
+
+
+def runner_reports_write(ctx: PostContext) -> None:
+    """Insert the runner reports collected in the open transaction, in one statement."""
+    if ctx.runner_reports:
+        RunnerReport.objects.bulk_create(ctx.runner_reports)
+        ctx.runner_reports.clear()

@@ -1,0 +1,202 @@
+"""Where a record belongs: its job, tenant (if available to the key), environment and window, every
+reason it cannot be placed, and the run of that identity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from django.utils import timezone
+
+from handover.core.rows import row_insert_unless_conflict
+from runs.alerts.context import PostContext
+from runs.alerts.parsers.base import AlertKind, ParsedAlert, parse_timestamp
+from runs.attempts.models import Run
+from runs.attempts.services import RUN_STATUS_FOR_ATTEMPT
+from runs.catalog.models import Job, Tenant
+from runs.checks.schedule.fire_times import previous_fire_time
+from runs.checks.schedule.windows import fire_time_closing_window, processing_window
+
+NEUTRAL_TENANT_REASON = "tenant {slug!r} is not available to this integration key"
+NEUTRAL_TENANT_ALIAS_HINT = (
+    " (a label that cannot spell a tenant's slug needs an entry in this integration's `tenant_aliases`)"
+)
+
+
+@dataclass
+class RecordIdentity:
+    job: Job | None = None
+    tenant: Tenant | None = None
+    environment: str | None = None
+    window_start: datetime | None = None
+    window_end: datetime | None = None
+    scheduled_for: datetime | None = None
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _tenant_for(
+    slug: str | None,
+    ctx: PostContext,
+    problems: list[str],
+    *,
+    report_absent: bool = True,
+) -> Tenant | None:
+    settings = ctx.settings
+    slug = slug or settings.get("default_tenant")
+    if not slug:
+        if report_absent:  # else the parser already said why, in its own terms
+            problems.append("no tenant: the alert names none and the integration has no default tenant")
+        return None
+    tenant = ctx.tenant(slug)
+    if tenant is None:
+        # Unknown and unbound read the same, so a key cannot probe for tenants (DESIGN.md). The alias
+        # hint depends only on the source's settings, never on whether the tenant exists.
+        reason = NEUTRAL_TENANT_REASON.format(slug=slug)
+        if "tenant_aliases" in settings:
+            reason += NEUTRAL_TENANT_ALIAS_HINT
+        problems.append(reason)
+        return None
+    return tenant
+
+
+def schedule_in_force(
+    job: Job, tenant: Tenant | None, environment: str | None, ctx: PostContext
+) -> tuple[str, str, dict[str, str]]:
+    """The cron, zone and DST policies in force for a target: the job's, with the target's overrides."""
+    target = ctx.target(job, tenant, environment)
+    cron = (target.schedule_override if target else "") or job.schedule
+    zone = (target.timezone_override if target else "") or job.timezone
+    kwargs = {
+        "dst_gap": (target.dst_gap_override if target else "") or job.dst_gap_policy,
+        "dst_overlap": (target.dst_overlap_override if target else "") or job.dst_overlap_policy,
+    }
+    return cron, zone, kwargs
+
+
+def _mentions_window(problems: list[str]) -> bool:
+    """True when a parser problem already explains a missing window (a garbled window or scheduled time)."""
+    return any("window" in p.lower() or "scheduled" in p.lower() for p in problems)
+
+
+def record_identity(record: ParsedAlert, ctx: PostContext, *, need_window: bool) -> RecordIdentity:
+    """Resolve job, tenant, environment and (when ``need_window``) the window; collect every reason it fails.
+
+    Parsers list missing or garbled convention fields themselves (``runs/alerts/parsers/base.py``), so the
+    mechanism's own "nothing named" reasons for job, tenant and environment are only a safety net for a
+    record that came with no problem at all: the inbox never lists one missing label twice. Lookups only
+    the mechanism can do are always added: job not registered, tenant not available, no window.
+    """
+    ident = RecordIdentity(problems=list(record.problems))
+    parser_reported = bool(record.problems)
+    slug = record.tenant or ctx.settings.get("default_tenant")
+    environment = record.environment or ctx.settings.get("default_environment")
+    if record.job_key and slug and environment:
+        ctx.prime(record.job_key, slug, environment)
+    if record.job_key:
+        ident.job = ctx.job(record.job_key)
+        if ident.job is None:
+            ident.problems.append(f"job {record.job_key!r} is not registered (register it, then reprocess)")
+    elif not parser_reported:
+        ident.problems.append("no job key in the alert")
+    ident.tenant = _tenant_for(record.tenant, ctx, ident.problems, report_absent=not parser_reported)
+    ident.environment = record.environment or ctx.settings.get("default_environment")
+    if not ident.environment and not parser_reported:
+        ident.problems.append("no environment: the alert names none and the integration has no default")
+    if not need_window:
+        return ident
+    job = ident.job
+    rule = record.details.get("scheduled_for_rule")
+    if job is not None:
+        _place_in_window(ident, record, job, rule, ctx)
+    # "No window" is a reason of its own whenever the alert names a job (registered or not) and neither
+    # carries a window or scheduled time nor has a rule that derives one -- unless a parser problem already
+    # says why (a garbled window or scheduled time). Without a job key there is nothing to place.
+    derivable = rule == "latest_fire_at_or_before_starts_at" and job is None
+    if (
+        record.job_key
+        and ident.window_start is None
+        and not (record.window_start and record.window_end)
+        and record.scheduled_for is None
+        and not derivable
+        and not _mentions_window(record.problems)
+    ):
+        reason = "no window: the alert carries neither a window nor a scheduled time"
+        if record.details.get("manual_run_outside_approval"):
+            reason += " (a manual run, outside the approval process: no replay key)"
+        ident.problems.append(reason)
+    return ident
+
+
+def _place_in_window(ident: RecordIdentity, record: ParsedAlert, job: Job, rule: str | None, ctx: PostContext) -> None:
+    """Fill the scheduled time and window of ``ident`` from the record and the schedule in force."""
+    cron, zone, kwargs = schedule_in_force(job, ident.tenant, ident.environment, ctx)
+    ident.scheduled_for = record.scheduled_for
+    if (
+        ident.scheduled_for is None
+        and not (record.window_start and record.window_end)
+        and rule == "latest_fire_at_or_before_starts_at"
+        and record.details.get("starts_at")
+    ):
+        # Grafana names no run: its rule counts failures in the latest processing window, so the
+        # fire time at or before the alert's start is the one it speaks about (grafana/STORY.md).
+        starts_at = parse_timestamp(record.details["starts_at"])
+        if starts_at is not None:
+            previous = previous_fire_time(cron, zone, starts_at, **kwargs)
+            ident.scheduled_for = previous.astimezone(UTC) if previous else None
+    if record.window_start and record.window_end:
+        ident.window_start, ident.window_end = record.window_start, record.window_end
+        if ident.scheduled_for is None:
+            ident.scheduled_for = fire_time_closing_window(cron, zone, record.window_end, **kwargs).astimezone(UTC)
+    elif ident.scheduled_for:
+        start, end = processing_window(cron, zone, ident.scheduled_for, alignment=job.window_alignment, **kwargs)
+        ident.window_start, ident.window_end = start.astimezone(UTC), end.astimezone(UTC)
+        previous = previous_fire_time(cron, zone, ident.scheduled_for, **kwargs)
+        if previous is None or previous.astimezone(UTC) != ident.scheduled_for.astimezone(UTC):
+            # Shown, not corrected: the window it falls in places the run without a guess.
+            at = ident.scheduled_for.astimezone(UTC)
+            local = at.astimezone(ZoneInfo(zone))
+            ident.notes.append(
+                f"scheduled time {at:%Y-%m-%d %H:%M:%S}Z ({local:%H:%M} in {zone}) is not a fire time of "
+                f"{cron!r} ({zone}); the run is the one whose window contains it"
+            )
+
+
+def run_for_identity(ident: RecordIdentity, ctx: PostContext, *, status: str | None = None) -> tuple[Run, bool]:
+    """The run of ``ident``, created if new (``status``: the status a new run starts with, if known).
+
+    Insert first: a new run costs one statement; an existing one, the refused INSERT and its SELECT.
+    """
+    assert ident.job and ident.tenant and ident.environment and ident.window_start and ident.window_end
+    target = ctx.target(ident.job, ident.tenant, ident.environment)
+    identity = {
+        "job": ident.job,
+        "tenant": ident.tenant,
+        "environment": ident.environment,
+        "window_start": ident.window_start,
+        "window_end": ident.window_end,
+    }
+    run = Run(
+        **identity,
+        target=target if target is not None and target.is_active else None,
+        scheduled_for=ident.scheduled_for,
+    )
+    if status is not None:
+        run.status, run.status_changed_at = status, timezone.now()
+    if row_insert_unless_conflict(run):
+        return run, True
+    run = Run.objects.get(**identity)  # an earlier alert created it (or a concurrent post, now committed)
+    run.job, run.tenant = ident.job, ident.tenant  # the same rows: spares the timeline two lookups
+    return run, False
+
+
+def run_status_for_new_run(record: ParsedAlert) -> str | None:
+    """The status a run created by this alert starts with: that of the one attempt it reports.
+
+    None when the alert reports several attempts (or none): the status is then refreshed from the
+    attempts once they are applied (``run_status_refresh``), as for an existing run.
+    """
+    if record.kind != AlertKind.ATTEMPT or not record.execution_id or record.related_attempts:
+        return None
+    return RUN_STATUS_FOR_ATTEMPT.get(record.status)  # type: ignore[call-overload]

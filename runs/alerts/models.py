@@ -1,0 +1,154 @@
+"""Deliveries (one authenticated post each), the alerts parsed out of them, and the counters of refused posts."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from handover.core.models import TimeStampedModel, choices_check
+from runs.attempts.models import Attempt, Run
+from runs.catalog.models import Integration, IntegrationKey
+
+
+class AuthFailureCounter(models.Model):
+    """Unauthenticated ingestion posts are not stored, only counted (per source slug)."""
+
+    source = models.CharField(max_length=50, unique=True)
+    count = models.PositiveBigIntegerField(default=0)
+    last_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.count}"
+
+
+class _DeliveryOutcome(models.TextChoices):
+    RECEIVED = "received", "Received (not parsed yet)"
+    PROCESSED = "processed", "Processed"
+    REJECTED = "rejected", "Rejected"
+
+
+class Delivery(TimeStampedModel):
+    """One authenticated HTTP post to an ingestion endpoint, stored before anything is parsed.
+
+    ``body`` is the raw body as text with secrets redacted; ``size_bytes`` and ``sha256`` describe the
+    bytes as received (computed before redaction).
+    """
+
+    Outcome = _DeliveryOutcome
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    integration = models.ForeignKey(Integration, on_delete=models.PROTECT, related_name="deliveries")
+    key = models.ForeignKey(IntegrationKey, on_delete=models.PROTECT, related_name="deliveries")
+    received_at = models.DateTimeField()
+    content_type = models.CharField(max_length=200, blank=True)
+    size_bytes = models.PositiveBigIntegerField(help_text="size of the body as received, in bytes")
+    sha256 = models.CharField(max_length=64)
+    body = models.TextField(help_text="raw body, redacted; an oversized body keeps its first 64 KiB")
+    is_body_truncated = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, default=Outcome.RECEIVED)
+    reason = models.TextField(blank=True)
+    notes = models.JSONField(default=dict, blank=True, help_text="facts about the post, e.g. truncated_alerts")
+    response_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    response_body = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "deliveries"
+        constraints = [choices_check("runs_delivery_outcome_valid", "outcome", _DeliveryOutcome)]
+        indexes = [
+            # the integration page's "recent deliveries"
+            models.Index(fields=["integration", "-received_at"], name="runs_delivery_recent_idx"),
+            # the sweep of deliveries a crash left unfinished (runs.services.delivery_sweep_received)
+            models.Index(fields=["received_at"], condition=Q(outcome="received"), name="runs_delivery_received_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"delivery {self.public_id} ({self.outcome})"
+
+
+class _AlertOutcome(models.TextChoices):
+    PENDING = "pending", "Pending"
+    ACCEPTED = "accepted", "Accepted"
+    DUPLICATE = "duplicate", "Duplicate"
+    UNMATCHED = "unmatched", "Unmatched"
+    REJECTED = "rejected", "Rejected"
+    IGNORED = "ignored", "Ignored"
+
+
+class Alert(TimeStampedModel):
+    """One record parsed out of a delivery, with its outcome.
+
+    The first alert with a given (integration, dedup key) is the original; later ones are
+    ``duplicate`` rows pointing at it. ``dedup_hash`` is the SHA-256 of the source's dedup key,
+    computed before redaction.
+    """
+
+    Outcome = _AlertOutcome
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    delivery = models.ForeignKey(Delivery, on_delete=models.PROTECT, related_name="alerts")
+    integration = models.ForeignKey(Integration, on_delete=models.PROTECT, related_name="alerts")
+    index = models.PositiveIntegerField(help_text="position of the record in its post, from 0")
+    source = models.SlugField(max_length=50)
+    kind = models.CharField(max_length=20, default="attempt")
+    dedup_key = models.TextField(blank=True, help_text="the source's dedup key, for display")
+    dedup_hash = models.CharField(max_length=64, blank=True)
+    duplicate_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="duplicates")
+    repeat_count = models.PositiveIntegerField(default=0, help_text="how often the same alert was sent again")
+    outcome = models.CharField(max_length=20, choices=Outcome.choices, default=Outcome.PENDING)
+    reason = models.TextField(blank=True)
+    is_stale = models.BooleanField(default=False, help_text="a late, earlier-state report: kept, changes nothing")
+    fields = models.JSONField(default=dict, blank=True, help_text="normalised fields, for display")
+    job_key = models.CharField(max_length=300, blank=True)
+    tenant_slug = models.CharField(max_length=300, blank=True)
+    environment = models.CharField(max_length=100, blank=True)
+    execution_id = models.CharField(max_length=300, blank=True)
+    summary = models.CharField(max_length=500, blank=True)
+    group_ref = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="the source's incident key (PagerDuty dedup_key), for ack/resolve",
+    )
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts")
+    attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts")
+    outcome_at = models.DateTimeField(null=True, blank=True)
+    ignored_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            # One original per (integration, dedup key): concurrent posts of one alert race on this
+            # index, and the losers become `duplicate` rows.
+            models.UniqueConstraint(
+                fields=["integration", "dedup_hash"],
+                condition=Q(duplicate_of__isnull=True) & ~Q(dedup_hash=""),
+                name="runs_alert_original_unique",
+                violation_error_code="duplicate",
+            ),
+            models.UniqueConstraint(
+                fields=["delivery", "index"],
+                name="runs_alert_delivery_index_unique",
+                violation_error_code="index",
+            ),
+            choices_check("runs_alert_outcome_valid", "outcome", _AlertOutcome),
+            models.CheckConstraint(
+                condition=~Q(outcome="duplicate") | Q(duplicate_of__isnull=False),
+                name="runs_alert_duplicate_has_original",
+                violation_error_code="duplicate_of_required",
+            ),
+        ]
+        indexes = [
+            # the inbox: unmatched first, newest first
+            models.Index(fields=["outcome", "-created_at"], name="runs_alert_inbox_idx"),
+            # the pending sweep
+            models.Index(fields=["created_at"], condition=Q(outcome="pending"), name="runs_alert_pending_idx"),
+            models.Index(fields=["integration", "job_key"], name="runs_alert_job_idx"),
+            # attaching a PagerDuty acknowledge/resolve to the triggers with the same dedup_key
+            models.Index(fields=["integration", "group_ref"], name="runs_alert_group_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} alert {self.public_id} ({self.outcome})"

@@ -1,0 +1,37 @@
+"""Source adapters: one pure parser module per source (``runs/alerts/parsers/<source>.py``), found by slug."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# slug -> module name. A source is listed once its parser exists.
+_MODULES = {
+    "generic": "runs.alerts.parsers.generic",
+    "alertmanager": "runs.alerts.parsers.alertmanager",
+    "grafana": "runs.alerts.parsers.grafana",
+    "eventbridge-scheduler": "runs.alerts.parsers.eventbridge_scheduler",
+    "airflow": "runs.alerts.parsers.airflow",
+    "pagerduty": "runs.alerts.parsers.pagerduty",
+    "kubernetes": "runs.alerts.parsers.kubernetes",
+    # any other format, mapped by each integration's own configuration (JMESPath; issue 9)
+    "custom": "runs.alerts.parsers.custom.parser",
+}
+
+
+def available_sources() -> list[str]:
+    """The slugs whose parser module can be imported, in a stable order."""
+    return [slug for slug in _MODULES if get_adapter(slug) is not None]
+
+
+def get_adapter(source: str) -> ModuleType | None:
+    """Return the parser module for ``source``, or None when there is no such adapter."""
+    name = _MODULES.get(source)
+    if name is None:
+        return None
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            return None
+        raise

@@ -1,0 +1,280 @@
+"""One post: stored first, then parsed, its alerts recorded and applied in chunks (one transaction per
+chunk); the response kept; and the sweep that finishes a delivery a crash left ``received``."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.db import DatabaseError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from handover.core.errors import DomainError
+from runs.alerts.apply import alert_apply_in_transaction
+from runs.alerts.context import IngestResult, PostContext, runner_reports_write
+from runs.alerts.models import Alert, AuthFailureCounter, Delivery
+from runs.alerts.parsers.base import FormatError, InvalidItem, ParsedAlert, merged_settings
+from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.records import alert_record
+from runs.alerts.redaction import (
+    body_secret_values,
+    integration_redact_names,
+    redact_body,
+    redact_text,
+    redaction_scope,
+)
+from runs.catalog.models import Integration, IntegrationKey
+
+logger = logging.getLogger(__name__)
+
+
+# Alerts of a batch applied per transaction: a commit per alert costs more than the alert's own
+# writes, and a long transaction holds its rows' locks longer (concurrent posts of the same runs wait).
+CHUNK_ALERTS = 100
+# ``IntegrationKey.last_used_at`` is refreshed at most this often: every post writing the key's row
+# would make it the hottest lock of the ingestion path. The integration page shows it to the minute.
+KEY_USED_RESOLUTION = timedelta(seconds=60)
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def delivery_receive(
+    *,
+    key: IntegrationKey,
+    body: bytes,
+    content_type: str = "",
+    received_at: datetime | None = None,
+    size_bytes: int | None = None,
+    is_body_truncated: bool = False,
+    defer_outcome: bool = False,
+) -> IngestResult:
+    """Store one authenticated post, then parse, record and apply every record in it.
+
+    ``body`` is the raw bytes (for an oversized post: its first 64 KiB, with ``size_bytes`` the
+    size announced or read and ``is_body_truncated`` set -- such a delivery is stored ``rejected``
+    and not parsed). Returns an ``IngestResult``; never raises for bad input. Side effects:
+    Delivery, Alert, Run, Attempt, RunnerReport and TimelineEvent rows; the key's ``last_used_at``
+    (at most once a minute). With ``defer_outcome`` the delivery's outcome is left for
+    ``delivery_record_response`` to write together with the response (one UPDATE instead of two);
+    until then the delivery reads ``received``, which is also what a crash would leave.
+    """
+    integration = key.integration
+    adapter = get_adapter(integration.source)
+    if adapter is None:  # an integration whose adapter was removed: keep the post anyway
+        raise DomainError(f"No adapter for {integration.source!r}")
+    received_at = received_at or timezone.now()
+    delivery = Delivery(
+        integration=integration,
+        key=key,
+        received_at=received_at,
+        content_type=content_type[:200],
+        size_bytes=size_bytes if size_bytes is not None else len(body),
+        sha256=hashlib.sha256(body).hexdigest(),
+        body=redact_body(body, adapter.REDACT_PATHS, integration_redact_names(integration.settings)),
+        is_body_truncated=is_body_truncated,
+    )
+    # Store first: one INSERT in autocommit, committed before anything is parsed. The key's row is
+    # not written in the same transaction (see KEY_USED_RESOLUTION).
+    delivery.save(force_insert=True)
+    _key_mark_used(key, received_at)
+    result = IngestResult(delivery=delivery)
+    # A secret of this post is redacted wherever it recurs in what is derived from it (error
+    # summaries, alert fields, reasons), not only where the body holds it under a secret name.
+    names = integration_redact_names(integration.settings)
+    with redaction_scope(body_secret_values(body, adapter.REDACT_PATHS, names), names):
+        _delivery_process(result, adapter, body, key)
+    if not defer_outcome:
+        _delivery_write(delivery)
+    return result
+
+
+def _key_mark_used(key: IntegrationKey, at: datetime) -> None:
+    """Set the key's ``last_used_at`` unless it was set less than ``KEY_USED_RESOLUTION`` before ``at``.
+
+    A guarded UPDATE of its own (autocommit): of several posts at once, one writes and the others
+    find the guard false, so the key's row is never held for a whole delivery.
+    """
+    if key.last_used_at is not None and at - key.last_used_at < KEY_USED_RESOLUTION:
+        return
+    IntegrationKey.objects.filter(pk=key.pk).filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lt=at - KEY_USED_RESOLUTION)
+    ).update(last_used_at=at)
+    key.last_used_at = at
+
+
+def _delivery_process(
+    result: IngestResult,
+    adapter: ModuleType,
+    body: bytes,
+    key: IntegrationKey,
+    *,
+    recorded: frozenset[int] = frozenset(),
+) -> None:
+    """Parse the body and record and apply each record in post order; set the outcome (in memory).
+
+    ``recorded``: indexes of records that already have their Alert (a sweep finishing a delivery):
+    they are skipped, and ``result.alerts`` lists only the alerts recorded now.
+    """
+    delivery = result.delivery
+    if delivery.is_body_truncated:
+        limit = django_settings.HANDOVER_MAX_BODY_BYTES
+        result.error = FormatError(f"The body is larger than {limit} bytes; its first 64 KiB are kept.")
+        _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=result.error.message)
+        return
+    ctx = PostContext(key=key, settings=merged_settings(adapter.DEFAULT_SETTINGS, key.integration.settings))
+    try:
+        parsed = adapter.parse(body, settings=ctx.settings, received_at=delivery.received_at)
+    except FormatError as exc:
+        result.error = exc
+        _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=redact_text(exc.message))
+        return
+    todo = [(index, record) for index, record in enumerate(parsed.alerts) if index not in recorded]
+    for start in range(0, len(todo), CHUNK_ALERTS):
+        result.alerts.extend(_alerts_ingest(delivery, todo[start : start + CHUNK_ALERTS], ctx))
+    result.response = dict(parsed.response)
+    _delivery_set_outcome(delivery, Delivery.Outcome.PROCESSED, notes=_json_safe(parsed.notes))
+
+
+def _delivery_set_outcome(
+    delivery: Delivery, outcome: str, *, reason: str = "", notes: dict[str, Any] | None = None
+) -> None:
+    delivery.outcome, delivery.reason, delivery.notes = outcome, reason, notes or {}
+
+
+def _delivery_write(delivery: Delivery, **response: Any) -> None:
+    """Write the delivery's outcome (set in memory while it was processed), and the response if given."""
+    Delivery.objects.filter(pk=delivery.pk).update(
+        outcome=delivery.outcome, reason=delivery.reason, notes=delivery.notes, **response
+    )
+
+
+def delivery_record_response(*, delivery: Delivery, status: int, body: dict[str, Any]) -> None:
+    """Keep the response given to the sender on the delivery (for the integration page).
+
+    Writes the delivery's outcome in the same UPDATE (``delivery_receive(defer_outcome=True)``
+    left it to this call).
+    """
+    if delivery.outcome == Delivery.Outcome.RECEIVED:  # never processed here: the sweep finishes it
+        Delivery.objects.filter(pk=delivery.pk).update(response_status=status, response_body=body)
+        return
+    _delivery_write(delivery, response_status=status, response_body=body)
+
+
+def delivery_sweep_received(*, older_than_seconds: int | None = None, limit: int = 100) -> int:
+    """Finish deliveries a crash left ``received`` (older than the given age). Returns how many were finished.
+
+    Each is claimed in a transaction of its own (``select_for_update(skip_locked=True)`` on
+    PostgreSQL; on SQLite the immediate transaction serialises writers and the outcome is re-read
+    inside it), its stored body is parsed again, the records that have no Alert yet are recorded and
+    applied (those committed before the crash are skipped by their index), and its outcome is
+    written -- all in that transaction, so a second sweep finds nothing left to do. The redacted
+    body parses like the raw one for everything an adapter reads for identity (DESIGN.md). A delivery
+    that fails is logged and tried again by the next sweep; the others go on.
+    """
+    age = older_than_seconds if older_than_seconds is not None else django_settings.HANDOVER_PENDING_SWEEP_AFTER_SECONDS
+    cutoff = timezone.now() - timedelta(seconds=age)
+    due = list(
+        Delivery.objects.filter(outcome=Delivery.Outcome.RECEIVED, received_at__lt=cutoff)
+        .order_by("received_at", "id")
+        .values_list("pk", flat=True)[:limit]
+    )
+    done = 0
+    for pk in due:
+        try:
+            done += _delivery_finish_received(pk)
+        except Exception:  # noqa: BLE001 - one broken delivery must not stop the sweep; it stays received
+            logger.exception("delivery %s: could not be finished; the next sweep tries again", pk)
+    return done
+
+
+def _delivery_finish_received(pk: int) -> bool:
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("key__integration")
+            .filter(pk=pk, outcome=Delivery.Outcome.RECEIVED)
+            .first()
+        )
+        if delivery is None:  # finished or claimed meanwhile
+            return False
+        key = delivery.key
+        delivery.integration = key.integration
+        adapter = get_adapter(key.integration.source)
+        if adapter is None:
+            _delivery_set_outcome(
+                delivery, Delivery.Outcome.REJECTED, reason=f"no adapter for {key.integration.source!r} any more"
+            )
+        else:
+            recorded = frozenset(delivery.alerts.values_list("index", flat=True))
+            result = IngestResult(delivery=delivery)
+            _delivery_process(result, adapter, delivery.body.encode(), key, recorded=recorded)
+        _delivery_write(delivery)
+    logger.info("delivery %s finished by the sweep: %s", delivery.public_id, delivery.outcome)
+    return True
+
+
+def _alerts_ingest(
+    delivery: Delivery, chunk: list[tuple[int, ParsedAlert | InvalidItem]], ctx: PostContext
+) -> list[Alert]:
+    """Record and apply ``chunk`` (records with their index in the post) in one transaction.
+
+    If the chunk fails on a database error (a deadlock with a concurrent batch that holds some of
+    the same runs, a constraint a record trips), it is rolled back and redone one alert per
+    transaction, as a lone post of each would be: per-alert outcomes never depend on the chunking.
+    """
+    try:
+        with transaction.atomic():
+            alerts = [_alert_ingest(delivery, index, record, ctx) for index, record in chunk]
+            runner_reports_write(ctx)
+            return alerts
+    except DatabaseError as exc:
+        ctx.runner_reports.clear()  # rows of the rolled-back transaction
+        if len(chunk) == 1:
+            raise
+        logger.warning(
+            "delivery %s: a chunk of %d alerts failed (%s); applying them one by one", delivery.pk, len(chunk), exc
+        )
+    alerts = []
+    for index, record in chunk:
+        try:
+            with transaction.atomic():
+                alerts.append(_alert_ingest(delivery, index, record, ctx))
+                runner_reports_write(ctx)
+        finally:
+            ctx.runner_reports.clear()
+    return alerts
+
+
+def _alert_ingest(delivery: Delivery, index: int, record: ParsedAlert | InvalidItem, ctx: PostContext) -> Alert:
+    """Record one parsed record and, when it is a new original, apply it (inside the caller's transaction)."""
+    alert, created = alert_record(delivery=delivery, index=index, record=record)
+    if created and alert.outcome == Alert.Outcome.PENDING and isinstance(record, ParsedAlert):
+        alert = alert_apply_in_transaction(alert, record, ctx)
+    return alert
+
+
+def delivery_refusal_count(*, source: str, integration: Integration | None = None) -> None:
+    """Count one refused post, which stores no Delivery (DESIGN: nothing authenticated is dropped).
+
+    With the ``integration`` whose key was recognised (a bad signature), its ``refused_post_count``;
+    without one (no key, an unknown key, a key of another source), the per-``source`` counter with
+    its last time (UTC). ``source`` is cut to the counter's 50 characters. Raises nothing of its own.
+    """
+    if integration is not None:
+        Integration.objects.filter(pk=integration.pk).update(refused_post_count=F("refused_post_count") + 1)
+        return
+    counter, _ = AuthFailureCounter.objects.get_or_create(source=source[:50])
+    AuthFailureCounter.objects.filter(pk=counter.pk).update(count=F("count") + 1, last_at=timezone.now())

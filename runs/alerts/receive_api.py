@@ -1,0 +1,312 @@
+"""``POST /api/v1/alerts/<source>/``: the ingestion endpoint for monitoring systems.
+
+Authenticated by an integration key (``Authorization: Bearer <key>``; PagerDuty-format senders may
+put it in ``routing_key``, the header wins). Synchronous: the Delivery is committed first, then
+every record is parsed and applied in post order, and the answer lists each alert's outcome (202).
+
+Hardening, in the order applied: the body is read in chunks up to the size limit (chunked posts
+included, where the server de-chunks them: gunicorn sets ``wsgi.input_terminated``); the key is
+authenticated; a per-key rate limit answers 429 with ``Retry-After`` (nothing stored: the sender
+retries); an integration configured with a signing secret must sign each post (HMAC-SHA256 over
+``<timestamp>:<body>``, stale timestamps refused, constant-time compare; see ``runs.alerts.signatures``).
+Request headers are never stored: the Delivery keeps the content type only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.parsers import BaseParser
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from handover.core.errors import problem, problem_response
+from handover.core.serializers import ProblemSerializer
+from handover.env import env
+from runs.alerts.context import IngestResult
+from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.ratelimit import rate_limit_take
+from runs.alerts.receive import delivery_receive, delivery_record_response, delivery_refusal_count
+from runs.alerts.serializers import IngestResponseSerializer
+from runs.alerts.signatures import signature_verify
+from runs.catalog.authentication import bearer_from_request, integration_key_authenticate
+from runs.catalog.keys import integration_security
+from runs.catalog.models import IntegrationKey
+
+logger = logging.getLogger(__name__)
+READ_CHUNK = 64 * 1024
+
+
+class RawBodyParser(BaseParser):
+    """Accept any media type; the view reads the raw bytes itself (hashes come from the raw body)."""
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        return None
+
+
+@dataclass(frozen=True)
+class BodyRead:
+    """What was read of a post: the kept bytes, the size seen, and whether it was over the limit."""
+
+    body: bytes
+    size: int
+    oversized: bool
+    length_required: bool = False
+
+
+def _read_stream(stream: Any, limit: int) -> BodyRead:
+    """Read ``stream`` in chunks, stopping one chunk past ``limit`` (never the whole oversized post)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = stream.read(READ_CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return BodyRead(b"".join(chunks)[: settings.HANDOVER_KEPT_OVERSIZE_BYTES], size, True)
+    return BodyRead(b"".join(chunks), size, False)
+
+
+def read_body(request: Request) -> BodyRead:
+    """Read the body while enforcing the size limit.
+
+    With a Content-Length, Django's stream is read (it stops at the declared length); a declared
+    length over the limit is refused after reading only the kept head. Without one -- a chunked
+    post -- Django sees an empty body, so the de-chunked WSGI input is read directly when the
+    server says it ends (``wsgi.input_terminated``, set by gunicorn); otherwise the length is
+    required (411), since reading an unterminated input could block.
+    """
+    limit = settings.HANDOVER_MAX_BODY_BYTES
+    meta = request.META
+    raw = request._request  # the Django request: read its stream once, in chunks
+    if meta.get("CONTENT_LENGTH"):
+        try:
+            declared = int(meta["CONTENT_LENGTH"])
+        except ValueError:
+            declared = 0
+        if declared > limit:
+            return BodyRead(raw.read(settings.HANDOVER_KEPT_OVERSIZE_BYTES), declared, True)
+        return _read_stream(raw, limit)
+    if "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower():
+        if meta.get("wsgi.input_terminated"):
+            return _read_stream(meta["wsgi.input"], limit)
+        return BodyRead(b"", 0, False, length_required=True)
+    return BodyRead(b"", 0, False)
+
+
+def _meta_name(header: str) -> str:
+    """``X-Handover-Signature`` -> ``HTTP_X_HANDOVER_SIGNATURE`` (how WSGI names request headers)."""
+    return "HTTP_" + header.upper().replace("-", "_")
+
+
+def _alert_rows(result: IngestResult) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": str(alert.public_id),
+            "outcome": alert.outcome,
+            "reason": alert.reason,
+            "run": str(alert.run.public_id) if alert.run else None,
+            "attempt": str(alert.attempt.public_id) if alert.attempt else None,
+        }
+        for alert in result.alerts
+    ]
+
+
+class AlertIngestView(APIView):
+    """Receive one post from a monitoring system."""
+
+    authentication_classes: list[type] = []
+    permission_classes = [AllowAny]
+    parser_classes = [RawBodyParser]
+
+    @extend_schema(
+        operation_id="alerts_ingest",
+        summary="Post alerts from a monitoring system",
+        description=(
+            "Authenticate with `Authorization: Bearer <integration key>`. The body is the source's own "
+            "format (`generic`: see docs/formats). Answers 202 with each alert's outcome: `accepted`, "
+            "`duplicate`, `unmatched` (kept for triage) or `rejected`. Integrations configured with a "
+            "signing secret also need `X-Handover-Signature` (hex HMAC-SHA256 of `<timestamp>:<body>`) "
+            "and `X-Handover-Timestamp` (UNIX seconds, within the integration's tolerance)."
+        ),
+        tags=["ingestion"],
+        request={"application/json": {"type": "object"}},
+        auth=[],
+        responses={
+            202: IngestResponseSerializer,
+            400: OpenApiResponse(ProblemSerializer, description="the post breaks the source's format"),
+            401: OpenApiResponse(ProblemSerializer, description="missing or unknown key"),
+            403: OpenApiResponse(ProblemSerializer, description="the key belongs to another source"),
+            404: OpenApiResponse(ProblemSerializer, description="no such source"),
+            411: OpenApiResponse(ProblemSerializer, description="a chunked post the server did not de-chunk"),
+            413: OpenApiResponse(ProblemSerializer, description="body over the size limit"),
+            429: OpenApiResponse(ProblemSerializer, description="the key's rate limit; see Retry-After"),
+            503: OpenApiResponse(ProblemSerializer, description="signed posts cannot be verified right now"),
+        },
+    )
+    def post(self, request: Request, source: str) -> Response:
+        adapter = get_adapter(source)
+        if adapter is None:
+            return problem_response(problem(404, "Not found", f"There is no alert source called {source!r}."))
+        read = read_body(request)
+        if read.length_required:
+            return problem_response(
+                problem(411, "Length required", "Send a Content-Length, or post through a server that de-chunks.")
+            )
+        body, size, oversized = read.body, read.size, read.oversized
+        token = bearer_from_request(request._request)
+        if token is None and hasattr(adapter, "credential_from_body") and not oversized:
+            token = adapter.credential_from_body(body)
+        key = integration_key_authenticate(token)
+        if key is None:
+            delivery_refusal_count(source=source)
+            response = problem_response(
+                problem(401, "Not authenticated", "Send a valid integration key as `Authorization: Bearer <key>`."),
+                headers={"WWW-Authenticate": 'Bearer realm="handover-ingest"'},
+            )
+            return response
+        if key.integration.source != source:
+            delivery_refusal_count(source=source, integration=key.integration)
+            return problem_response(
+                problem(
+                    403,
+                    "Forbidden",
+                    f"This key belongs to a {key.integration.source!r} integration; post to "
+                    f"/api/v1/alerts/{key.integration.source}/ instead.",
+                )
+            )
+        refused = self._rate_limited(key) or self._signature_refused(request, key, body, oversized, source)
+        if refused is not None:
+            return refused
+        result = delivery_receive(
+            key=key,
+            body=body,
+            content_type=request.META.get("CONTENT_TYPE", ""),
+            size_bytes=size,
+            is_body_truncated=oversized,
+            defer_outcome=True,  # written with the response below: one UPDATE of the delivery, not two
+        )
+        status, payload = self._answer(adapter, result, oversized)
+        delivery_record_response(delivery=result.delivery, status=status, body=payload)
+        response = Response(payload, status=status)
+        if status >= 400 and not hasattr(adapter, "render_response"):
+            response.content_type = "application/problem+json"
+        return response
+
+    def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """405 for another method on a real source; 404 when the address names no source at all
+        (``GET /api/v1/alerts/not-a-uuid/`` is no alert, and no source either)."""
+        if get_adapter(str(kwargs.get("source", ""))) is None:
+            return problem_response(problem(404, "Not found", "There is nothing at this address."))
+        return super().http_method_not_allowed(request, *args, **kwargs)  # type: ignore[no-any-return]
+
+    def _rate_limited(self, key: IntegrationKey) -> Response | None:
+        """429 with Retry-After when the key is over its rate; nothing is stored (the sender retries)."""
+        decision = rate_limit_take(
+            scope=f"ingest:{key.public_id}",
+            limit=settings.HANDOVER_INGEST_RATE_LIMIT,
+            window_seconds=settings.HANDOVER_INGEST_RATE_WINDOW_SECONDS,
+        )
+        if decision.allowed:
+            return None
+        logger.warning(
+            "ingest rate limit: key %s of %s refused, retry after %d s",
+            key.prefix,
+            key.integration.name,
+            decision.retry_after_seconds,
+        )
+        return problem_response(
+            problem(
+                429,
+                "Too many requests",
+                f"This key posted more than {settings.HANDOVER_INGEST_RATE_LIMIT} times in "
+                f"{settings.HANDOVER_INGEST_RATE_WINDOW_SECONDS} s; retry after {decision.retry_after_seconds} s.",
+            ),
+            headers={"Retry-After": str(decision.retry_after_seconds)},
+        )
+
+    def _signature_refused(
+        self, request: Request, key: IntegrationKey, body: bytes, oversized: bool, source: str
+    ) -> Response | None:
+        """Where the integration names a signing secret, refuse unsigned, stale or wrongly signed posts.
+
+        A refused post is not stored (it is not authenticated), only counted. An oversized post cannot
+        be verified (only its head is read), so it is refused with 413 and not stored either. A secret
+        named but missing from the environment is the server's fault: 503, so the sender retries.
+        """
+        security = integration_security(integration=key.integration)
+        if not security.signing_secret_env:
+            return None
+        secret = env.str(security.signing_secret_env, default="")
+        if not secret:
+            logger.error(
+                "integration %s requires signed posts but %s is not set",
+                key.integration.name,
+                security.signing_secret_env,
+            )
+            return problem_response(
+                problem(503, "Service unavailable", "Signed posts cannot be verified right now; retry later."),
+                headers={"Retry-After": "60"},
+            )
+        if oversized:
+            limit = settings.HANDOVER_MAX_BODY_BYTES
+            return problem_response(
+                problem(413, "Request body too large", f"The body is over {limit} bytes; nothing was stored.")
+            )
+        meta = request.META
+        check = signature_verify(
+            secret=secret,
+            body=body,
+            signature=meta.get(_meta_name(security.signature_header)),
+            timestamp=meta.get(_meta_name(security.timestamp_header)),
+            tolerance_seconds=security.signature_tolerance_seconds,
+            now=time.time(),
+        )
+        if check.ok:
+            return None
+        delivery_refusal_count(source=source)
+        return problem_response(
+            problem(401, "Not authenticated", f"Signature refused: {check.reason}."),
+            headers={"WWW-Authenticate": 'Bearer realm="handover-ingest"'},
+        )
+
+    def _answer(self, adapter: Any, result: IngestResult, oversized: bool) -> tuple[int, dict[str, Any]]:
+        delivery_id = str(result.delivery.public_id)
+        if hasattr(adapter, "render_response") and not oversized:
+            # ``response`` carries what the sender's own shape echoes (PagerDuty's dedup_key, generated
+            # by the parser when the event has none).
+            return adapter.render_response(
+                delivery_id=delivery_id, alerts=_alert_rows(result), error=result.error, response=result.response
+            )
+        if oversized:
+            limit = settings.HANDOVER_MAX_BODY_BYTES
+            return 413, problem(
+                413,
+                "Request body too large",
+                f"The body is over {limit} bytes. Its first 64 KiB are kept as delivery {delivery_id}; "
+                "split the post into smaller batches.",
+                extra={"delivery": delivery_id},
+            )
+        if result.error is not None:
+            error = result.error
+            where = f" (field `{error.field}`)" if error.field else ""
+            return 400, problem(
+                400,
+                "The post breaks the source's format",
+                f"{error.message}{where}. Stored as delivery {delivery_id}, rejected.",
+                type_="invalid-alert",
+                errors=error.errors or None,
+                extra={"delivery": delivery_id},
+            )
+        return 202, {"delivery": delivery_id, "alerts": _alert_rows(result), **result.response}

@@ -1,0 +1,255 @@
+"""The alert inbox and integrations: alerts a person may see, deliveries (recent, rejected), and
+what an integration's alerts carry (completeness, issue 9)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, QuerySet
+
+from runs.alerts.models import Alert, Delivery
+from runs.catalog.models import Integration
+from runs.permissions import User, run_visibility_filter, tenant_list_visible
+
+
+def alert_list(*, user: User, outcome: str | None = None, source: str | None = None) -> QuerySet[Alert]:
+    """Alerts visible to ``user``: those linked to a visible run, plus unlinked ones naming a
+    visible tenant; admins (staff) see every unlinked alert, since they register jobs and reprocess."""
+    alerts = Alert.objects.all()
+    if not (user.is_authenticated and user.is_superuser):
+        tenants = tenant_list_visible(user=user)
+        unlinked = (
+            Q(run__isnull=True)
+            if user.is_authenticated and user.is_staff
+            else Q(run__isnull=True, tenant_slug__in=tenants.values("slug"))
+        )
+        alerts = alerts.filter(Q(run__isnull=False) & run_visibility_filter(user=user, prefix="run__") | unlinked)
+    if outcome:
+        alerts = alerts.filter(outcome=outcome)
+    if source:
+        alerts = alerts.filter(source=source)
+    return alerts.select_related(
+        "delivery", "integration", "duplicate_of", "run__job", "run__tenant", "attempt"
+    ).order_by("-created_at", "-id")
+
+
+# The inbox lists original alerts in three parts, each newest first: the ones that need a person
+# (unmatched), the ones still being applied (pending), then everything else.
+INBOX_FIRST = (Alert.Outcome.UNMATCHED, Alert.Outcome.PENDING)
+
+
+@dataclass
+class InboxAlerts:
+    """The inbox's original alerts as one list a ``Paginator`` can page: unmatched, pending, the rest.
+
+    Each part is its own queryset in the order an index gives (``runs_alert_inbox_idx`` on
+    (outcome, created_at) for the first two, the ``created_at`` index for the rest), with the
+    number of rows it holds from :func:`alert_inbox`'s grouped count. Slicing runs one query per
+    part the slice touches (one, or two at a boundary), each with its own LIMIT/OFFSET, so a page
+    never sorts every alert.
+    """
+
+    parts: list[tuple[QuerySet[Alert], int]]
+    ordered = True  # the paginator's check: the parts are ordered
+
+    def count(self) -> int:
+        return sum(size for _, size in self.parts)
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, key: slice) -> list[Alert]:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("InboxAlerts supports plain slices only (as Paginator takes them)")
+        total = self.count()
+        start, stop, _ = key.indices(total)
+        rows: list[Alert] = []
+        offset = 0
+        for queryset, size in self.parts:
+            low, high = max(start - offset, 0), min(stop - offset, size)
+            if low < high:
+                rows.extend(queryset[low:high])
+            offset += size
+            if offset >= stop:
+                break
+        return rows
+
+    def __iter__(self) -> Iterator[Alert]:
+        return iter(self[:])
+
+
+def alert_inbox(*, user: User) -> tuple[InboxAlerts, dict[str, int]]:
+    """The inbox: original alerts visible to ``user``, unmatched first, then pending, then the rest,
+    each newest first; plus how many visible alerts (duplicates included) have each outcome.
+
+    Returns ``(alerts, counts)``: ``alerts`` pages like a queryset (``count()`` and slices, see
+    :class:`InboxAlerts`), ``counts`` maps each outcome present to its number of alerts.
+    Queries: one grouped count (per outcome: all alerts and the originals among them), then one
+    per part a page touches -- usually one, with the delivery (not its body) and the run joined:
+    what ``runs/alerts/_inbox_rows.html`` shows. Only the grouped count still reads every visible alert
+    (the page shows all-time counts and "page N of M"); the old shape also sorted all of them on a
+    CASE of the outcome and counted the originals again, on every read and every 30 s poll.
+    """
+    alerts = alert_list(user=user)
+    grouped = (
+        alerts.order_by()
+        .values("outcome")
+        .annotate(n=Count("id"), originals=Count("id", filter=Q(duplicate_of__isnull=True)))
+    )
+    counts: dict[str, int] = {}
+    originals: dict[str, int] = {}
+    for row in grouped:
+        counts[row["outcome"]] = row["n"]
+        originals[row["outcome"]] = row["originals"]
+    # The rows show the alert, its delivery's notes and a link to its run: join just those (every
+    # extra join costs planning time on each read, more than running the bounded page query), and
+    # leave out the raw body (up to the post size limit each).
+    shown = (
+        alerts.filter(duplicate_of__isnull=True)
+        .select_related(None)
+        .select_related("delivery", "run")
+        .defer("delivery__body")
+    )
+    parts = [(shown.filter(outcome=outcome), originals.get(outcome, 0)) for outcome in INBOX_FIRST]
+    rest = sum(n for outcome, n in originals.items() if outcome not in INBOX_FIRST)
+    parts.append((shown.exclude(outcome__in=INBOX_FIRST), rest))
+    return InboxAlerts(parts=parts), counts
+
+
+def alert_get(*, user: User, public_id: object) -> Alert | None:
+    """One alert visible to ``user`` (None when missing or not visible)."""
+    return alert_list(user=user).filter(public_id=public_id).first()
+
+
+def integration_list(*, user: User) -> QuerySet[Integration]:
+    """Integrations with key and delivery counts; admins (staff) only, others see none."""
+    if not (user.is_authenticated and user.is_staff):
+        return Integration.objects.none()
+    return Integration.objects.annotate(
+        key_count=Count("keys", filter=Q(keys__revoked_at__isnull=True), distinct=True),
+        delivery_count=Count("deliveries", distinct=True),
+    ).order_by("name")
+
+
+def delivery_list_recent(*, integration: Integration, limit: int = 25) -> QuerySet[Delivery]:
+    """The newest deliveries of one integration, with their alert outcome counts."""
+    return (
+        Delivery.objects.filter(integration=integration)
+        .select_related("key")
+        .annotate(alert_count=Count("alerts"))
+        .order_by("-received_at", "-id")[:limit]
+    )
+
+
+# What support needs from an alert (issue 9): the share of an integration's alerts that carried each.
+# Alert.fields holds only the values a parser found (empty ones are left out), so "carried" is a key test.
+COMPLETENESS_FIELDS: dict[str, tuple[str, Q]] = {
+    "execution_id": ("an execution id", ~Q(execution_id="")),
+    "window": ("a window", Q(fields__has_key="window_start") & Q(fields__has_key="window_end")),
+    "scheduled_for": ("a scheduled time", Q(fields__has_key="scheduled_for")),
+    "correlation_ref": ("a correlation reference", Q(fields__has_key="correlation_ref")),
+    "log_url": ("a log link", Q(fields__has_key="log_url")),
+}
+
+
+@dataclass
+class CompletenessCell:
+    """How many alerts of a row carried one field, and the share in whole percent."""
+
+    field: str
+    label: str
+    count: int
+    percent: int
+
+
+@dataclass
+class CompletenessRow:
+    """One job's alerts of an integration (``job_key`` "" for alerts that named no job)."""
+
+    job_key: str
+    alert_count: int
+    cells: list[CompletenessCell]
+
+
+@dataclass
+class AlertCompleteness:
+    """Completeness of an integration's alerts: per job, in total, and the fields most often missing."""
+
+    jobs: list[CompletenessRow]
+    total: CompletenessRow
+    most_missing: list[CompletenessCell]  # missing count and share, most missing first; only fields ever missing
+
+
+def _completeness_row(job_key: str, alert_count: int, counts: dict[str, int]) -> CompletenessRow:
+    cells = [
+        CompletenessCell(
+            field=name,
+            label=label,
+            count=counts[name],
+            percent=round(100 * counts[name] / alert_count) if alert_count else 0,
+        )
+        for name, (label, _) in COMPLETENESS_FIELDS.items()
+    ]
+    return CompletenessRow(job_key=job_key, alert_count=alert_count, cells=cells)
+
+
+def alert_completeness(*, integration: Integration) -> AlertCompleteness:
+    """The share of an integration's attempt alerts that carried each field support needs, per job.
+
+    Counts original alerts (duplicates and rejected items left out) that report an attempt, grouped
+    by the job key they named, with one aggregate query over the ``execution_id`` column and the keys
+    of ``Alert.fields``: execution id, window (both ends), scheduled time, correlation reference, log
+    link. ``most_missing`` lists the fields by how many alerts lacked them, most first.
+    """
+    counts = {f"{name}_count": Count("id", filter=condition) for name, (_, condition) in COMPLETENESS_FIELDS.items()}
+    rows = (
+        Alert.objects.filter(integration=integration, duplicate_of__isnull=True, kind="attempt")
+        .exclude(outcome=Alert.Outcome.REJECTED)
+        .values("job_key")
+        .annotate(alert_count=Count("id"), **counts)
+        .order_by("job_key")
+    )
+    jobs = []
+    totals = dict.fromkeys(COMPLETENESS_FIELDS, 0)
+    total_count = 0
+    for row in rows:
+        found = {name: row[f"{name}_count"] for name in COMPLETENESS_FIELDS}
+        jobs.append(_completeness_row(row["job_key"], row["alert_count"], found))
+        total_count += row["alert_count"]
+        for name, value in found.items():
+            totals[name] += value
+    total = _completeness_row("", total_count, totals)
+    missing = [
+        CompletenessCell(
+            field=cell.field,
+            label=cell.label,
+            count=total_count - cell.count,
+            percent=round(100 * (total_count - cell.count) / total_count),
+        )
+        for cell in total.cells
+        if cell.count < total_count
+    ]
+    missing.sort(key=lambda c: (-c.count, list(COMPLETENESS_FIELDS).index(c.field)))
+    return AlertCompleteness(jobs=jobs, total=total, most_missing=missing)
+
+
+def alert_count_unmatched(*, integration: Integration) -> int:
+    """How many original alerts of this integration are ``unmatched`` (what "reprocess" would retry)."""
+    return Alert.objects.filter(
+        integration=integration, outcome=Alert.Outcome.UNMATCHED, duplicate_of__isnull=True
+    ).count()
+
+
+def delivery_list_rejected(*, limit: int = 20) -> QuerySet[Delivery]:
+    """The newest rejected posts (any integration): for admins, since a rejected post names no tenant."""
+    return (
+        Delivery.objects.filter(outcome=Delivery.Outcome.REJECTED)
+        .select_related("integration")
+        .order_by("-received_at", "-id")[:limit]
+    )
+
+
+def delivery_count_rejected() -> int:
+    """How many posts were rejected in all (the inbox's "rejected posts" figure)."""
+    return Delivery.objects.filter(outcome=Delivery.Outcome.REJECTED).count()

@@ -1,0 +1,25 @@
+"""Celery tasks of the alerts slice: the beat tick that finishes alerts a crash left ``pending``."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from runs.checks.tasks import logger
+
+
+@shared_task(name="runs.alert_sweep_pending")
+def alert_sweep_pending() -> int:
+    """Beat tick: write the beat's heartbeat, then finish alerts a crash left ``pending``. Returns the count.
+
+    The heartbeat is a database row (``Heartbeat.BEAT``, upserted), so ``/healthz`` on any host
+    reads the same ``beat_age_seconds``.
+    """
+    from runs.alerts.triage import alert_sweep_pending as sweep
+    from runs.health.models import Heartbeat
+    from runs.health.services import heartbeat_record
+
+    heartbeat_record(name=Heartbeat.BEAT)
+    done = sweep()
+    if done:
+        logger.info("alert sweep applied %d pending alerts", done)
+    return done

@@ -1,0 +1,79 @@
+"""The alert inbox and one alert; admins reprocess or ignore an unmatched alert."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from handover.core.errors import DomainError
+from handover.core.views import form_post
+from runs.alerts.forms import AlertIgnoreForm
+from runs.alerts.selectors import alert_get, alert_inbox, delivery_count_rejected, delivery_list_rejected
+from runs.alerts.triage import alert_ignore, alert_reprocess
+
+
+@login_required
+def alert_inbox_view(request: HttpRequest) -> HttpResponse:
+    """Alert outcomes at a glance: counts, then original alerts with the unmatched ones first."""
+    alerts, counts = alert_inbox(user=request.user)
+    page = Paginator(alerts, 50).get_page(request.GET.get("page"))
+    template = "runs/alerts/_inbox_rows.html" if request.htmx else "runs/alerts/alert_inbox.html"
+    order = ["unmatched", "pending", "accepted", "duplicate", "rejected", "ignored"]
+    rejected = delivery_list_rejected(limit=20) if request.user.is_staff else None
+    return render(
+        request,
+        template,
+        {
+            "page": page,
+            "counts": [(o, counts.get(o, 0)) for o in order],
+            "ignore_form": AlertIgnoreForm(),
+            "rejected_deliveries": list(rejected) if rejected is not None else None,
+            "rejected_delivery_count": delivery_count_rejected() if rejected is not None else 0,
+        },
+    )
+
+
+@login_required
+def alert_detail_view(request: HttpRequest, id: str) -> HttpResponse:
+    """One alert: its outcome and reason, normalised fields, the delivery it came in."""
+    alert = alert_get(user=request.user, public_id=id)
+    if alert is None:
+        raise Http404("No such alert")
+    return render(request, "runs/alerts/alert_detail.html", {"alert": alert, "ignore_form": AlertIgnoreForm()})
+
+
+@staff_member_required
+@require_POST
+def alert_reprocess_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: parse the stored body again and apply it (after registering the job)."""
+    alert = alert_get(user=request.user, public_id=id)
+    if alert is None:
+        raise Http404("No such alert")
+    try:
+        alert = alert_reprocess(alert=alert, actor=request.user)
+        messages.success(request, f"Reprocessed: {alert.outcome}. {alert.reason}".strip())
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    return redirect("runs:alert-detail", id=alert.public_id)
+
+
+@staff_member_required
+@require_POST
+def alert_ignore_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: dismiss an unmatched alert with a reason."""
+    alert = alert_get(user=request.user, public_id=id)
+    if alert is None:
+        raise Http404("No such alert")
+    return form_post(
+        request,
+        AlertIgnoreForm(request.POST),
+        invalid="Say why the alert needs no action.",
+        act=lambda data: alert_ignore(alert=alert, actor=request.user, reason=data["reason"]),
+        success=lambda _: "Alert ignored.",
+        done=redirect("runs:alert-detail", id=alert.public_id),
+    )

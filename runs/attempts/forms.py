@@ -1,0 +1,23 @@
+"""The runs list's filter form: shape and per-field rules only."""
+
+from __future__ import annotations
+
+from django import forms
+
+from runs.attempts.models import Run
+
+
+class RunFilterForm(forms.Form):
+    """The runs list filters; every field optional."""
+
+    tenant = forms.CharField(required=False, label="Tenant")
+    job = forms.CharField(required=False, label="Job")
+    environment = forms.CharField(required=False, label="Environment")
+    status = forms.ChoiceField(required=False, choices=[("", "any status"), *Run.Status.choices])
+    window_from = forms.DateTimeField(
+        required=False, label="Window from", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    window_to = forms.DateTimeField(
+        required=False, label="Window to", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    q = forms.CharField(required=False, label="Execution or correlation id")

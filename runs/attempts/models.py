@@ -1,0 +1,217 @@
+"""Logical runs (job, tenant, environment, processing window), their attempts and the runners' reports."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from handover.core.models import TimeStampedModel, choices_check
+from runs.catalog.models import Job, JobTarget, Tenant
+
+
+class _RunStatus(models.TextChoices):
+    EXPECTED = "expected", "Expected"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    MISSED = "missed", "Missed"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class _RunFailureClass(models.TextChoices):
+    NEVER_STARTED = "never_started", "Never started"
+    FAILED_IN_PREPARATION = "failed_in_preparation", "Failed in preparation"
+    PARTIALLY_COMMITTED = "partially_committed", "Partially committed"
+    COMPLETED_ACK_LOST = "completed_ack_lost", "Completed, acknowledgement lost"
+    UNDETERMINED = "undetermined", "Undetermined"
+
+
+class Run(TimeStampedModel):
+    """A logical run: one job's work for one target and processing window ``[window_start, window_end)``.
+
+    Identity ``(job, tenant, environment, window_start, window_end)`` is unique. ``status`` is set in
+    one place only (``runs.attempts.services``), from the highest-numbered attempt.
+    """
+
+    Status = _RunStatus
+    FailureClass = _RunFailureClass
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="runs")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs")
+    environment = models.SlugField(max_length=50)
+    target = models.ForeignKey(JobTarget, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    window_start = models.DateTimeField()
+    window_end = models.DateTimeField()
+    scheduled_for = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.UNKNOWN)
+    status_changed_at = models.DateTimeField(null=True, blank=True)
+    # run totals, stored when a load or change commits (the work ledger fills them)
+    eligible_count = models.PositiveIntegerField(default=0)
+    attempted_count = models.PositiveIntegerField(default=0)
+    completed_count = models.PositiveIntegerField(default=0)
+    skipped_count = models.PositiveIntegerField(default=0)
+    rejected_count = models.PositiveIntegerField(default=0)
+    unresolved_count = models.PositiveIntegerField(default=0)
+    possible_duplicate_count = models.PositiveIntegerField(default=0)
+    # the parts of unresolved_count, for the run page's stacked bar
+    unverified_count = models.PositiveIntegerField(default=0, help_text="part of unresolved_count")
+    absent_count = models.PositiveIntegerField(default=0, help_text="part of unresolved_count")
+    uncertain_count = models.PositiveIntegerField(default=0, help_text="part of unresolved_count")
+    ledger_updated_at = models.DateTimeField(
+        null=True, blank=True, help_text="when a work-ledger load or change last stored the totals"
+    )
+    # failure class: suggested from the ledger's evidence, confirmed by a person (runs.ledger)
+    failure_class_suggested = models.CharField(max_length=30, choices=FailureClass.choices, blank=True)
+    failure_class = models.CharField(max_length=30, choices=FailureClass.choices, blank=True)
+    failure_class_confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    failure_class_confirmed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "tenant", "environment", "window_start", "window_end"],
+                name="runs_run_identity_unique",
+                violation_error_code="duplicate_run",
+            ),
+            models.CheckConstraint(
+                condition=Q(window_end__gt=models.F("window_start")),
+                name="runs_run_window_order",
+                violation_error_code="empty_window",
+            ),
+            choices_check("runs_run_status_valid", "status", _RunStatus),
+            models.CheckConstraint(
+                condition=Q(failure_class="") | Q(failure_class__in=_RunFailureClass.values),
+                name="runs_run_failure_class_valid",
+                violation_error_code="invalid_choice",
+            ),
+            models.CheckConstraint(
+                condition=Q(failure_class_suggested="") | Q(failure_class_suggested__in=_RunFailureClass.values),
+                name="runs_run_failure_suggested_valid",
+                violation_error_code="invalid_choice",
+            ),
+            models.CheckConstraint(
+                condition=Q(failure_class="") | Q(failure_class_confirmed_by__isnull=False),
+                name="runs_run_failure_class_confirmed",
+                violation_error_code="confirmed_by_required",
+            ),
+        ]
+        indexes = [
+            # the runs list: newest first, filtered by tenant
+            models.Index(fields=["tenant", "-window_start"], name="runs_run_tenant_window_idx"),
+            models.Index(fields=["-window_start", "-id"], name="runs_run_newest_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job.key} / {self.tenant.slug} / {self.environment} / {self.window_start:%Y-%m-%d %H:%M}Z"
+
+
+class _AttemptTrigger(models.TextChoices):
+    SCHEDULED = "scheduled", "Scheduled"
+    AUTOMATIC_RETRY = "automatic_retry", "Automatic retry"
+    MANUAL_REPLAY = "manual_replay", "Manual replay"
+    CATCH_UP = "catch_up", "Catch-up"
+
+
+class _AttemptStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    TIMED_OUT = "timed_out", "Timed out"
+    ABANDONED = "abandoned", "Abandoned"
+
+
+class Attempt(TimeStampedModel):
+    """One technical execution of a run, unique on ``(run, execution_id)`` (the executor's id)."""
+
+    Trigger = _AttemptTrigger
+    Status = _AttemptStatus
+
+    # action -> allowed source statuses -> target status (STYLE.md §4). Terminal states never move.
+    TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.TIMED_OUT, Status.ABANDONED})
+    TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
+        "queue": (frozenset(), Status.QUEUED),
+        "start": (frozenset({Status.QUEUED}), Status.RUNNING),
+        "succeed": (frozenset({Status.QUEUED, Status.RUNNING}), Status.SUCCEEDED),
+        "fail": (frozenset({Status.QUEUED, Status.RUNNING}), Status.FAILED),
+        "time_out": (frozenset({Status.QUEUED, Status.RUNNING}), Status.TIMED_OUT),
+        "abandon": (frozenset({Status.QUEUED, Status.RUNNING}), Status.ABANDONED),
+    }
+    ACTION_FOR_STATUS = {
+        Status.QUEUED: "queue",
+        Status.RUNNING: "start",
+        Status.SUCCEEDED: "succeed",
+        Status.FAILED: "fail",
+        Status.TIMED_OUT: "time_out",
+        Status.ABANDONED: "abandon",
+    }
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="attempts")
+    execution_id = models.CharField(max_length=300)
+    number = models.PositiveIntegerField(default=1)
+    trigger = models.CharField(max_length=20, choices=Trigger.choices, default=Trigger.SCHEDULED)
+    status = models.CharField(max_length=20, choices=Status.choices)
+    scheduled_at = models.DateTimeField(null=True, blank=True, help_text="when this attempt was meant to start")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="actual start")
+    ended_at = models.DateTimeField(null=True, blank=True)
+    status_changed_at = models.DateTimeField(null=True, blank=True)
+    error_summary = models.TextField(blank=True, help_text="at most 2,000 characters")
+    correlation_ref = models.CharField(max_length=300, blank=True)
+    log_url = models.URLField(max_length=2000, blank=True)
+    config_version = models.CharField(max_length=200, blank=True)
+    replay_key = models.CharField(max_length=200, blank=True)
+    abandon_reason = models.TextField(blank=True)
+    abandoned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "execution_id"],
+                name="runs_attempt_identity_unique",
+                violation_error_code="duplicate",
+            ),
+            choices_check("runs_attempt_status_valid", "status", _AttemptStatus),
+            choices_check("runs_attempt_trigger_valid", "trigger", _AttemptTrigger),
+            models.CheckConstraint(
+                condition=Q(number__gte=1), name="runs_attempt_number_positive", violation_error_code="number"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="abandoned") | ~Q(abandon_reason=""),
+                name="runs_attempt_abandon_reason",
+                violation_error_code="abandon_reason_required",
+            ),
+        ]
+        indexes = [
+            # "no replay while an attempt of the run is queued or running"
+            models.Index(fields=["run"], condition=Q(status__in=["queued", "running"]), name="runs_attempt_active_idx"),
+            models.Index(fields=["correlation_ref"], name="runs_attempt_corr_idx"),
+            models.Index(fields=["execution_id"], name="runs_attempt_exec_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} {self.execution_id} ({self.status})"
+
+
+class RunnerReport(TimeStampedModel):
+    """What the job runner said about records of one attempt. A report is not evidence of the destination."""
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.PROTECT, related_name="runner_reports")
+    alert = models.OneToOneField(
+        "runs.Alert", null=True, blank=True, on_delete=models.PROTECT, related_name="runner_report"
+    )
+    attempted_ids = models.JSONField(default=list, blank=True)
+    completed_ids = models.JSONField(default=list, blank=True)
+    failed_ids = models.JSONField(default=list, blank=True)
+    reported_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"report on {self.attempt}"

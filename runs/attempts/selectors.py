@@ -1,0 +1,85 @@
+"""Runs a person may see: the filtered list and one run with its attempts and timeline."""
+
+from __future__ import annotations
+
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+
+from runs.attempts.models import Attempt, Run
+from runs.permissions import User, run_visibility_filter
+from runs.timeline.models import TimelineEvent
+
+
+def run_list(
+    *,
+    user: User,
+    job: str | None = None,
+    tenant: str | None = None,
+    environment: str | None = None,
+    status: str | None = None,
+    window_from: object | None = None,
+    window_to: object | None = None,
+    search: str | None = None,
+) -> QuerySet[Run]:
+    """Runs visible to ``user``, newest window first, with job, tenant and the attempt count.
+
+    Filters: job key, tenant slug (case-insensitive), environment, status, window start range
+    (aware datetimes), and ``search`` over execution ids and correlation references.
+    Queries: one (job and tenant joined; attempt count annotated).
+
+    The attempt count is a correlated subquery, not ``Count("attempts")``: an aggregate over the
+    join makes PostgreSQL group every visible run before the LIMIT of a page, so the list cost
+    grew with history. The subquery is evaluated for the page's rows only (one probe of the
+    attempt's run index each), the newest-window index serves the order, and ``count()`` (the
+    paginator's) drops the unused annotation and counts runs alone.
+    """
+    runs = Run.objects.filter(run_visibility_filter(user=user))
+    if job:
+        runs = runs.filter(job__key=job)
+    if tenant:
+        runs = runs.filter(tenant__slug_key=tenant.casefold())
+    if environment:
+        runs = runs.filter(environment=environment)
+    if status:
+        runs = runs.filter(status=status)
+    if window_from:
+        runs = runs.filter(window_start__gte=window_from)
+    if window_to:
+        runs = runs.filter(window_start__lt=window_to)
+    if search:
+        matching = Attempt.objects.filter(Q(execution_id__icontains=search) | Q(correlation_ref__icontains=search))
+        runs = runs.filter(pk__in=matching.values("run_id"))
+    return (
+        runs.select_related("job", "tenant", "target")
+        .annotate(attempt_count=Coalesce(_attempt_count(), 0))
+        .order_by("-window_start", "-id")
+    )
+
+
+def _attempt_count() -> Subquery:
+    """How many attempts the outer run has: ``(SELECT COUNT(*) FROM attempt WHERE run_id = run.id)``."""
+    per_run = Attempt.objects.filter(run=OuterRef("pk")).order_by().values("run").annotate(n=Count("pk")).values("n")
+    return Subquery(per_run, output_field=IntegerField())
+
+
+def run_get(*, user: User, public_id: object) -> Run | None:
+    """One run visible to ``user`` with its attempts (by number) and timeline (in order) prefetched.
+
+    Returns None when it does not exist or may not be seen (callers answer 404 either way).
+    Queries: run, attempts, timeline (with actors), runner reports.
+    """
+    return (
+        Run.objects.filter(run_visibility_filter(user=user), public_id=public_id)
+        .select_related("job", "tenant", "target")
+        .prefetch_related(
+            Prefetch("attempts", queryset=Attempt.objects.order_by("number", "created_at", "id")),
+            Prefetch(
+                "timeline",
+                queryset=TimelineEvent.objects.select_related("actor_user", "actor_integration", "attempt").order_by(
+                    "occurred_at", "recorded_at", "id"
+                ),
+            ),
+            Prefetch("attempts__runner_reports"),
+        )
+        .first()
+    )

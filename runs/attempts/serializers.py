@@ -1,0 +1,86 @@
+"""API shapes of runs, attempts and runner reports. ``id`` is always the public UUID; times are ISO 8601 UTC."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from runs.attempts.models import Attempt, Run, RunnerReport
+from runs.timeline.serializers import TimelineEventSerializer
+
+
+class RunnerReportSerializer(serializers.ModelSerializer[RunnerReport]):
+    class Meta:
+        model = RunnerReport
+        fields = ["attempted_ids", "completed_ids", "failed_ids", "reported_at"]
+        read_only_fields = fields
+
+
+class AttemptSerializer(serializers.ModelSerializer[Attempt]):
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    runner_reports = RunnerReportSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Attempt
+        fields = [
+            "id",
+            "execution_id",
+            "number",
+            "trigger",
+            "status",
+            "scheduled_at",
+            "started_at",
+            "ended_at",
+            "error_summary",
+            "correlation_ref",
+            "log_url",
+            "config_version",
+            "runner_reports",
+        ]
+        read_only_fields = fields
+
+
+class RunListSerializer(serializers.ModelSerializer[Run]):
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    job = serializers.CharField(source="job.key", read_only=True)
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    attempt_count = serializers.IntegerField(read_only=True)
+    has_target = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "job",
+            "tenant",
+            "environment",
+            "window_start",
+            "window_end",
+            "scheduled_for",
+            "status",
+            "attempt_count",
+            "has_target",
+            "eligible_count",
+            "attempted_count",
+            "completed_count",
+            "skipped_count",
+            "rejected_count",
+            "unresolved_count",
+            "possible_duplicate_count",
+        ]
+        read_only_fields = fields
+
+    def get_has_target(self, run: Run) -> bool:
+        return run.target_id is not None
+
+
+class RunDetailSerializer(RunListSerializer):
+    attempts = AttemptSerializer(many=True, read_only=True)
+    timeline = TimelineEventSerializer(many=True, read_only=True)
+    attempt_count = serializers.SerializerMethodField()
+
+    class Meta(RunListSerializer.Meta):
+        fields = [*RunListSerializer.Meta.fields, "attempts", "timeline"]
+        read_only_fields = fields
+
+    def get_attempt_count(self, run: Run) -> int:
+        return len(run.attempts.all())

@@ -1,0 +1,80 @@
+"""The runs list and the run page (identity, attempts, timeline, schedule box, work ledger)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from runs.attempts.forms import RunFilterForm
+from runs.attempts.models import Run
+from runs.attempts.selectors import run_get, run_list
+from runs.checks.schedules import job_schedule, schedule_fire_times, target_schedule
+from runs.checks.selectors import check_list_for_run
+from runs.ledger.views import run_ledger_context
+from runs.permissions import tenant_list_visible
+
+
+@login_required
+def run_list_view(request: HttpRequest) -> HttpResponse:
+    """Runs the viewer may see, newest window first, filterable and paginated (50 a page)."""
+    form = RunFilterForm(request.GET or None)
+    filters = form.cleaned_data if form.is_valid() else {}
+    runs = run_list(
+        user=request.user,
+        tenant=filters.get("tenant") or None,
+        job=filters.get("job") or None,
+        environment=filters.get("environment") or None,
+        status=filters.get("status") or None,
+        window_from=filters.get("window_from"),
+        window_to=filters.get("window_to"),
+        search=filters.get("q") or None,
+    )
+    page = Paginator(runs, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "runs/attempts/run_list.html",
+        {
+            "form": form,
+            "page": page,
+            "query": query.urlencode(),
+            "tenants": tenant_list_visible(user=request.user),
+        },
+    )
+
+
+@login_required
+def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
+    """One run: identity, every attempt, and the timeline in order. 404 when not visible."""
+    run = run_get(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    attempts = list(run.attempts.all())
+    versions = {a.config_version for a in attempts if a.config_version}
+    return render(
+        request,
+        "runs/attempts/run_detail.html",
+        {
+            "run": run,
+            "attempts": attempts,
+            "timeline": list(run.timeline.all()),
+            "config_changed": len(versions) > 1,
+            "first_config": next((a.config_version for a in attempts if a.config_version), ""),
+            **_run_schedule_context(run),
+            **run_ledger_context(request, run),
+        },
+    )
+
+
+def _run_schedule_context(run: Run) -> dict[str, object]:
+    """The run page's schedule box: the next fire times of its job (the target's schedule in force) and its checks."""
+    sched = target_schedule(target=run.target) if run.target else job_schedule(job=run.job)
+    return {
+        "schedule": sched,
+        "fire_times": schedule_fire_times(sched=sched, after=timezone.now(), count=5),
+        "run_checks": list(check_list_for_run(run=run)),
+    }

@@ -1,0 +1,256 @@
+"""Integrations (admins): list and detail, keys issued once, and custom integrations' mapping editor,
+export and reprocess (issue 9)."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.text import slugify
+from django.views.decorators.http import require_POST
+
+from handover.core.errors import DomainError
+from runs.alerts.mapping import (
+    MappingInvalid,
+    Sample,
+    integration_custom_create_with_key,
+    integration_custom_update,
+    integration_mapping_export,
+    integration_reprocess_unmatched,
+    mapping_from_json,
+    mapping_preview,
+    samples_from_deliveries,
+)
+from runs.alerts.parsers.base import merged_settings
+from runs.alerts.parsers.custom.expressions import FUNCTION_NAMES
+from runs.alerts.parsers.custom.parser import SOURCE
+from runs.alerts.parsers.custom.vocabulary import (
+    FIELD_HELP,
+    REQUIRED,
+    SCHEDULED_FOR_RULES,
+    SIGNALS,
+    STARTER_MAPPING,
+    STATUSES,
+    TIME_FORMATS,
+    TRIGGERS,
+    WINDOW_RULES,
+)
+from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.selectors import alert_completeness, alert_count_unmatched, delivery_list_recent, integration_list
+from runs.catalog.forms import IntegrationCustomCreateForm, IntegrationKeyCreateForm, IntegrationMappingForm
+from runs.catalog.models import Integration
+from runs.catalog.services import IssuedKey, integration_key_create
+
+
+@staff_member_required
+def integration_list_view(request: HttpRequest) -> HttpResponse:
+    """Admins: every integration with its source, active keys and delivery count."""
+    return render(request, "runs/catalog/integration_list.html", {"integrations": integration_list(user=request.user)})
+
+
+@staff_member_required
+def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: an integration's effective settings, key prefixes and last use, recent deliveries."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    adapter = get_adapter(integration.source)
+    effective = merged_settings(adapter.DEFAULT_SETTINGS, integration.settings) if adapter else integration.settings
+    keys = integration.keys.prefetch_related("tenants").order_by("-created_at")
+    is_custom = integration.source == SOURCE
+    return render(
+        request,
+        "runs/catalog/integration_detail.html",
+        {
+            "integration": integration,
+            # a custom integration's mapping is shown as JSON below, not as one settings row
+            "settings": sorted((k, v) for k, v in effective.items() if not (is_custom and k == "mapping")),
+            "keys": keys,
+            "deliveries": delivery_list_recent(integration=integration),
+            # issue 9: custom mappings, completeness, keys issued from the page
+            "is_custom": is_custom,
+            "mapping_json": _pretty(effective.get("mapping") or {}) if is_custom else "",
+            "completeness": alert_completeness(integration=integration),
+            "unmatched_count": alert_count_unmatched(integration=integration),
+            "key_form": IntegrationKeyCreateForm(),
+        },
+    )
+
+
+def _pretty(document: object) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def _key_issued(request: HttpRequest, integration: Integration, issued: IssuedKey) -> HttpResponse:
+    # The secret is shown in this response and nowhere else: it is never stored (not even in the
+    # session), so this page answers the POST directly instead of redirecting.
+    response = render(
+        request,
+        "runs/catalog/integration_key_issued.html",
+        {"integration": integration, "issued": issued, "endpoint": f"/api/v1/alerts/{integration.source}/"},
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@staff_member_required
+def integration_create_view(request: HttpRequest) -> HttpResponse:
+    """Admins: create a custom integration (name + mapping) and issue its first key, shown once."""
+    form = IntegrationCustomCreateForm(request.POST or None, initial={"mapping": _pretty(STARTER_MAPPING)})
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        samples = [Sample(label="pasted sample", body=data["sample"])] if data.get("sample") else []
+        try:
+            integration, issued = integration_custom_create_with_key(
+                name=data["name"],
+                mapping=mapping_from_json(data["mapping"]),
+                samples=samples,
+                tenants=data["key_tenants"],
+                all_tenants=data["key_all_tenants"],
+                label=data["key_label"],
+                created_by=request.user,
+            )
+        except DomainError as exc:
+            for path, errors in (exc.errors or {"__all__": [exc.detail]}).items():
+                target = "name" if path == "name" else "mapping" if path.startswith("mapping") else None
+                for error in errors:
+                    form.add_error(target if target in form.fields else None, f"{path}: {error}")
+        else:
+            messages.success(request, f"Integration {integration.name!r} created.")
+            return _key_issued(request, integration, issued)
+    return render(
+        request,
+        "runs/catalog/integration_create.html",
+        {"form": form, "fields": FIELD_HELP, "reference": _mapping_reference()},
+    )
+
+
+@staff_member_required
+@require_POST
+def integration_key_create_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: issue another key for an integration; the secret is shown once, on the answer to this post."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    form = IntegrationKeyCreateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        return redirect("runs:integration-detail", id=integration.public_id)
+    data = form.cleaned_data
+    try:
+        issued = integration_key_create(
+            integration=integration,
+            tenants=data["key_tenants"],
+            all_tenants=data["key_all_tenants"],
+            label=data["key_label"],
+            created_by=request.user,
+        )
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return redirect("runs:integration-detail", id=integration.public_id)
+    return _key_issued(request, integration, issued)
+
+
+def _mapping_reference() -> dict[str, object]:
+    return {
+        "fields": FIELD_HELP,
+        "required": REQUIRED,
+        "statuses": STATUSES,
+        "signals": tuple(SIGNALS),
+        "triggers": TRIGGERS,
+        "time_formats": TIME_FORMATS,
+        "window_rules": WINDOW_RULES,
+        "scheduled_for_rules": SCHEDULED_FOR_RULES,
+        "functions": sorted(FUNCTION_NAMES),
+    }
+
+
+@staff_member_required
+def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: a custom integration's mapping editor.
+
+    GET shows the mapping, a box for a pasted payload and the integration's recent deliveries
+    (``?delivery=<id>`` picks one). An htmx POST answers the result fragment: every sample mapped,
+    with each field and every error. A plain POST with ``action=save`` saves the mapping only when it
+    has no error and every chosen sample maps (at least one sample); otherwise the page shows why.
+    """
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    if integration.source != SOURCE:
+        raise Http404("Only custom integrations have a mapping editor")
+    recent = list(delivery_list_recent(integration=integration, limit=10))
+    picked = [
+        s.delivery_id
+        for s in samples_from_deliveries(integration=integration, delivery_ids=[request.GET.get("delivery")])
+    ]
+    if picked and not any(str(d.public_id) == picked[0] for d in recent):
+        recent += list(integration.deliveries.filter(public_id=picked[0]))
+    choices = [
+        (str(d.public_id), f"{d.received_at:%Y-%m-%d %H:%M:%S}Z · {d.outcome} · {d.size_bytes} B") for d in recent
+    ]
+    current = (integration.settings or {}).get("mapping") or {}
+    initial = {"mapping": _pretty(current), "deliveries": picked or [str(d.public_id) for d in recent[:1]]}
+    form = IntegrationMappingForm(request.POST or None, initial=initial, delivery_choices=choices)
+    context: dict[str, object] = {
+        "integration": integration,
+        "form": form,
+        "reference": _mapping_reference(),
+        "unmatched_count": alert_count_unmatched(integration=integration),
+    }
+    if request.method != "POST":
+        samples = samples_from_deliveries(integration=integration, delivery_ids=initial["deliveries"])
+        context["preview"] = mapping_preview(mapping=current, samples=samples)
+        return render(request, "runs/catalog/integration_mapping.html", context)
+    if not form.is_valid():
+        context["preview"] = None
+        return render(request, "runs/catalog/integration_mapping.html", context, status=400)
+    data = form.cleaned_data
+    samples = samples_from_deliveries(integration=integration, delivery_ids=data["deliveries"])
+    if data.get("sample", "").strip():
+        samples.insert(0, Sample(label="pasted sample", body=data["sample"]))
+    try:
+        mapping = mapping_from_json(data["mapping"])
+    except MappingInvalid as exc:
+        context.update(preview=None, json_error=exc.detail)
+    else:
+        context["preview"] = mapping_preview(mapping=mapping, samples=samples)
+        if data.get("action") == "save" and not request.htmx:
+            try:
+                integration_custom_update(
+                    integration=integration, mapping=mapping, samples=samples, require_samples=True, actor=request.user
+                )
+            except DomainError as exc:
+                context["save_errors"] = exc.errors or {"": [exc.detail]}
+            else:
+                messages.success(
+                    request, f"Mapping saved: {len(samples)} sample(s) map. Reprocess unmatched alerts now."
+                )
+                return redirect("runs:integration-detail", id=integration.public_id)
+    if request.htmx:
+        return render(request, "runs/catalog/_integration_mapping_result.html", context)
+    return render(
+        request, "runs/catalog/integration_mapping.html", context, status=400 if context.get("save_errors") else 200
+    )
+
+
+@staff_member_required
+def integration_mapping_export_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: download the integration's mapping as JSON (paste it into another integration's editor to import)."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    response = JsonResponse(
+        integration_mapping_export(integration=integration), json_dumps_params={"indent": 2, "ensure_ascii": False}
+    )
+    response["Content-Disposition"] = (
+        f'attachment; filename="{slugify(integration.name) or "integration"}-mapping.json"'
+    )
+    return response
+
+
+@staff_member_required
+@require_POST
+def integration_reprocess_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: reprocess this integration's unmatched alerts with its settings as they are now."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    summary = integration_reprocess_unmatched(integration=integration, actor=request.user)
+    messages.success(request, summary.sentence())
+    for failure in summary.failures[:5]:
+        messages.warning(request, failure)
+    return redirect("runs:integration-detail", id=integration.public_id)

@@ -1,0 +1,529 @@
+"""``/api/v1/integrations/``: integrations with their settings in force, keys (prefixes only) and recent deliveries.
+
+Admins only (staff): integrations are site configuration, not tenant data. Custom integrations
+(issue 9) are created and changed here too: their mapping is validated and tried on samples before
+it is saved, ``test`` maps a sample without saving, ``mapping`` exports and imports it as JSON, and
+``reprocess`` re-applies the integration's unmatched alerts after a fix.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db.models import Prefetch, QuerySet
+from django.http import Http404
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
+from rest_framework import mixins, permissions, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from handover.core.errors import InvalidTransition
+from handover.core.serializers import ProblemSerializer
+from runs.alerts.mapping import (
+    MappingPreview,
+    Sample,
+    integration_custom_create,
+    integration_custom_create_with_key,
+    integration_custom_update,
+    integration_mapping_export,
+    integration_reprocess_unmatched,
+    mapping_preview,
+    samples_from_deliveries,
+)
+from runs.alerts.parsers.base import merged_settings
+from runs.alerts.parsers.custom.parser import SOURCE
+from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.selectors import delivery_list_recent, integration_list
+from runs.catalog.models import Integration, IntegrationKey, Tenant, normalise_slug
+from runs.catalog.services import IssuedKey
+
+
+class IsAdmin(permissions.BasePermission):
+    """Staff only; others get 403 (the list of integrations is not tenant data to hide)."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
+
+
+class IntegrationKeySerializer(serializers.ModelSerializer[IntegrationKey]):
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    tenants = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+
+    class Meta:
+        model = IntegrationKey
+        fields = ["id", "prefix", "label", "all_tenants", "tenants", "created_at", "last_used_at", "revoked_at"]
+        read_only_fields = fields
+
+
+class IntegrationSerializer(serializers.ModelSerializer[Integration]):
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    keys = IntegrationKeySerializer(many=True, read_only=True)
+    settings_in_force = serializers.SerializerMethodField()
+    endpoint = serializers.SerializerMethodField()
+    mapping = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Integration
+        fields = [
+            "id",
+            "name",
+            "source",
+            "is_active",
+            "settings",
+            "settings_in_force",
+            "mapping",
+            "endpoint",
+            "keys",
+            "refused_post_count",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+    def get_settings_in_force(self, integration: Integration) -> dict[str, Any]:
+        adapter = get_adapter(integration.source)
+        return merged_settings(adapter.DEFAULT_SETTINGS, integration.settings) if adapter else integration.settings
+
+    def get_endpoint(self, integration: Integration) -> str:
+        return f"/api/v1/alerts/{integration.source}/"
+
+    @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})  # type: ignore[misc]
+    def get_mapping(self, integration: Integration) -> dict[str, Any] | None:
+        """The mapping of a custom integration (``runs/alerts/parsers/custom/``); null for built-in sources."""
+        if integration.source != SOURCE:
+            return None
+        mapping = (integration.settings or {}).get("mapping") or {}
+        return dict(mapping)
+
+
+class DeliverySummarySerializer(serializers.Serializer[Any]):
+    id = serializers.UUIDField(source="public_id")
+    received_at = serializers.DateTimeField()
+    outcome = serializers.CharField()
+    size_bytes = serializers.IntegerField()
+    alert_count = serializers.IntegerField()
+    response_status = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField()
+
+
+class IntegrationDetailSerializer(IntegrationSerializer):
+    recent_deliveries = serializers.SerializerMethodField()
+
+    class Meta(IntegrationSerializer.Meta):
+        fields = [*IntegrationSerializer.Meta.fields, "recent_deliveries"]
+        read_only_fields = fields
+
+    @extend_schema(responses=DeliverySummarySerializer(many=True))  # type: ignore[misc]
+    def get_recent_deliveries(self, integration: Integration) -> list[dict[str, Any]]:
+        return DeliverySummarySerializer(delivery_list_recent(integration=integration), many=True).data  # type: ignore[return-value]
+
+
+# --- custom integrations (issue 9) ---------------------------------------------------------------
+
+MAX_SAMPLES = 20
+JSON_OBJECT = {"type": "object", "additionalProperties": True}
+
+
+class _JsonObjectField(serializers.JSONField):
+    """A JSON object (a mapping): anything else is refused with a field error."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        if not isinstance(value, dict):
+            raise ValidationError("Give a JSON object.")
+        return value
+
+
+# OpenAPI: a JSON object with any keys (a mapping is documented in runs/alerts/parsers/custom/ and on the editor page).
+MappingObjectField = extend_schema_field(JSON_OBJECT)(_JsonObjectField)
+
+
+class IntegrationKeyCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
+    """The first key of a new integration: the tenants it may write for, or all tenants (explicit)."""
+
+    tenants = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list)
+    all_tenants = serializers.BooleanField(default=False)
+    label = serializers.CharField(max_length=100, required=False, default="", allow_blank=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs["tenants"] and not attrs["all_tenants"]:
+            raise ValidationError({"tenants": ["Bind the key to at least one tenant, or set all_tenants."]})
+        found = []
+        for slug in attrs["tenants"]:
+            tenant = Tenant.objects.filter(slug_key=normalise_slug(slug).casefold()).first()
+            if tenant is None:
+                raise ValidationError({"tenants": [f"No tenant {slug!r}."]})
+            found.append(tenant)
+        attrs["tenant_rows"] = found
+        return attrs
+
+
+class IntegrationCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
+    """A new custom integration: its name, mapping, optional samples that must map, and optionally a key."""
+
+    name = serializers.CharField(max_length=100)
+    mapping = MappingObjectField(
+        help_text="the mapping (runs/alerts/parsers/custom/): fields, status_map, defaults, ..."
+    )
+    samples = serializers.ListField(
+        child=serializers.JSONField(),
+        required=False,
+        default=list,
+        max_length=MAX_SAMPLES,
+        help_text="payloads the mapping must map without a problem before it is saved",
+    )
+    is_active = serializers.BooleanField(default=True)
+    key = IntegrationKeyCreateInputSerializer(required=False, help_text="issue the first key too (shown once)")
+
+
+class IntegrationUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
+    """Change a custom integration: any of name, activity, mapping (tried on ``samples`` first)."""
+
+    name = serializers.CharField(max_length=100, required=False)
+    is_active = serializers.BooleanField(required=False)
+    mapping = MappingObjectField(required=False)
+    samples = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=MAX_SAMPLES)
+
+
+class MappingImportInputSerializer(serializers.Serializer[dict[str, Any]]):
+    """An export document (``{"format": "handover.mapping/v1", "mapping": {...}}``) or ``{"mapping": {...}}``."""
+
+    format = serializers.CharField(required=False, allow_blank=True)
+    name = serializers.CharField(required=False, allow_blank=True, help_text="ignored on import")
+    source = serializers.CharField(required=False, allow_blank=True, help_text="ignored on import")
+    mapping = MappingObjectField()
+    samples = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=MAX_SAMPLES)
+
+
+class MappingTestInputSerializer(serializers.Serializer[dict[str, Any]]):
+    """A sample to map: a JSON payload, or a delivery of this integration; optionally a mapping to try instead."""
+
+    sample = serializers.JSONField(required=False, help_text="the payload as the sender posts it")
+    delivery = serializers.UUIDField(required=False, help_text="a delivery of this integration (its stored body)")
+    mapping = MappingObjectField(required=False, help_text="a mapping to try (default: the saved one)")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("sample" in attrs) == ("delivery" in attrs):
+            raise ValidationError({"sample": ["Give either a sample or a delivery."]})
+        return attrs
+
+
+class MappingExportSerializer(serializers.Serializer[dict[str, Any]]):
+    format = serializers.CharField()
+    name = serializers.CharField()
+    source = serializers.CharField()
+    mapping = MappingObjectField()
+
+
+class MappedFieldSerializer(serializers.Serializer[Any]):
+    name = serializers.CharField()
+    spec = serializers.CharField(help_text="the expression or template as written; empty when unmapped")
+    source = serializers.ChoiceField(choices=["mapping", "default", "unmapped"])
+    found = serializers.CharField(help_text="what the expression found, as text (JSON for objects)")
+    value = serializers.CharField(source="shown", help_text="what it became: times in UTC ISO 8601")
+    error = serializers.CharField(help_text="why this field keeps the record from mapping")
+    note = serializers.CharField(help_text="an optional field whose expression found nothing")
+
+
+class MappedRecordSerializer(serializers.Serializer[Any]):
+    index = serializers.IntegerField()
+    kind = serializers.CharField()
+    is_ok = serializers.BooleanField()
+    problems = serializers.ListField(child=serializers.CharField(), help_text="why the alert would be unmatched")
+    warnings = serializers.ListField(child=serializers.CharField())
+    placement = serializers.ListField(child=serializers.CharField(), help_text="job, tenant and window it lands in")
+    dedup_key = serializers.CharField()
+    fields = MappedFieldSerializer(many=True)
+
+
+class MappingTestResultSerializer(serializers.Serializer[Any]):
+    is_ok = serializers.BooleanField(help_text="the mapping has no error and the sample maps")
+    mapping_errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()))
+    error = serializers.CharField(help_text="the sample breaks the format (not JSON, too many records)")
+    record_count = serializers.IntegerField()
+    records = MappedRecordSerializer(many=True)
+
+
+class IssuedKeySerializer(serializers.Serializer[Any]):
+    id = serializers.UUIDField(source="record.public_id")
+    prefix = serializers.CharField(source="record.prefix")
+    key = serializers.CharField(help_text="the secret: shown in this answer only, never again")
+    all_tenants = serializers.BooleanField(source="record.all_tenants")
+    tenants = serializers.SerializerMethodField()
+
+    def get_tenants(self, issued: IssuedKey) -> list[str]:
+        return [t.slug for t in issued.record.tenants.all()]
+
+
+class IntegrationCreatedSerializer(IntegrationDetailSerializer):
+    issued_key = serializers.SerializerMethodField()
+
+    class Meta(IntegrationDetailSerializer.Meta):
+        fields = [*IntegrationDetailSerializer.Meta.fields, "issued_key"]
+        read_only_fields = fields
+
+    @extend_schema_field(IssuedKeySerializer(allow_null=True))  # type: ignore[misc]
+    def get_issued_key(self, integration: Integration) -> dict[str, Any] | None:
+        issued = self.context.get("issued_key")
+        return IssuedKeySerializer(issued).data if issued else None  # type: ignore[return-value]
+
+
+class ReprocessResultSerializer(serializers.Serializer[Any]):
+    tried = serializers.IntegerField()
+    outcomes = serializers.DictField(child=serializers.IntegerField(), help_text="new outcome -> count")
+    failures = serializers.ListField(child=serializers.CharField())
+    remaining = serializers.IntegerField(help_text="unmatched alerts not tried in this call (reprocess again)")
+    summary = serializers.CharField(source="sentence")
+
+
+PROBLEM = OpenApiResponse(ProblemSerializer)
+ADMIN_ERRORS = {401: PROBLEM, 403: OpenApiResponse(ProblemSerializer, description="not an admin (staff)")}
+BUILT_IN = OpenApiResponse(ProblemSerializer, description="a built-in integration: it has no mapping to change")
+INVALID = OpenApiResponse(
+    ProblemSerializer, description="invalid input, a mapping error, or a sample that does not map (errors by path)"
+)
+NOMAD_EXAMPLE = OpenApiExample(
+    "Nomad allocation events",
+    value={
+        "name": "nomad-prod",
+        "mapping": {
+            "records": "Events[?Topic=='Allocation'].Payload.Allocation",
+            "fields": {
+                "job_key": "split(JobID, '/periodic-')[0]",
+                "tenant": "Namespace",
+                "scheduled_for": {"path": "split(JobID, '/periodic-')[1]", "format": "epoch_s"},
+                "execution_id": "ID",
+                "attempt_number": "sum([length(RescheduleTracker.Events || `[]`), `1`])",
+                "status": "ClientStatus",
+            },
+            "status_map": {"complete": "succeeded", "lost": "failed", "pending": "queued"},
+            "defaults": {"environment": "prod"},
+        },
+        "key": {"tenants": ["acme-foods"]},
+    },
+    request_only=True,
+)
+
+
+def _samples(values: list[Any]) -> list[Sample]:
+    return [
+        Sample(label=f"sample {number}", body=json.dumps(value, ensure_ascii=False))
+        for number, value in enumerate(values)
+    ]
+
+
+def _test_result(preview: MappingPreview) -> dict[str, Any]:
+    sample = preview.samples[0]
+    return {
+        "is_ok": preview.is_ok,
+        "mapping_errors": preview.mapping_errors,
+        "error": sample.error,
+        "record_count": sample.record_count,
+        "records": sample.records,
+    }
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List integrations (admins)",
+        tags=["integrations"],
+        responses={200: IntegrationSerializer(many=True), **ADMIN_ERRORS},
+    ),
+    retrieve=extend_schema(
+        summary="One integration with recent deliveries (admins)",
+        tags=["integrations"],
+        responses={200: IntegrationDetailSerializer, **ADMIN_ERRORS, 404: PROBLEM},
+    ),
+)
+class IntegrationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Integration]):
+    """Integrations, their keys (prefix and last use; never the secret) and recent deliveries.
+
+    Custom integrations are created, changed, tested, exported/imported and reprocessed here too.
+    """
+
+    permission_classes = [IsAdmin]
+    lookup_field = "public_id"
+    lookup_url_kwarg = "id"
+    lookup_value_converter = "uuid"
+
+    def get_queryset(self) -> QuerySet[Integration]:
+        keys = IntegrationKey.objects.prefetch_related("tenants").order_by("-created_at")
+        return integration_list(user=self.request.user).prefetch_related(Prefetch("keys", queryset=keys))
+
+    def get_object(self) -> Integration:
+        integration = self.get_queryset().filter(public_id=self.kwargs["id"]).first()
+        if integration is None:
+            raise Http404
+        return integration
+
+    def get_serializer_class(self) -> type[serializers.BaseSerializer[Integration]]:
+        return IntegrationDetailSerializer if self.action == "retrieve" else IntegrationSerializer
+
+    def _detail(self, integration: Integration, code: int = status.HTTP_200_OK, **context: Any) -> Response:
+        fresh = self.get_queryset().get(pk=integration.pk)
+        serializer: type[IntegrationDetailSerializer] = (
+            IntegrationCreatedSerializer if "issued_key" in context else IntegrationDetailSerializer
+        )
+        return Response(serializer(fresh, context={"request": self.request, **context}).data, status=code)
+
+    def _custom(self) -> Integration:
+        integration = self.get_object()
+        if integration.source != SOURCE:
+            raise InvalidTransition(
+                f"{integration.name!r} is a built-in {integration.source} integration; it has no mapping."
+            )
+        return integration
+
+    @extend_schema(
+        summary="Create a custom integration (admins)",
+        description="A custom integration maps any JSON payload by configuration (JMESPath). The mapping must "
+        "compile and map every given sample; with `key`, its first key is issued and its secret returned once "
+        "in `issued_key.key`. Senders post to `/api/v1/alerts/custom/`.",
+        tags=["integrations"],
+        request=IntegrationCreateInputSerializer,
+        examples=[NOMAD_EXAMPLE],
+        responses={
+            201: IntegrationCreatedSerializer,
+            400: INVALID,
+            **ADMIN_ERRORS,
+            409: OpenApiResponse(ProblemSerializer, description="an integration with this name exists"),
+        },
+    )
+    def create(self, request: Request) -> Response:
+        data = IntegrationCreateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        key = values.get("key")
+        issued: IssuedKey | None = None
+        if key:
+            integration, issued = integration_custom_create_with_key(
+                name=values["name"],
+                mapping=values["mapping"],
+                samples=_samples(values["samples"]),
+                is_active=values["is_active"],
+                tenants=key["tenant_rows"],
+                all_tenants=key["all_tenants"],
+                label=key["label"],
+                created_by=request.user,
+            )
+        else:
+            integration = integration_custom_create(
+                name=values["name"],
+                mapping=values["mapping"],
+                samples=_samples(values["samples"]),
+                is_active=values["is_active"],
+                created_by=request.user,
+            )
+        return self._detail(integration, status.HTTP_201_CREATED, issued_key=issued)
+
+    @extend_schema(
+        summary="Change a custom integration (admins)",
+        description="Any of `name`, `is_active`, `mapping`. A new mapping must compile and map every sample in "
+        "`samples`. Built-in integrations answer 409.",
+        tags=["integrations"],
+        request=IntegrationUpdateInputSerializer,
+        responses={
+            200: IntegrationDetailSerializer,
+            400: INVALID,
+            **ADMIN_ERRORS,
+            404: PROBLEM,
+            409: OpenApiResponse(ProblemSerializer, description="a built-in integration, or the name is taken"),
+        },
+    )
+    def partial_update(self, request: Request, id: str) -> Response:
+        integration = self.get_object()
+        data = IntegrationUpdateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        integration = integration_custom_update(
+            integration=integration,
+            name=values.get("name"),
+            mapping=values.get("mapping"),
+            samples=_samples(values["samples"]),
+            is_active=values.get("is_active"),
+            actor=request.user,
+        )
+        return self._detail(integration)
+
+    @extend_schema(
+        summary="Map a sample with a custom integration's mapping, without saving (admins)",
+        description="Maps `sample` (or the stored body of `delivery`) with `mapping`, or with the saved mapping, "
+        "exactly as ingestion would: every field found, converted or failed, the problems that would leave the "
+        "alert unmatched, and the job, tenant and window it would land in. Writes nothing.",
+        tags=["integrations"],
+        request=MappingTestInputSerializer,
+        responses={
+            200: MappingTestResultSerializer,
+            400: INVALID,
+            **ADMIN_ERRORS,
+            404: PROBLEM,
+            409: BUILT_IN,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def test(self, request: Request, id: str) -> Response:
+        integration = self._custom()
+        data = MappingTestInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        if "delivery" in values:
+            samples = samples_from_deliveries(integration=integration, delivery_ids=[values["delivery"]])
+            if not samples:
+                raise ValidationError({"delivery": ["No such delivery of this integration."]})
+        else:
+            samples = _samples([values["sample"]])
+        mapping = values.get("mapping", (integration.settings or {}).get("mapping") or {})
+        preview = mapping_preview(mapping=mapping, samples=samples)
+        return Response(MappingTestResultSerializer(_test_result(preview)).data)
+
+    @extend_schema(
+        methods=["GET"],
+        summary="Export a custom integration's mapping as JSON (admins)",
+        tags=["integrations"],
+        responses={200: MappingExportSerializer, **ADMIN_ERRORS, 404: PROBLEM, 409: BUILT_IN},
+    )
+    @extend_schema(
+        methods=["PUT"],
+        summary="Import a mapping into a custom integration (admins)",
+        description='The body is an export (or `{"mapping": {...}}`), optionally with `samples` that must map. '
+        "The mapping replaces the saved one only when it compiles and maps every sample.",
+        tags=["integrations"],
+        request=MappingImportInputSerializer,
+        responses={200: MappingExportSerializer, 400: INVALID, **ADMIN_ERRORS, 404: PROBLEM, 409: BUILT_IN},
+    )
+    @action(detail=True, methods=["get", "put"])
+    def mapping(self, request: Request, id: str) -> Response:
+        integration = self._custom()
+        if request.method == "PUT":
+            data = MappingImportInputSerializer(data=request.data)
+            data.is_valid(raise_exception=True)
+            values = data.validated_data
+            integration = integration_custom_update(
+                integration=integration,
+                mapping=values["mapping"],
+                samples=_samples(values["samples"]),
+                actor=request.user,
+            )
+        return Response(MappingExportSerializer(integration_mapping_export(integration=integration)).data)
+
+    @extend_schema(
+        summary="Reprocess the unmatched alerts of an integration (admins)",
+        description="Re-parses each unmatched original alert of this integration from its stored body with the "
+        "settings as they are now (after a mapping fix), oldest first, up to 500 per call.",
+        tags=["integrations"],
+        request=None,
+        responses={200: ReprocessResultSerializer, **ADMIN_ERRORS, 404: PROBLEM},
+    )
+    @action(detail=True, methods=["post"])
+    def reprocess(self, request: Request, id: str) -> Response:
+        integration = self.get_object()
+        summary = integration_reprocess_unmatched(integration=integration, actor=request.user)
+        return Response(ReprocessResultSerializer(summary).data)

@@ -1,0 +1,164 @@
+"""Key rotation and an integration's security settings (signature secret, extra redaction names).
+
+Grants, revocations and key creation live in ``runs.catalog.services``; everything here is audited.
+
+Where the signing secret lives: a verifier needs the raw secret, so it cannot be stored hashed, and
+storing it encrypted in the database would need an encryption key kept beside the database anyway.
+The integration's settings therefore name an environment variable (``HANDOVER_SIGNING_SECRET_*``,
+read through ``handover.env`` so ``NAME_FILE`` works for container secrets); the secret itself is
+never in the database, its backups, the admin, the API or the audit trail. Rotating it is a
+deployment change: set the new value, restart the web processes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from handover.core.errors import DomainError, InvalidTransition
+from runs.audit.services import audit_record
+from runs.catalog.models import Integration, IntegrationKey
+from runs.catalog.services import IssuedKey, integration_key_create, integration_key_revoke
+
+SIGNING_SECRET_ENV_PATTERN = re.compile(r"^HANDOVER_SIGNING_SECRET_[A-Z0-9_]{1,60}$")
+SIGNATURE_DEFAULTS: dict[str, Any] = {
+    "signing_secret_env": "",
+    "signature_header": "X-Handover-Signature",
+    "timestamp_header": "X-Handover-Timestamp",
+    "signature_tolerance_seconds": 300,
+}
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,100}$")
+_REDACT_NAME = re.compile(r"^[\w.\-]{1,100}$")
+MAX_ROTATION_GRACE_SECONDS = 7 * 24 * 3600
+
+
+def integration_key_rotate(*, key: IntegrationKey, actor: AbstractBaseUser | None, grace_seconds: int = 0) -> IssuedKey:
+    """Issue a new key with the old key's integration, label and tenant binding; revoke the old one.
+
+    ``grace_seconds`` (0 to 7 days) keeps the old key working that long, so senders can switch
+    without losing alerts. Raises ``InvalidTransition`` for a revoked key, ``DomainError`` for a
+    grace period out of range. Side effects: a new IntegrationKey; the old key's ``revoked_at``;
+    AuditEvents ``key_rotate`` and ``key_revoke``. Returns the new key (its secret shown once).
+    """
+    if not 0 <= grace_seconds <= MAX_ROTATION_GRACE_SECONDS:
+        raise DomainError("The grace period must be between 0 seconds and 7 days.")
+    with transaction.atomic():
+        old = IntegrationKey.objects.select_for_update().select_related("integration").get(pk=key.pk)
+        if old.revoked_at is not None:
+            raise InvalidTransition(f"The key {old.prefix}… is revoked; issue a new key instead of rotating it.")
+        issued = integration_key_create(
+            integration=old.integration,
+            tenants=list(old.tenants.all()),
+            all_tenants=old.all_tenants,
+            created_by=actor,
+            label=old.label,
+            action="key_rotate",
+        )
+        integration_key_revoke(key=old, actor=actor, at=timezone.now() + timedelta(seconds=grace_seconds))
+    return issued
+
+
+@dataclass(frozen=True)
+class IntegrationSecurity:
+    """An integration's security settings as the ingestion endpoint reads them.
+
+    ``redact_names``: extra key names whose values are redacted anywhere in a payload (case-
+    insensitive), on top of the source's own field paths. ``signing_secret_env``: the environment
+    variable holding the HMAC secret; empty means posts are not signed.
+    """
+
+    redact_names: tuple[str, ...]
+    signing_secret_env: str
+    signature_header: str
+    timestamp_header: str
+    signature_tolerance_seconds: int
+
+
+def integration_security(*, integration: Integration) -> IntegrationSecurity:
+    """Read an integration's security settings, with defaults for anything unset or malformed."""
+    raw = integration.settings if isinstance(integration.settings, dict) else {}
+    names = raw.get("redact_names") or []
+    tolerance = raw.get("signature_tolerance_seconds")
+    return IntegrationSecurity(
+        redact_names=tuple(str(n) for n in names if isinstance(n, str) and n) if isinstance(names, list) else (),
+        signing_secret_env=str(raw.get("signing_secret_env") or ""),
+        signature_header=str(raw.get("signature_header") or SIGNATURE_DEFAULTS["signature_header"]),
+        timestamp_header=str(raw.get("timestamp_header") or SIGNATURE_DEFAULTS["timestamp_header"]),
+        signature_tolerance_seconds=tolerance
+        if isinstance(tolerance, int) and not isinstance(tolerance, bool) and tolerance > 0
+        else SIGNATURE_DEFAULTS["signature_tolerance_seconds"],
+    )
+
+
+def integration_security_update(
+    *,
+    integration: Integration,
+    actor: AbstractBaseUser | None,
+    redact_names: list[str],
+    signing_secret_env: str = "",
+    signature_header: str = "",
+    timestamp_header: str = "",
+    signature_tolerance_seconds: int = 300,
+) -> Integration:
+    """Set an integration's extra redaction names and its optional signature verification.
+
+    ``signing_secret_env`` must be empty or match ``HANDOVER_SIGNING_SECRET_[A-Z0-9_]+`` (the
+    variable's value is the secret; see the module docstring). Header names are HTTP token
+    characters; ``signature_tolerance_seconds`` is 30 to 3600 (how old a signed timestamp may be).
+    Raises ``DomainError`` (with ``errors`` per field) on bad input. Side effects: the
+    integration's ``settings`` keys above; an AuditEvent ``integration_update`` naming what
+    changed (the variable's name, never its value).
+    """
+    errors: dict[str, list[str]] = {}
+    names = sorted({n.strip() for n in redact_names if n.strip()}, key=str.casefold)
+    bad = [n for n in names if not _REDACT_NAME.match(n)]
+    if bad:
+        errors["redact_names"] = [f"Not a key name: {', '.join(bad)} (letters, digits, _ . - only)."]
+    env_name = signing_secret_env.strip()
+    if env_name and not SIGNING_SECRET_ENV_PATTERN.match(env_name):
+        errors["signing_secret_env"] = ["Name a variable HANDOVER_SIGNING_SECRET_<NAME> (A-Z, 0-9, _)."]
+    signature_header = signature_header.strip() or SIGNATURE_DEFAULTS["signature_header"]
+    timestamp_header = timestamp_header.strip() or SIGNATURE_DEFAULTS["timestamp_header"]
+    for field, value in (("signature_header", signature_header), ("timestamp_header", timestamp_header)):
+        if not _HEADER_NAME.match(value):
+            errors[field] = ["An HTTP header name: letters, digits and dashes."]
+    if not 30 <= signature_tolerance_seconds <= 3600:
+        errors["signature_tolerance_seconds"] = ["Between 30 and 3600 seconds."]
+    if errors:
+        raise DomainError("Check the integration's security settings.", errors=errors)
+    wanted = {
+        "redact_names": names,
+        "signing_secret_env": env_name,
+        "signature_header": signature_header,
+        "timestamp_header": timestamp_header,
+        "signature_tolerance_seconds": signature_tolerance_seconds,
+    }
+    with transaction.atomic():
+        locked = Integration.objects.select_for_update().get(pk=integration.pk)
+        current = dict(locked.settings) if isinstance(locked.settings, dict) else {}
+        before = integration_security(integration=locked)
+        changed = {k: v for k, v in wanted.items() if current.get(k, SIGNATURE_DEFAULTS.get(k, [])) != v}
+        if changed:
+            current.update(wanted)
+            locked.settings = current
+            locked.save(update_fields=["settings", "updated_at"])
+            audit_record(
+                actor=actor,
+                action="integration_update",
+                summary=f"Security settings of integration {locked.name} changed: {', '.join(sorted(changed))}",
+                is_all_tenants=True,
+                obj=locked,
+                data={
+                    "changed": sorted(changed),
+                    "before": {k: getattr(before, k) for k in sorted(changed)},
+                    "after": {k: v for k, v in wanted.items() if k in changed},
+                },
+            )
+    integration.refresh_from_db()
+    return integration

@@ -1,0 +1,235 @@
+"""Tenants, jobs, their side effects and targets, integrations, integration keys and runner credentials."""
+
+from __future__ import annotations
+
+import unicodedata
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from handover.core.models import TimeStampedModel, choices_check, validate_time_zone
+
+
+def normalise_slug(value: str) -> str:
+    """NFC-normalise a tenant slug (Unicode allowed); its casefolded form is the unique key."""
+    return unicodedata.normalize("NFC", value.strip())
+
+
+class Tenant(TimeStampedModel):
+    """The client whose data a run processes. ``slug`` is NFC; ``slug_key`` (casefolded) is unique."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    slug = models.CharField(max_length=100)
+    slug_key = models.CharField(max_length=100, unique=True, editable=False, help_text="casefold(NFC(slug))")
+    name = models.CharField(max_length=200)
+
+    class Meta:
+        permissions = [
+            ("act_as_support", "Support: triage, evidence, handovers, replay requests"),
+            ("act_as_business_owner", "Business owner: approve the business side of replays"),
+            ("act_as_auditor", "Auditor: read everything of this tenant"),
+        ]
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        self.slug = normalise_slug(self.slug)
+        self.slug_key = self.slug.casefold()
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class _JobDstGap(models.TextChoices):
+    NEXT_EXISTING = "next_existing", "Run at the next existing time (Debian cron, Dagster)"
+    SKIP = "skip", "Skip the slot (EventBridge Scheduler, Kubernetes)"
+    SHIFT = "shift", "Shift by the gap length"
+
+
+class _JobDstOverlap(models.TextChoices):
+    FIRST = "first", "First occurrence (Debian cron)"
+    SECOND = "second", "Second occurrence (Dagster)"
+    BOTH = "both", "Both occurrences"
+
+
+class _JobWindowAlignment(models.TextChoices):
+    NONE = "none", "None"
+    HOUR = "hour", "Hour"
+    DAY = "day", "Day"
+    MONTH = "month", "Month"
+
+
+class _JobMissedRunPolicy(models.TextChoices):
+    CATCH_UP_ALL = "catch_up_all", "Catch up every missed slot"
+    LATEST_ONLY = "latest_only", "Run only the latest missed slot"
+    EXPIRE_AFTER = "expire_after", "Expire missed slots after a duration"
+
+
+class _JobOverlapPolicy(models.TextChoices):
+    SKIP = "skip", "Skip"
+    QUEUE = "queue", "Queue"
+    REPLACE = "replace", "Replace"
+    ALLOW = "allow", "Allow"
+
+
+class Job(TimeStampedModel):
+    """A scheduled job definition, identified by its stable ``key`` (``nightly-invoice-export``)."""
+
+    DstGap = _JobDstGap
+    DstOverlap = _JobDstOverlap
+    WindowAlignment = _JobWindowAlignment
+    MissedRunPolicy = _JobMissedRunPolicy
+    OverlapPolicy = _JobOverlapPolicy
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    key = models.SlugField(max_length=150, unique=True, allow_unicode=True)
+    name = models.CharField(max_length=200, blank=True)
+    schedule = models.CharField(max_length=200, help_text="cron expression (Debian/Vixie dialect)")
+    timezone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    dst_gap_policy = models.CharField(max_length=20, choices=DstGap.choices, default=DstGap.NEXT_EXISTING)
+    dst_overlap_policy = models.CharField(max_length=20, choices=DstOverlap.choices, default=DstOverlap.FIRST)
+    grace_seconds = models.PositiveIntegerField(default=1800)
+    window_alignment = models.CharField(max_length=10, choices=WindowAlignment.choices, default=WindowAlignment.NONE)
+    missed_run_policy = models.CharField(
+        max_length=20, choices=MissedRunPolicy.choices, default=MissedRunPolicy.CATCH_UP_ALL
+    )
+    missed_run_expire_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    overlap_policy = models.CharField(max_length=10, choices=OverlapPolicy.choices, default=OverlapPolicy.ALLOW)
+    expected_output = models.TextField(blank=True, help_text="what a successful run produces")
+    verification = models.TextField(blank=True, help_text="how to verify it in the authoritative destination")
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    pause_reason = models.TextField(blank=True)
+
+    class Meta:
+        permissions = [("act_as_technical_owner", "Technical owner: classify repeat safety, approve technically")]
+        constraints = [
+            choices_check("runs_job_dst_gap_valid", "dst_gap_policy", _JobDstGap),
+            choices_check("runs_job_dst_overlap_valid", "dst_overlap_policy", _JobDstOverlap),
+            choices_check("runs_job_alignment_valid", "window_alignment", _JobWindowAlignment),
+            choices_check("runs_job_missed_valid", "missed_run_policy", _JobMissedRunPolicy),
+            choices_check("runs_job_overlap_valid", "overlap_policy", _JobOverlapPolicy),
+            models.CheckConstraint(
+                condition=Q(paused_at__isnull=True) | ~Q(pause_reason=""),
+                name="runs_job_pause_has_reason",
+                violation_error_code="pause_reason_required",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class _SideEffectRepeatSafety(models.TextChoices):
+    IDEMPOTENT = "idempotent", "Idempotent"
+    IDEMPOTENT_WITH_KEY = "idempotent_with_key", "Idempotent with a key"
+    NOT_IDEMPOTENT = "not_idempotent", "Not idempotent"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class SideEffect(TimeStampedModel):
+    """Something a job does in the world, with its repeat safety and the evidence for it."""
+
+    RepeatSafety = _SideEffectRepeatSafety
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="side_effects")
+    description = models.CharField(max_length=300)
+    repeat_safety = models.CharField(max_length=30, choices=RepeatSafety.choices, default=RepeatSafety.UNKNOWN)
+    evidence = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [choices_check("runs_sideeffect_safety_valid", "repeat_safety", _SideEffectRepeatSafety)]
+
+    def __str__(self) -> str:
+        return f"{self.job.key}: {self.description}"
+
+
+class JobTarget(TimeStampedModel):
+    """A (job, tenant, environment) the job runs for, with optional schedule overrides."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="targets")
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="targets")
+    environment = models.SlugField(max_length=50, default="prod")
+    schedule_override = models.CharField(max_length=200, blank=True)
+    timezone_override = models.CharField(max_length=64, blank=True)
+    dst_gap_override = models.CharField(max_length=20, choices=Job.DstGap.choices, blank=True)
+    dst_overlap_override = models.CharField(max_length=20, choices=Job.DstOverlap.choices, blank=True)
+    reports_successes = models.BooleanField(default=True)
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "tenant", "environment"],
+                name="runs_jobtarget_unique",
+                violation_error_code="duplicate_target",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job.key} / {self.tenant.slug} / {self.environment}"
+
+
+class Integration(TimeStampedModel):
+    """A monitoring system posting alerts: a source adapter plus declarative settings.
+
+    ``settings`` is laid over the adapter's ``DEFAULT_SETTINGS`` (where the tenant, environment and
+    job key come from; defaults such as ``default_tenant``).
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    source = models.SlugField(max_length=50)
+    name = models.CharField(max_length=100, unique=True)
+    settings = models.JSONField(default=dict, blank=True)
+    is_active = models.BooleanField(default=True)
+    refused_post_count = models.PositiveIntegerField(
+        default=0, help_text="posts refused with a key of this integration sent to another source"
+    )
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class IntegrationKey(TimeStampedModel):
+    """A secret a monitoring system authenticates with: shown once, stored as SHA-256.
+
+    Bound to one integration and to a list of tenants; ``all_tenants`` only by an admin's explicit choice.
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    integration = models.ForeignKey(Integration, on_delete=models.PROTECT, related_name="keys")
+    label = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, db_index=True, help_text="first characters, for lookup and display")
+    secret_hash = models.CharField(max_length=64, help_text="hex SHA-256 of the whole key")
+    tenants = models.ManyToManyField(Tenant, blank=True, related_name="integration_keys")
+    all_tenants = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.integration.name} {self.prefix}…"
+
+
+class RunnerCredential(TimeStampedModel):
+    """A job runner's secret: claims replays and reports their attempts for one job only."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="runner_credentials")
+    label = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, db_index=True)
+    secret_hash = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.job.key} runner {self.prefix}…"

@@ -1,0 +1,171 @@
+"""Tenants, jobs, targets, integrations, keys and roles: what an admin sets up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+from guardian.shortcuts import assign_perm, remove_perm
+
+from handover.core.errors import Conflict, DomainError
+from runs.alerts.parsers.registry import get_adapter
+from runs.audit.services import audit_actor, audit_key_change
+from runs.catalog.authentication import generate_secret
+from runs.catalog.models import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, Tenant, normalise_slug
+
+# role name -> (model, permission codename). Groups are only bundles; these are checked per object.
+TENANT_ROLES = {
+    "support": "runs.act_as_support",
+    "business_owner": "runs.act_as_business_owner",
+    "auditor": "runs.act_as_auditor",
+}
+JOB_ROLES = {"technical_owner": "runs.act_as_technical_owner"}
+
+
+def tenant_create(*, slug: str, name: str = "") -> Tenant:
+    """Create a tenant; the slug is NFC-normalised and unique case-insensitively.
+
+    Raises ``Conflict`` when a tenant with the same casefolded slug exists.
+    """
+    slug = normalise_slug(slug)
+    if Tenant.objects.filter(slug_key=slug.casefold()).exists():
+        raise Conflict(f"A tenant with the slug {slug!r} already exists (slugs ignore case).")
+    return Tenant.objects.create(slug=slug, name=name or slug)
+
+
+def tenant_get_or_create(*, slug: str, name: str = "") -> tuple[Tenant, bool]:
+    """Return the tenant with this slug (case-insensitive), creating it when missing."""
+    slug = normalise_slug(slug)
+    existing = Tenant.objects.filter(slug_key=slug.casefold()).first()
+    if existing is not None:
+        return existing, False
+    return tenant_create(slug=slug, name=name), True
+
+
+def job_get_or_create(*, key: str, defaults: dict[str, Any]) -> tuple[Job, bool]:
+    """Return the job with ``key``, creating it with ``defaults`` (schedule, timezone, ...) when missing."""
+    job, created = Job.objects.get_or_create(key=key, defaults=defaults)
+    if created:
+        job.full_clean()
+    return job, created
+
+
+def job_target_get_or_create(*, job: Job, tenant: Tenant, environment: str = "prod") -> tuple[JobTarget, bool]:
+    """Return the (job, tenant, environment) target, creating an active one when missing."""
+    return JobTarget.objects.get_or_create(job=job, tenant=tenant, environment=environment)
+
+
+def integration_get_or_create(*, source: str, name: str = "", settings: dict[str, Any] | None = None) -> Integration:
+    """Return the integration named ``name`` (default: the source slug), creating it with default settings.
+
+    Raises ``DomainError`` for a source without an adapter.
+    """
+    if get_adapter(source) is None:
+        raise DomainError(f"There is no adapter for the source {source!r}.")
+    integration, _ = Integration.objects.get_or_create(
+        name=name or source, defaults={"source": source, "settings": settings or {}}
+    )
+    if integration.source != source:
+        raise Conflict(f"The integration {integration.name!r} is for {integration.source}, not {source}.")
+    return integration
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A new key: ``key`` is the secret, shown once and never stored."""
+
+    record: IntegrationKey
+    key: str
+
+
+def integration_key_create(
+    *,
+    integration: Integration,
+    tenants: Iterable[Tenant] = (),
+    all_tenants: bool = False,
+    created_by: AbstractBaseUser | None = None,
+    label: str = "",
+    action: str = "key_create",
+) -> IssuedKey:
+    """Issue a key bound to ``integration`` and to ``tenants`` (or, by explicit choice, all tenants).
+
+    Raises ``DomainError`` when neither tenants nor ``all_tenants`` is given.
+    """
+    tenant_list = list(tenants)
+    if not tenant_list and not all_tenants:
+        raise DomainError("Bind the key to at least one tenant, or choose all tenants explicitly.")
+    secret = generate_secret("hk")
+    with transaction.atomic():
+        record = IntegrationKey.objects.create(
+            integration=integration,
+            label=label,
+            prefix=secret.prefix,
+            secret_hash=secret.secret_hash,
+            all_tenants=all_tenants,
+            created_by=created_by,
+        )
+        if tenant_list:
+            record.tenants.set(tenant_list)
+        # ``action`` is ``key_rotate`` when the key replaces another (runs.catalog.keys).
+        audit_key_change(key=record, actor=created_by, action=action)
+    return IssuedKey(record=record, key=secret.key)
+
+
+def integration_key_revoke(
+    *, key: IntegrationKey, actor: AbstractBaseUser | None = None, at: datetime | None = None
+) -> IntegrationKey:
+    """Revoke a key now, or at ``at`` (UTC; a rotation's grace period); from then posts with it get 401.
+
+    Idempotent: a key already revoked keeps its time and nothing is recorded. Side effects: the
+    key's ``revoked_at``; an AuditEvent (``key_revoke``) attributed to ``actor``.
+    """
+    with transaction.atomic():
+        changed = IntegrationKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(
+            revoked_at=at or timezone.now()
+        )
+        key.refresh_from_db()
+        if changed:
+            audit_key_change(key=key, actor=actor, action="key_revoke")
+    return key
+
+
+def runner_credential_create(
+    *, job: Job, created_by: AbstractBaseUser | None = None, label: str = ""
+) -> tuple[RunnerCredential, str]:
+    """Issue a runner credential for ``job``; returns the row and the secret (shown once)."""
+    secret = generate_secret("rc")
+    record = RunnerCredential.objects.create(
+        job=job, label=label, prefix=secret.prefix, secret_hash=secret.secret_hash, created_by=created_by
+    )
+    return record, secret.key
+
+
+def role_grant(*, user: AbstractBaseUser, role: str, obj: Tenant | Job, actor: AbstractBaseUser | None = None) -> None:
+    """Grant a role (``support``, ``business_owner``, ``auditor`` on a tenant; ``technical_owner`` on a job).
+
+    Raises ``DomainError`` for a role that does not fit the object. Side effects: the guardian
+    object permission and, when it is new, an AuditEvent (``role_grant``) attributed to ``actor``
+    (else the request's person, else the system), written by ``runs.audit.receivers`` -- the one place
+    that sees every grant, also those made on guardian's admin pages.
+    """
+    table = TENANT_ROLES if isinstance(obj, Tenant) else JOB_ROLES
+    if role not in table:
+        raise DomainError(f"The role {role!r} cannot be granted on a {type(obj).__name__.lower()}.")
+    with audit_actor(actor):
+        assign_perm(table[role], user, obj)
+
+
+def role_revoke(*, user: AbstractBaseUser, role: str, obj: Tenant | Job, actor: AbstractBaseUser | None = None) -> None:
+    """Take a role back. No error when the person did not hold it (then nothing is audited).
+
+    Side effects: the permission row deleted and an AuditEvent (``role_revoke``), as for ``role_grant``.
+    """
+    table = TENANT_ROLES if isinstance(obj, Tenant) else JOB_ROLES
+    if role in table:
+        with audit_actor(actor):
+            remove_perm(table[role], user, obj)

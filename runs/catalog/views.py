@@ -1,0 +1,58 @@
+"""Jobs the viewer may see: the list, and a job's schedule, DST sentences, targets, outages and checks."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from runs.catalog.selectors import job_get, job_list_visible, target_list_visible, target_outage_list
+from runs.checks.schedules import job_schedule, schedule_dst_sentences, schedule_fire_times, target_schedule
+from runs.checks.selectors import check_list
+from runs.checks.views import beat_warning_text
+
+
+@login_required
+def job_list_view(request: HttpRequest) -> HttpResponse:
+    """Jobs the viewer may see, with their schedule and zone."""
+    return render(request, "runs/catalog/job_list.html", {"jobs": job_list_visible(user=request.user)})
+
+
+@login_required
+def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
+    """A job: its schedule and DST policy in words, the next five fire times (job zone and UTC), its
+    targets with their own schedule when overridden, outages with catch-up covered and omitted, and checks."""
+    job = job_get(user=request.user, public_id=id)
+    if job is None:
+        raise Http404("No such job")
+    now = timezone.now()
+    sched = job_schedule(job=job)
+    targets = []
+    for target in target_list_visible(user=request.user, job=job):
+        own = target_schedule(target=target)
+        overridden = own != sched
+        targets.append(
+            {
+                "target": target,
+                "schedule": own,
+                "overridden": overridden,
+                "fire_times": schedule_fire_times(sched=own, after=now, count=5) if overridden else [],
+                "dst_sentences": schedule_dst_sentences(sched=own, now=now) if overridden else [],
+                "outages": target_outage_list(target=target, now=now) if target.reports_successes else [],
+            }
+        )
+    return render(
+        request,
+        "runs/catalog/job_detail.html",
+        {
+            "job": job,
+            "schedule": sched,
+            "now": now,
+            "dst_sentences": schedule_dst_sentences(sched=sched, now=now),
+            "fire_times": schedule_fire_times(sched=sched, after=now, count=5),
+            "targets": targets,
+            "checks": list(check_list(user=request.user, job=job.key).order_by("-deadline_at", "-id")[:20]),
+            "beat_warning": beat_warning_text(),
+        },
+    )

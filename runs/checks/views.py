@@ -1,0 +1,145 @@
+"""Next-run checks: the list by section, one check, and a person's create, waive and confirm."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from handover.core.errors import DomainError
+from handover.core.views import form_post
+from runs.catalog.selectors import target_list_visible, target_may_act
+from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
+from runs.checks.forms import NextRunCheckConfirmForm, NextRunCheckCreateForm, NextRunCheckWaiveForm
+from runs.checks.models import NextRunCheck
+from runs.checks.scheduling import next_run_check_schedule
+from runs.checks.selectors import check_get, check_sections
+from runs.health.selectors import heartbeat_age_seconds
+
+BEAT_SILENT_AFTER_SECONDS = 180
+
+
+def beat_warning_text() -> str:
+    """A warning when the beat has not ticked for a while: due checks are then not being settled."""
+    age = heartbeat_age_seconds()
+    if age is None:
+        return "The Celery beat has never ticked here: next-run checks and missed runs are not being swept."
+    if age > BEAT_SILENT_AFTER_SECONDS:
+        return f"The Celery beat has been silent for {int(age)} s: next-run checks and missed runs are not being swept."
+    return ""
+
+
+@login_required
+def check_list_view(request: HttpRequest) -> HttpResponse:
+    """Next-run checks the viewer may see: due (deadline passed or awaiting a person), upcoming, failed, waived."""
+    now = timezone.now()
+    targets = target_list_visible(user=request.user).filter(is_active=True)
+    found = check_sections(user=request.user, now=now)
+    sections = [
+        ("due", "Due", "Deadline passed (the sweep settles these every minute), or awaiting a person.", found["due"]),
+        ("upcoming", "Upcoming", "Scheduled; the next run has not been due yet.", found["upcoming"]),
+        ("failed", "Failed", "Reopen the handover; a late success is kept as evidence.", found["failed"]),
+        ("waived", "Waived", "Waived with a checkpoint date and a named owner; never a pass.", found["waived"]),
+        ("passed", "Recently passed", "", found["passed"]),
+    ]
+    return render(
+        request,
+        "runs/checks/check_list.html",
+        {
+            "sections": sections,
+            "now": now,
+            "create_form": NextRunCheckCreateForm(targets=targets),
+            "beat_warning": beat_warning_text(),
+        },
+    )
+
+
+@login_required
+def check_detail_view(request: HttpRequest, id: str) -> HttpResponse:
+    """One check: expected time and deadline, its evidence and result, and the waive / confirm forms."""
+    check = check_get(user=request.user, public_id=id)
+    if check is None:
+        raise Http404("No such check")
+    return render(
+        request,
+        "runs/checks/check_detail.html",
+        {
+            "check": check,
+            "now": timezone.now(),
+            "may_act": target_may_act(user=request.user, target=check.target),
+            "waive_form": NextRunCheckWaiveForm(),
+            "confirm_form": NextRunCheckConfirmForm(),
+        },
+    )
+
+
+@login_required
+@require_POST
+def check_create_view(request: HttpRequest) -> HttpResponse:
+    """Schedule a check of a target's next fire time by hand (support or technical owner)."""
+    targets = target_list_visible(user=request.user).filter(is_active=True)
+    form = NextRunCheckCreateForm(request.POST, targets=targets)
+    target = targets.filter(public_id=form.cleaned_data["target"]).first() if form.is_valid() else None
+    if target is None:
+        messages.error(request, "Choose a target.")
+        return redirect("runs:check-list")
+    if not target_may_act(user=request.user, target=target):
+        raise PermissionDenied("Only support on this tenant or the job's technical owner may create checks.")
+    try:
+        check, created = next_run_check_schedule(target=target, after=timezone.now(), actor=request.user)
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return redirect("runs:check-list")
+    messages.success(request, "Check scheduled." if created else "A check for that fire time already exists.")
+    return redirect("runs:check-detail", id=check.public_id)
+
+
+def _check_for_action(request: HttpRequest, id: str) -> NextRunCheck:
+    """The check a person acts on: 404 when not visible, 403 without support or technical ownership."""
+    check = check_get(user=request.user, public_id=id)
+    if check is None:
+        raise Http404("No such check")
+    if not target_may_act(user=request.user, target=check.target):
+        raise PermissionDenied("Only support on this tenant or the job's technical owner may do this.")
+    return check
+
+
+@login_required
+@require_POST
+def check_waive_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Waive a scheduled check with a checkpoint date, a reason and a named owner."""
+    check = _check_for_action(request, id)
+    return form_post(
+        request,
+        NextRunCheckWaiveForm(request.POST),
+        invalid="Give a checkpoint date, a reason and the owner's username.",
+        act=lambda data: next_run_check_waive(
+            check=check,
+            actor=request.user,
+            owner=get_user_model().objects.filter(username=data["owner"]).first(),
+            checkpoint=data["checkpoint"],
+            reason=data["reason"],
+        ),
+        success=lambda _: "Check waived.",
+        done=redirect("runs:check-detail", id=check.public_id),
+    )
+
+
+@login_required
+@require_POST
+def check_confirm_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Confirm that a next run without a ledger re-emitted nothing (the check then passes or fails)."""
+    check = _check_for_action(request, id)
+    return form_post(
+        request,
+        NextRunCheckConfirmForm(request.POST),
+        invalid="Say how duplicates were checked.",
+        act=lambda data: next_run_check_confirm(check=check, actor=request.user, note=data["note"]),
+        success=lambda confirmed: f"Confirmed: the check is {confirmed.status}.",
+        done=redirect("runs:check-detail", id=check.public_id),
+    )

@@ -1,0 +1,265 @@
+"""The run's work ledger (issue 4): its section on the run page, loads and their progress, a person's
+changes, verifications and failure class, and "what happened to this record?"."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from handover.core.errors import DomainError
+from handover.core.views import form_post
+from runs.attempts.models import Run
+from runs.ledger.failure_class import run_failure_class_confirm
+from runs.ledger.files import LedgerInputError
+from runs.ledger.forms import (
+    RunFailureClassForm,
+    WorkItemChangeForm,
+    WorkItemLoadForm,
+    WorkItemSearchForm,
+    WorkItemVerifyForm,
+)
+from runs.ledger.items import work_item_change, work_item_verify
+from runs.ledger.loads import OPTION_NAMES, LoadFile, work_item_loads_create
+from runs.ledger.models import WorkItem, WorkItemLoad
+from runs.ledger.selectors import (
+    run_get_for_ledger,
+    run_ledger_writable,
+    work_item_list,
+    work_item_load_get,
+    work_item_load_list,
+    work_item_load_progress,
+    work_item_page,
+    work_item_search,
+)
+
+LEDGER_PAGE_SIZE = 50
+# the stacked bar's segments, in order: settled work first, then what still needs a person
+LEDGER_SEGMENTS = [
+    ("completed", "completed_count"),
+    ("rejected", "rejected_count"),
+    ("uncertain", "uncertain_count"),
+    ("absent", "absent_count"),
+    ("unverified", "unverified_count"),
+    ("skipped", "skipped_count"),
+]
+
+
+def _ledger_headline(run: Run) -> tuple[str, str]:
+    """``(css class, sentence)`` saying where the ledger stands; never "fine" while anything is unresolved."""
+    if run.ledger_updated_at is None:
+        return "muted", "No work ledger yet: load the eligible population to see which records reached the destination."
+    if run.unresolved_count:
+        parts = [
+            f"{n:,} {word}"
+            for n, word in (
+                (run.uncertain_count, "uncertain"),
+                (run.absent_count, "absent"),
+                (run.unverified_count, "unverified"),
+            )
+            if n
+        ]
+        total = f"{run.unresolved_count:,} of {run.eligible_count:,}"
+        return (
+            "bad",
+            f"Not reconciled: {total} eligible records unresolved ({', '.join(parts)}).",
+        )
+    if run.possible_duplicate_count:
+        return "warn", (
+            f"Nothing unresolved, but {run.possible_duplicate_count:,} possible duplicates need explaining."
+        )
+    if run.rejected_count:
+        return "warn", f"Nothing unresolved; {run.rejected_count:,} rejected records need their cause fixed."
+    return "ok", "Reconciled: every eligible record is confirmed in the destination or skipped."
+
+
+def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
+    """The run page's ledger section: totals and bar, possible duplicates, loads, one page of items.
+
+    Queries: the item page (none when the filtered outcome's stored count is zero), the possible
+    duplicates (none when there are none), the recent loads, and the permission check.
+    """
+    outcome = request.GET.get("outcome") or ""
+    if outcome not in WorkItem.Outcome.values:
+        outcome = ""
+    only_duplicates = request.GET.get("duplicates") == "1"
+    stored = {name: getattr(run, field) for name, field in LEDGER_SEGMENTS}
+    # The stored counts answer an empty filter without a query (items not in the population are
+    # completed but counted only as possible duplicates).
+    known = stored.get(outcome, 0) + (run.possible_duplicate_count if outcome == "completed" else 0)
+    empty = (
+        run.ledger_updated_at is None
+        or (bool(outcome) and not known)
+        or (only_duplicates and not run.possible_duplicate_count)
+    )
+    page = (
+        None
+        if empty
+        else work_item_page(
+            run=run,
+            outcome=outcome or None,
+            possible_duplicate=True if only_duplicates else None,
+            after=request.GET.get("after") or None,
+            before=request.GET.get("before") or None,
+            limit=LEDGER_PAGE_SIZE,
+        )
+    )
+    population = sum(stored.values())
+    segments = [
+        {"outcome": name, "count": count, "percent": round(100 * count / population, 2)}
+        for name, count in stored.items()
+        if count and population
+    ]
+    css, headline = _ledger_headline(run)
+    writable = run_ledger_writable(user=request.user, run=run)
+    loads = list(work_item_load_list(run=run)[:5])
+    return {
+        "ledger": {
+            "headline": headline,
+            "headline_class": css,
+            "segments": segments,
+            "duplicates": list(work_item_list(run=run, possible_duplicate=True)[:20])
+            if run.possible_duplicate_count
+            else [],
+            "page": page,
+            "outcome": outcome,
+            "only_duplicates": only_duplicates,
+            "outcomes": WorkItem.Outcome.choices,
+            "loads": [(load, work_item_load_progress(load=load)) for load in loads],
+            "writable": writable,
+            "load_form": WorkItemLoadForm() if writable else None,
+            "change_form": WorkItemChangeForm() if writable else None,
+            "failure_form": RunFailureClassForm(initial={"failure_class": run.failure_class_suggested})
+            if writable
+            else None,
+            "failure_classes": dict(Run.FailureClass.choices),
+        }
+    }
+
+
+def _ledger_run(request: HttpRequest, id: str) -> Run:
+    run = run_get_for_ledger(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    if not run_ledger_writable(user=request.user, run=run):
+        raise PermissionDenied("You may read this run's ledger but not change it.")
+    return run
+
+
+def _to_ledger(run: Run) -> HttpResponse:
+    return redirect(f"{reverse('runs:run-detail', kwargs={'id': run.public_id})}#ledger")
+
+
+@login_required
+@require_POST
+def work_item_load_create_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Upload record-id files for a run (support, technical owners, admins); 403 for readers."""
+    run = _ledger_run(request, id)
+    form = WorkItemLoadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        return _to_ledger(run)
+    data = form.cleaned_data
+    try:
+        loads = work_item_loads_create(
+            user=request.user,
+            run=run,
+            files=[
+                LoadFile(kind=kind, content=data[kind].read(), file_name=data[kind].name or kind)
+                for kind in WorkItemLoad.Kind.values
+                if data.get(kind)
+            ],
+            file_format=data["file_format"] or WorkItemLoad.Format.AUTO,
+            id_column=data["id_column"],
+            options={name: data.get(name) or "" for name in (*OPTION_NAMES, "destination_id_column")},
+            is_destination_complete=data["is_destination_complete"],
+        )
+    except LedgerInputError as exc:
+        messages.error(request, f"Nothing was loaded. {exc.detail}")
+        return _to_ledger(run)
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return _to_ledger(run)
+    if all(load.status == WorkItemLoad.Status.COMMITTED for load in loads):
+        messages.success(request, "Loaded: " + ", ".join(f"{ld.get_kind_display()} ({ld.row_count:,})" for ld in loads))
+    else:
+        messages.info(request, "The files are large: they load in the background (progress below).")
+    return _to_ledger(run)
+
+
+@login_required
+def work_item_load_progress_view(request: HttpRequest, id: str, load_id: str) -> HttpResponse:
+    """The progress bar of one load (htmx polls it every second while the load is pending or running)."""
+    run = run_get_for_ledger(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    load = work_item_load_get(run=run, public_id=load_id)
+    if load is None:
+        raise Http404("No such load")
+    response = render(
+        request,
+        "runs/ledger/_ledger_load_progress.html",
+        {"run": run, "load": load, "progress": work_item_load_progress(load=load)},
+    )
+    if request.htmx and load.status == WorkItemLoad.Status.COMMITTED and request.GET.get("polling") == "1":
+        response["HX-Refresh"] = "true"  # the totals, bar and table changed: show the new page
+    return response
+
+
+@login_required
+@require_POST
+def work_item_change_view(request: HttpRequest, id: str) -> HttpResponse:
+    """A person changes one item's outcome, saying why."""
+    run = _ledger_run(request, id)
+    return form_post(
+        request,
+        WorkItemChangeForm(request.POST),
+        invalid="Give the record id, the new outcome and why.",
+        act=lambda data: work_item_change(user=request.user, run=run, **data),
+        success=lambda item: f"{item.record_id} is now {item.outcome}.",
+        done=_to_ledger(run),
+    )
+
+
+@login_required
+@require_POST
+def work_item_verify_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Record a provider lookup for one uncertain item."""
+    run = _ledger_run(request, id)
+    return form_post(
+        request,
+        WorkItemVerifyForm(request.POST),
+        invalid="Give the record id and whether the provider found it.",
+        act=lambda data: work_item_verify(user=request.user, run=run, **data),
+        success=lambda item: f"{item.record_id} verified: {item.outcome}.",
+        done=_to_ledger(run),
+    )
+
+
+@login_required
+@require_POST
+def run_failure_class_confirm_view(request: HttpRequest, id: str) -> HttpResponse:
+    """A person confirms the run's failure class."""
+    run = _ledger_run(request, id)
+    return form_post(
+        request,
+        RunFailureClassForm(request.POST),
+        invalid="Choose a failure class.",
+        act=lambda data: run_failure_class_confirm(user=request.user, run=run, **data),
+        success=lambda _: "Failure class confirmed.",
+        done=_to_ledger(run),
+    )
+
+
+@login_required
+def work_item_search_view(request: HttpRequest) -> HttpResponse:
+    """What happened to a record? Every item with that id in the runs the viewer may see."""
+    form = WorkItemSearchForm(request.GET or None)
+    items = None
+    if form.is_valid():
+        items = list(work_item_search(user=request.user, record_id=form.cleaned_data["record_id"])[:100])
+    return render(request, "runs/ledger/work_item_search.html", {"form": form, "items": items})

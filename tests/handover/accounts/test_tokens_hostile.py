@@ -1,0 +1,61 @@
+"""Regressions found by breaking the personal API tokens (issue 8): garbage credentials and racing creates."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
+from django.test import Client
+from knox.models import AuthToken
+
+from handover.accounts.services import TOKEN_MAX_PER_PERSON, api_token_create
+from handover.core.errors import Conflict
+from tests.factories import UserFactory
+
+API = "/api/v1/tokens/"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("suffix", ["\xff\xfe", "é", "\x00", "abc\x00def", "\x7f"])
+def test_a_token_header_that_is_not_plain_ascii_gets_401_not_a_server_error(suffix: str) -> None:
+    # The header arrives as Latin-1 text; knox decoded it as UTF-8 (UnicodeDecodeError -> 500), and a NUL
+    # reached the token_key query (PostgreSQL refuses NUL in text -> 500). A real token is "ho_" + hex.
+    issued = api_token_create(user=UserFactory(username="alice"), label="x")
+    for raw in (f"ho_{suffix}", issued.raw[:15] + suffix, issued.raw + suffix):
+        response = Client(HTTP_AUTHORIZATION=f"Token {raw}").get(API)
+        assert response.status_code == 401, (raw, response.status_code)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="SQLite serialises writers (IMMEDIATE transactions)")
+def test_concurrent_creates_never_exceed_the_cap() -> None:
+    alice: AbstractBaseUser = UserFactory(username="alice")
+    for i in range(TOKEN_MAX_PER_PERSON - 1):
+        api_token_create(user=alice, label=f"t{i}")
+    count = 6
+    barrier = threading.Barrier(count)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def create() -> None:
+        try:
+            barrier.wait(timeout=30)
+            api_token_create(user=alice, label="race")
+            outcome = "created"
+        except Conflict:
+            outcome = "refused"
+        finally:
+            connection.close()
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=create) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(outcomes) == ["created"] + ["refused"] * (count - 1)
+    assert AuthToken.objects.filter(user=alice).count() == TOKEN_MAX_PER_PERSON

@@ -1,0 +1,98 @@
+"""Concurrent posts of one alert on PostgreSQL: one attempt, one timeline event, the rest duplicates."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from runs.alerts.models import Alert
+from runs.attempts.models import Attempt, Run
+from runs.timeline.models import TimelineEvent
+from tests.conftest import fixture_path
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif("connection.vendor != 'postgresql'", reason="real row locks and unique indexes need PostgreSQL"),
+]
+THREADS = 20
+
+
+def test_twenty_concurrent_posts_of_one_alert_create_one_attempt(story_tenants: Any, make_key: Any) -> None:
+    key = make_key("generic", tenants=[story_tenants["acme-foods"]])
+    body = fixture_path("generic", "01-first-failure.json").read_bytes()
+    barrier = threading.Barrier(THREADS)
+    results: list[tuple[int, str]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def post() -> None:
+        try:
+            client = Client()
+            barrier.wait(timeout=30)  # release every thread at the contended call
+            response = client.post(
+                "/api/v1/alerts/generic/",
+                data=body,
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {key}",
+            )
+            with lock:
+                results.append((response.status_code, response.json()["alerts"][0]["outcome"]))
+        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post) for _ in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert not errors
+    assert sorted(results) == [(202, "accepted")] + [(202, "duplicate")] * (THREADS - 1)
+    assert Run.objects.count() == 1
+    assert Attempt.objects.count() == 1
+    assert TimelineEvent.objects.count() == 1
+    original = Alert.objects.get(duplicate_of__isnull=True)
+    assert original.outcome == Alert.Outcome.ACCEPTED and original.repeat_count == THREADS - 1
+    # the losing path really ran: every loser is a stored duplicate pointing at the original
+    assert Alert.objects.filter(duplicate_of=original, outcome=Alert.Outcome.DUPLICATE).count() == THREADS - 1
+
+
+def test_concurrent_posts_of_different_states_of_one_execution_create_one_attempt(
+    story_tenants: Any, make_key: Any
+) -> None:
+    import json
+
+    key = make_key("generic", tenants=[story_tenants["borealis-retail"]])
+    items = json.loads(fixture_path("generic", "05-batch-two-tenants.json").read_bytes())["alerts"][:2]
+    bodies = [json.dumps(item).encode() for item in items] * 5
+    barrier = threading.Barrier(len(bodies))
+
+    def post(body: bytes) -> None:
+        try:
+            barrier.wait(timeout=30)
+            Client().post(
+                "/api/v1/alerts/generic/",
+                data=body,
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {key}",
+            )
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=(b,)) for b in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    attempt = Attempt.objects.get()
+    assert attempt.status == Attempt.Status.SUCCEEDED
+    assert Run.objects.get().status == Run.Status.SUCCEEDED
+    assert Alert.objects.filter(outcome=Alert.Outcome.ACCEPTED).count() == 2
+    assert Alert.objects.filter(outcome=Alert.Outcome.DUPLICATE).count() == 8

@@ -1,0 +1,188 @@
+"""The list selectors' read shapes: the runs list's attempt count and the inbox's parts, order,
+counts and paging (issue: both grew with history), with the pages' query budgets."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.core.paginator import Paginator
+from django.test import Client
+
+from runs.alerts.models import Alert, Delivery
+from runs.alerts.selectors import alert_inbox
+from runs.attempts.models import Run
+from runs.attempts.selectors import run_list
+from runs.catalog.models import Integration, IntegrationKey
+from runs.catalog.services import role_grant
+from tests.factories import AttemptFactory, RunFactory, TenantFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def logged_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_run_list_counts_attempts_per_run_including_none() -> None:
+    admin = UserFactory(admin=True)
+    empty = RunFactory()
+    one = RunFactory()
+    three = RunFactory()
+    AttemptFactory(run=one)
+    for number in (1, 2, 3):
+        AttemptFactory(run=three, number=number, correlation_ref="corr-shared")
+
+    counts = {run.pk: run.attempt_count for run in run_list(user=admin)}
+
+    assert counts == {empty.pk: 0, one.pk: 1, three.pk: 3}
+
+
+def test_run_list_search_matching_several_attempts_lists_the_run_once_with_all_its_attempts() -> None:
+    admin = UserFactory(admin=True)
+    run = RunFactory()
+    for number in (1, 2):
+        AttemptFactory(run=run, number=number, correlation_ref="corr-shared")
+    AttemptFactory(run=run, number=3)
+    RunFactory()
+
+    found = list(run_list(user=admin, search="corr-shared"))
+
+    assert [(r.pk, r.attempt_count) for r in found] == [(run.pk, 3)]
+    assert run_list(user=admin, search="corr-shared").count() == 1
+
+
+def test_run_list_pages_newest_window_first_with_filters_and_visibility() -> None:
+    person = UserFactory()
+    mine, other = TenantFactory(), TenantFactory()
+    role_grant(user=person, role="support", obj=mine)
+    runs = [RunFactory(tenant=mine, status=Run.Status.FAILED if n % 2 else Run.Status.SUCCEEDED) for n in range(7)]
+    RunFactory(tenant=other)
+
+    paginator = Paginator(run_list(user=person), 3)
+    listed = [run.pk for number in paginator.page_range for run in paginator.page(number)]
+    failed = run_list(user=person, status=Run.Status.FAILED)
+
+    assert paginator.count == 7
+    assert listed == [run.pk for run in sorted(runs, key=lambda r: r.window_start, reverse=True)]
+    assert {run.pk for run in failed} == {run.pk for run in runs if run.status == Run.Status.FAILED}
+
+
+@pytest.fixture
+def integration() -> Integration:
+    return Integration.objects.create(source="generic", name="test-generic")
+
+
+def make_alerts(integration: Integration, specs: list[tuple[str, int, Run | None, str]]) -> list[Alert]:
+    """One delivery with an alert per ``(outcome, minutes after T0, run, tenant slug)``; a
+    ``duplicate`` points at the newest original made before it."""
+    key = IntegrationKey.objects.create(integration=integration, prefix="hk_test", secret_hash="0" * 64)
+    delivery = Delivery.objects.create(
+        integration=integration, key=key, received_at=T0, size_bytes=2, sha256="0" * 64, body="{}"
+    )
+    alerts: list[Alert] = []
+    for index, (outcome, minutes, run, tenant_slug) in enumerate(specs):
+        original = next((a for a in reversed(alerts) if a.duplicate_of_id is None), None)
+        is_duplicate = outcome == Alert.Outcome.DUPLICATE
+        alerts.append(
+            Alert.objects.create(
+                delivery=delivery,
+                integration=integration,
+                index=index,
+                source="generic",
+                dedup_hash="" if is_duplicate else f"{index:064x}",
+                duplicate_of=original if is_duplicate else None,
+                outcome=outcome,
+                run=run,
+                tenant_slug=tenant_slug,
+                created_at=T0 + timedelta(minutes=minutes),
+            )
+        )
+    return alerts
+
+
+def expected_inbox_order(alerts: list[Alert]) -> list[int]:
+    """The old shape's order, computed in Python: unmatched, pending, the rest; newest first in each."""
+    rank = {Alert.Outcome.UNMATCHED: 0, Alert.Outcome.PENDING: 1}
+    originals = [a for a in alerts if a.duplicate_of_id is None]
+    originals.sort(key=lambda a: (-a.created_at.timestamp(), -a.pk))
+    originals.sort(key=lambda a: rank.get(a.outcome, 2))
+    return [a.pk for a in originals]
+
+
+def test_inbox_lists_unmatched_then_pending_then_the_rest_newest_first_across_pages(integration: Integration) -> None:
+    admin = UserFactory(admin=True)
+    run = RunFactory()
+    outcomes = ["accepted", "unmatched", "pending", "accepted", "duplicate", "rejected", "unmatched", "ignored"]
+    specs = [(outcome, minutes, run if outcome == "accepted" else None, "") for minutes, outcome in enumerate(outcomes)]
+    specs += [("pending", 20, None, ""), ("accepted", 20, run, ""), ("unmatched", 3, None, "")]  # ties and old ones
+    alerts = make_alerts(integration, specs)
+
+    listed, counts = alert_inbox(user=admin)
+    paginator = Paginator(listed, 2)  # small pages, so pages start and end inside and across the parts
+    paged = [alert.pk for number in paginator.page_range for alert in paginator.page(number)]
+
+    assert counts == {"accepted": 3, "unmatched": 3, "pending": 2, "duplicate": 1, "rejected": 1, "ignored": 1}
+    assert paginator.count == 10 and paginator.num_pages == 5
+    assert paged == expected_inbox_order(alerts)
+    assert [a.pk for a in listed] == paged
+    assert [a.pk for a in listed[3:7]] == paged[3:7]
+    assert listed[40:50] == []
+
+
+def test_inbox_of_nothing_is_an_empty_first_page(integration: Integration) -> None:
+    listed, counts = alert_inbox(user=UserFactory(admin=True))
+
+    page = Paginator(listed, 50).get_page(1)
+
+    assert counts == {} and page.paginator.count == 0 and list(page) == []
+
+
+def test_inbox_shows_a_support_person_only_their_tenants_alerts(integration: Integration) -> None:
+    person = UserFactory()
+    mine, other = TenantFactory(slug="mine"), TenantFactory(slug="other")
+    role_grant(user=person, role="support", obj=mine)
+    alerts = make_alerts(
+        integration,
+        [
+            ("accepted", 0, RunFactory(tenant=mine), ""),
+            ("accepted", 1, RunFactory(tenant=other), ""),
+            ("unmatched", 2, None, "mine"),
+            ("unmatched", 3, None, "other"),
+            ("duplicate", 4, None, "mine"),
+        ],
+    )
+
+    listed, counts = alert_inbox(user=person)
+
+    assert [a.pk for a in listed] == [alerts[2].pk, alerts[0].pk]
+    assert counts == {"accepted": 1, "unmatched": 1, "duplicate": 1}
+
+
+def test_inbox_page_query_count_does_not_grow_with_alerts(
+    integration: Integration, django_assert_max_num_queries: Any
+) -> None:
+    admin = UserFactory(admin=True)
+    specs: list[tuple[str, int, Run | None, str]] = []
+    for n in range(35):  # 35 accepted, 23 unmatched, 12 duplicates: 58 originals, two pages
+        specs.append(("accepted", n, AttemptFactory().run, ""))
+        specs.append(("unmatched" if n % 3 else "duplicate", n, None, "t"))
+    make_alerts(integration, specs)
+    client = logged_in(admin)
+
+    # session, user, preference; outcome counts (grouped); unmatched part of the page; the rest
+    # part (the page crosses into it); rejected posts and their count (admins only)
+    with django_assert_max_num_queries(8):
+        response = client.get("/inbox/")
+    assert len(response.context["page"]) == 50
+    assert dict(response.context["counts"])["unmatched"] == 23
+
+    # the polled rows, page 2 (all in the rest part): the same less the unmatched part
+    with django_assert_max_num_queries(7):
+        response = client.get("/inbox/?page=2", HTTP_HX_REQUEST="true")
+    assert len(response.context["page"]) == 8 and b"<html" not in response.content

@@ -1,0 +1,99 @@
+"""The code's map (docs/architecture.md): one folder per sub-domain, no re-export façades, no private imports.
+
+These read the source tree as text; they import nothing from the apps.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+APPS = ("runs", "approvals", "handover")
+
+# Modules an app may keep at its top level (Django's and Celery's conventions, the project package).
+APP_LEVEL = {"__init__.py", "apps.py", "urls.py", "api_urls.py", "admin.py", "tasks.py"}
+HANDOVER_PROJECT_FILES = {"settings.py", "urls.py", "app_urls.py", "celery.py", "wsgi.py", "env.py"}
+# Folders that are not slices but Django's own places.
+DJANGO_FOLDERS = {"migrations", "management", "templatetags", "models"}
+# The one module STYLE.md places at the app's top level: who may do what (one predicate per rule).
+RUNS_TOP_LEVEL = {"permissions.py"}
+
+
+def _python_files(app: str) -> list[Path]:
+    return sorted(p for p in (REPO / app).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _outside_slices(app: str) -> list[str]:
+    allowed = APP_LEVEL | (HANDOVER_PROJECT_FILES if app == "handover" else set())
+    allowed |= RUNS_TOP_LEVEL if app == "runs" else set()
+    stray = []
+    for path in _python_files(app):
+        parts = path.relative_to(REPO / app).parts
+        if len(parts) == 1 and parts[0] not in allowed:
+            stray.append(str(path.relative_to(REPO)))
+    return stray
+
+
+def test_every_module_lives_in_a_slice_folder() -> None:
+    """A module at an app's top level is one of Django's, Celery's or the project's; the rest is in a slice."""
+    stray = [module for app in APPS for module in _outside_slices(app)]
+
+    assert stray == []
+
+
+def test_no_init_module_re_exports_anything() -> None:
+    """``__init__.py`` files are empty, but ``models/__init__.py`` (Django's registry) and the project package's."""
+    allowed = {REPO / "handover" / "__init__.py"}  # imports the Celery app, as Celery's Django guide asks
+    full = []
+    for app in APPS:
+        for path in _python_files(app):
+            if path.name != "__init__.py" or path in allowed or path.parent.name == "models":
+                continue
+            if path.read_text().strip():
+                full.append(str(path.relative_to(REPO)))
+
+    assert full == []
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    """A name that starts with ``_`` is private to its module: another module that needs it gets a public name."""
+    found = []
+    for top in (*APPS, "tests", "bench"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+                    continue
+                if node.module.split(".")[0] not in APPS or node.module == _module_name(path):
+                    continue
+                found += [
+                    f"{path.relative_to(REPO)}:{node.lineno} {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
+
+    assert found == []
+
+
+def test_templates_follow_the_slices() -> None:
+    """Templates sit in ``templates/<app>/<slice>/``; only the shared ones at the top or in Django's folders."""
+    shared = {"base.html"}
+    django_folders = {"registration", "drf_spectacular"}
+    stray = []
+    for path in sorted((REPO / "templates").rglob("*")):
+        if not path.is_file():
+            continue
+        parts = path.relative_to(REPO / "templates").parts
+        if len(parts) == 1 and parts[0] in shared or parts[0] in django_folders:
+            continue
+        if len(parts) < 3 or parts[0] not in APPS:
+            stray.append("/".join(parts))
+
+    assert stray == []
