@@ -25,7 +25,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 from django.urls import reverse
 from django.utils import timezone
 
@@ -397,17 +396,11 @@ def dispatch_runner_report(
                     f"({existing.get_trigger_display().lower()}), not this replay's.",
                     errors={"execution_id": ["belongs to another attempt"]},
                 )
-        number = (
-            existing.number
-            if existing is not None
-            else ((Attempt.objects.filter(run=run).aggregate(n=Max("number"))["n"] or 0) + 1)
-        )
         result = attempt_report_apply(
             run=run,
             report=AttemptReport(
                 execution_id=execution_id,
                 status=report.status,
-                number=number,
                 trigger=Attempt.Trigger.MANUAL_REPLAY,
                 started_at=report.started_at,
                 ended_at=report.ended_at,

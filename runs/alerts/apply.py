@@ -83,7 +83,7 @@ def alert_apply_in_transaction(alert: Alert, record: ParsedAlert, ctx: PostConte
 
     if record.kind in (AlertKind.RESOLVE, AlertKind.ACKNOWLEDGE):
         return _apply_signal(alert, record, ctx, received_at)
-    ident = record_identity(record, ctx, need_window=record.kind != AlertKind.DEFINITION)
+    ident = record_identity(record, ctx, need_window=record.kind != AlertKind.DEFINITION, received_at=received_at)
     if ident.problems:
         return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
     assert ident.job is not None
@@ -126,25 +126,35 @@ def _apply_attempts(
     """
     if not record.execution_id or not record.status:
         return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="no execution id or status in the alert")
-    own_number = record.attempt_number or 1
+    placement = ident.placement
+    trigger = record.trigger
+    if trigger == Attempt.Trigger.MANUAL_REPLAY:
+        # manual_replay is only an attempt linked to an approved replay request (reported with the
+        # job's runner credential); through an integration key it is a manual re-run, always flagged.
+        trigger = Attempt.Trigger.MANUAL_RERUN
     own = AttemptReport(
         execution_id=record.execution_id,
         status=record.status,
-        number=own_number,
-        trigger=record.trigger or (Attempt.Trigger.SCHEDULED if own_number == 1 else Attempt.Trigger.AUTOMATIC_RETRY),
-        scheduled_at=record.scheduled_at,
+        source_number=_source_number(record.attempt_number),
+        trigger=trigger,
+        scheduled_at=record.scheduled_at or _reported_slot_time(record, ident),
         started_at=record.started_at,
         ended_at=record.ended_at,
         error_summary=redact_text(record.error_summary),
         correlation_ref=record.correlation_ref,
         log_url=record.log_url,
         config_version=record.config_version,
+        slot_offset_seconds=placement.offset_seconds if placement else None,
+        slot_tolerance_seconds=placement.tolerance_seconds if placement and placement.t else None,
+        is_slot_late=bool(placement and placement.is_late),
+        is_slot_inferred=bool(placement and placement.is_inferred),
+        slot_hint=placement.hint if placement else "",
     )
     related = [
         AttemptReport(
             execution_id=r.execution_id,
             status=r.status,
-            number=r.number or own_number,
+            source_number=_source_number(r.number),
             trigger=r.trigger,
             scheduled_at=r.scheduled_at,
             started_at=r.started_at,
@@ -155,7 +165,10 @@ def _apply_attempts(
         )
         for r in record.related_attempts
     ]
-    reports = sorted([*related, own], key=lambda r: (r.number, r is not own))
+    big = 1 << 30
+    reports = sorted([*related, own], key=lambda r: (r.source_number or big, r is not own))
+    if record.details.get("execution_id_inferred") and _conflicts_with_success(run, own.execution_id):
+        return _conflicting_report(alert, record, run, integration, received_at)
     own_result = None
     for report in reports:
         result = attempt_report_apply(
@@ -194,12 +207,12 @@ def _apply_attempts(
             actor_integration=integration,
         )
 
-    if own_result.created and own.trigger == Attempt.Trigger.MANUAL_REPLAY:
+    if own_result.created and attempt.trigger == Attempt.Trigger.MANUAL_RERUN:
         # A replay_key is honoured only with the job's runner credential: on an integration key,
         # no replay dispatched by Handover carries this attempt.
         event(
             "manual_replay_unapproved",
-            f"Attempt {attempt.number} is a manual re-run that went around the approval process "
+            f"Attempt {attempt.number} is a manual re-run (manual_rerun) that went around the approval process "
             "(no replay dispatched by Handover carries it)",
             own.started_at or own.scheduled_at or received_at,
         )
@@ -225,6 +238,55 @@ def _apply_attempts(
     return alert_finish(alert, Alert.Outcome.ACCEPTED, reason=reason, run=run, attempt=attempt, stale=own_result.stale)
 
 
+def _reported_slot_time(record: ParsedAlert, ident: RecordIdentity) -> datetime | None:
+    """The scheduled time as reported, kept on the attempt when it is not the run's slot."""
+    if record.scheduled_for is not None and record.scheduled_for != ident.scheduled_for:
+        return record.scheduled_for
+    return None
+
+
+SOURCE_NUMBER_MAX = 2_147_483_647
+
+
+def _source_number(value: int | None) -> int | None:
+    """The source's attempt number as stored: an out-of-range number is kept as null (rule 9)."""
+    if value is None or not 1 <= value <= SOURCE_NUMBER_MAX:
+        return None
+    return value
+
+
+def _conflicts_with_success(run: Run, execution_id: str) -> bool:
+    """An adapter-inferred execution id, new on a run that already has a succeeded attempt."""
+    attempts = run.attempts.all()
+    return (
+        attempts.filter(status=Attempt.Status.SUCCEEDED).exists()
+        and not attempts.filter(execution_id=execution_id).exists()
+    )
+
+
+def _conflicting_report(
+    alert: Alert, record: ParsedAlert, run: Run, integration: Integration, received_at: datetime
+) -> Alert:
+    """An alert naming no execution of its own, on a run that succeeded: a ``conflicting_report`` event
+    (needs attention), no attempt, the run's status unchanged."""
+    timeline_event_record(
+        job=run.job,
+        run=run,
+        alert=alert,
+        kind="conflicting_report",
+        summary=f"Conflicting report: {alert.source} says {record.status} for this run, which already has a "
+        "succeeded attempt; the alert names no execution of its own, so no attempt was created",
+        occurred_at=record.occurred_at or received_at,
+        actor_integration=integration,
+    )
+    return alert_finish(
+        alert,
+        Alert.Outcome.ACCEPTED,
+        reason="conflicting report: the run already succeeded and the alert names no execution of its own",
+        run=run,
+    )
+
+
 def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_at: datetime) -> Alert:
     """Resolve/acknowledge: a timeline event on the attempt it concerns; never a status change."""
     attempt: Attempt | None = None
@@ -244,7 +306,7 @@ def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_
         )
         attempt = earlier.attempt if earlier else None
     if attempt is None and record.execution_id:
-        ident = record_identity(record, ctx, need_window=True)
+        ident = record_identity(record, ctx, need_window=True, received_at=received_at)
         if ident.problems:
             return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
         attempt = (

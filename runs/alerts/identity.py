@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
@@ -15,9 +14,12 @@ from runs.alerts.parsers.base import AlertKind, ParsedAlert, parse_timestamp
 from runs.attempts.models import Run
 from runs.attempts.services import RUN_STATUS_FOR_ATTEMPT
 from runs.catalog.models import Job, Tenant
-from runs.checks.schedule.fire_times import previous_fire_time
-from runs.checks.schedule.windows import fire_time_closing_window, processing_window
+from runs.checks.schedule.cron import ScheduleError
+from runs.checks.schedule.slots import SlotPlacement, SlotReport, TimeKind, placement_describe
+from runs.checks.schedule.windows import processing_window
+from runs.checks.slot_placement import report_place, slot_schedule
 
+MANUAL_TRIGGERS = ("manual_rerun", "manual_replay")
 NEUTRAL_TENANT_REASON = "tenant {slug!r} is not available to this integration key"
 NEUTRAL_TENANT_ALIAS_HINT = (
     " (a label that cannot spell a tenant's slug needs an entry in this integration's `tenant_aliases`)"
@@ -34,6 +36,7 @@ class RecordIdentity:
     scheduled_for: datetime | None = None
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    placement: SlotPlacement | None = None
 
 
 def _tenant_for(
@@ -80,7 +83,9 @@ def _mentions_window(problems: list[str]) -> bool:
     return any("window" in p.lower() or "scheduled" in p.lower() for p in problems)
 
 
-def record_identity(record: ParsedAlert, ctx: PostContext, *, need_window: bool) -> RecordIdentity:
+def record_identity(
+    record: ParsedAlert, ctx: PostContext, *, need_window: bool, received_at: datetime | None = None
+) -> RecordIdentity:
     """Resolve job, tenant, environment and (when ``need_window``) the window; collect every reason it fails.
 
     Parsers list missing or garbled convention fields themselves (``runs/alerts/parsers/base.py``), so the
@@ -106,10 +111,11 @@ def record_identity(record: ParsedAlert, ctx: PostContext, *, need_window: bool)
         ident.problems.append("no environment: the alert names none and the integration has no default")
     if not need_window:
         return ident
+    received_at = received_at or timezone.now()
     job = ident.job
     rule = record.details.get("scheduled_for_rule")
     if job is not None:
-        _place_in_window(ident, record, job, rule, ctx)
+        _place_in_window(ident, record, job, rule, ctx, received_at)
     # "No window" is a reason of its own whenever the alert names a job (registered or not) and neither
     # carries a window or scheduled time nor has a rule that derives one -- unless a parser problem already
     # says why (a garbled window or scheduled time). Without a job key there is nothing to place.
@@ -129,38 +135,75 @@ def record_identity(record: ParsedAlert, ctx: PostContext, *, need_window: bool)
     return ident
 
 
-def _place_in_window(ident: RecordIdentity, record: ParsedAlert, job: Job, rule: str | None, ctx: PostContext) -> None:
-    """Fill the scheduled time and window of ``ident`` from the record and the schedule in force."""
-    cron, zone, kwargs = schedule_in_force(job, ident.tenant, ident.environment, ctx)
-    ident.scheduled_for = record.scheduled_for
-    if (
-        ident.scheduled_for is None
-        and not (record.window_start and record.window_end)
-        and rule == "latest_fire_at_or_before_starts_at"
-        and record.details.get("starts_at")
-    ):
-        # Grafana names no run: its rule counts failures in the latest processing window, so the
-        # fire time at or before the alert's start is the one it speaks about (grafana/STORY.md).
+def _slot_report(record: ParsedAlert, rule: str | None, received_at: datetime) -> SlotReport | None:
+    """The times a record places by (Slot rule 4): window, else scheduled time, else a detection time
+    (Grafana's ``startsAt``, tolerance 0), else the actual start; None when it names no time at all."""
+    manual = record.trigger in MANUAL_TRIGGERS
+    if record.window_start and record.window_end:
+        return SlotReport(received_at=received_at, window_end=record.window_end)
+    if record.scheduled_for is not None:
+        return SlotReport(received_at=received_at, t=record.scheduled_for, time_kind=TimeKind.SCHEDULED)
+    if rule == "latest_fire_at_or_before_starts_at" and record.details.get("starts_at"):
         starts_at = parse_timestamp(record.details["starts_at"])
         if starts_at is not None:
-            previous = previous_fire_time(cron, zone, starts_at, **kwargs)
-            ident.scheduled_for = previous.astimezone(UTC) if previous else None
+            return SlotReport(received_at=received_at, t=starts_at, time_kind=TimeKind.DETECTION, is_manual=manual)
+    if record.started_at is not None:
+        return SlotReport(received_at=received_at, t=record.started_at, time_kind=TimeKind.START, is_manual=manual)
+    return None
+
+
+def _place_in_window(
+    ident: RecordIdentity, record: ParsedAlert, job: Job, rule: str | None, ctx: PostContext, received_at: datetime
+) -> None:
+    """Place the record on its slot (``runs.checks.slot_placement.report_place``) and derive the window.
+
+    The run's ``scheduled_for`` is the slot; a payload window is kept as sent, otherwise the window is
+    derived from the slot. An unmatched placement adds its reason and the two nearest slots to
+    ``ident.problems``; a flagged one (late, inferred, a mismatch hint) adds a note for the timeline.
+    """
+    report = _slot_report(record, rule, received_at)
+    if report is None or ident.tenant is None or not ident.environment:
+        return
+    target = ctx.target(job, ident.tenant, ident.environment)
+    placement = report_place(
+        job=job,
+        tenant=ident.tenant,
+        environment=ident.environment,
+        target=target,
+        report=report,
+        execution_id=record.execution_id or "",
+    )
+    schedule = slot_schedule(job=job, target=target)
+    if placement.slot is None:
+        nearest = ", ".join(f"{at:%Y-%m-%d %H:%M}Z" for at in placement.nearest)
+        reason = f"no window: {placement.reason}" + (f" (nearest slots: {nearest})" if nearest else "")
+        if record.details.get("manual_run_outside_approval"):
+            reason += " (a manual run, outside the approval process: no replay key)"
+        ident.problems.append(reason)
+        return
+    ident.placement = placement
+    ident.scheduled_for = placement.slot
     if record.window_start and record.window_end:
         ident.window_start, ident.window_end = record.window_start, record.window_end
-        if ident.scheduled_for is None:
-            ident.scheduled_for = fire_time_closing_window(cron, zone, record.window_end, **kwargs).astimezone(UTC)
-    elif ident.scheduled_for:
-        start, end = processing_window(cron, zone, ident.scheduled_for, alignment=job.window_alignment, **kwargs)
-        ident.window_start, ident.window_end = start.astimezone(UTC), end.astimezone(UTC)
-        previous = previous_fire_time(cron, zone, ident.scheduled_for, **kwargs)
-        if previous is None or previous.astimezone(UTC) != ident.scheduled_for.astimezone(UTC):
-            # Shown, not corrected: the window it falls in places the run without a guess.
-            at = ident.scheduled_for.astimezone(UTC)
-            local = at.astimezone(ZoneInfo(zone))
-            ident.notes.append(
-                f"scheduled time {at:%Y-%m-%d %H:%M:%S}Z ({local:%H:%M} in {zone}) is not a fire time of "
-                f"{cron!r} ({zone}); the run is the one whose window contains it"
-            )
+        return
+    try:
+        start, end = processing_window(
+            schedule.cron,
+            schedule.timezone,
+            placement.slot,
+            alignment=job.window_alignment,
+            dst_gap=schedule.dst_gap,
+            dst_overlap=schedule.dst_overlap,
+        )
+    except ScheduleError as exc:
+        ident.problems.append(f"no window: {exc}")
+        return
+    ident.window_start, ident.window_end = start.astimezone(UTC), end.astimezone(UTC)
+    if placement.is_flagged or (report.time_kind == TimeKind.SCHEDULED and placement.offset_seconds):
+        ident.notes.append(
+            f"{placement_describe(placement, schedule.timezone)} ({schedule.timezone}; schedule {schedule.cron!r}, "
+            f"early tolerance {placement.tolerance_seconds} s, grace {schedule.grace_seconds} s)"
+        )
 
 
 def run_for_identity(ident: RecordIdentity, ctx: PostContext, *, status: str | None = None) -> tuple[Run, bool]:

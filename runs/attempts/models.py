@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from handover.core.models import TimeStampedModel, choices_check
 from runs.catalog.models import Job, JobTarget, Tenant
+from runs.checks.schedule.slots import delay_words
 
 
 class _RunStatus(models.TextChoices):
@@ -33,7 +34,8 @@ class Run(TimeStampedModel):
     """A logical run: one job's work for one target and processing window ``[window_start, window_end)``.
 
     Identity ``(job, tenant, environment, window_start, window_end)`` is unique. ``status`` is set in
-    one place only (``runs.attempts.services``), from the highest-numbered attempt.
+    one place only (``runs.attempts.services.run_status_refresh``), from its latest attempt that is not a
+    duplicate trigger. ``scheduled_for`` is the run's slot (``runs.checks.schedule.slots``).
     """
 
     Status = _RunStatus
@@ -115,6 +117,7 @@ class _AttemptTrigger(models.TextChoices):
     SCHEDULED = "scheduled", "Scheduled"
     AUTOMATIC_RETRY = "automatic_retry", "Automatic retry"
     MANUAL_REPLAY = "manual_replay", "Manual replay"
+    MANUAL_RERUN = "manual_rerun", "Manual re-run (outside approval)"
     CATCH_UP = "catch_up", "Catch-up"
 
 
@@ -155,8 +158,35 @@ class Attempt(TimeStampedModel):
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="attempts")
     execution_id = models.CharField(max_length=300)
-    number = models.PositiveIntegerField(default=1)
+    number = models.PositiveIntegerField(
+        default=1, help_text="Handover's ordinal on the run: 1 + the attempts first reported before it; never changed"
+    )
+    source_number = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the source's attempt or try number as reported"
+    )
     trigger = models.CharField(max_length=20, choices=Trigger.choices, default=Trigger.SCHEDULED)
+    is_trigger_inferred = models.BooleanField(
+        default=False, help_text="the source gave no trigger: automatic_retry inferred from the slot's history"
+    )
+    is_duplicate_trigger = models.BooleanField(
+        default=False, help_text="a second schedule-started execution of a slot that already had one"
+    )
+    duplicate_explained_at = models.DateTimeField(null=True, blank=True)
+    duplicate_explained_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    duplicate_explanation = models.TextField(blank=True)
+    duplicate_evidence_ref = models.CharField(max_length=300, blank=True)
+    # slot placement (the reported time against the run's slot, ``Run.scheduled_for``)
+    slot_offset_seconds = models.IntegerField(
+        null=True, blank=True, help_text="reported time minus the slot, seconds (negative: early)"
+    )
+    slot_tolerance_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the early tolerance e used when the attempt was placed, seconds"
+    )
+    is_slot_late = models.BooleanField(default=False, help_text="reported later than the slot + grace")
+    is_slot_inferred = models.BooleanField(default=False, help_text="placed on an earlier free slot (queue, streak)")
+    slot_hint = models.CharField(max_length=200, blank=True, help_text="e.g. 'time-zone or DST policy mismatch?'")
     status = models.CharField(max_length=20, choices=Status.choices)
     scheduled_at = models.DateTimeField(null=True, blank=True, help_text="when this attempt was meant to start")
     started_at = models.DateTimeField(null=True, blank=True, help_text="actual start")
@@ -184,6 +214,14 @@ class Attempt(TimeStampedModel):
             models.CheckConstraint(
                 condition=Q(number__gte=1), name="runs_attempt_number_positive", violation_error_code="number"
             ),
+            models.UniqueConstraint(
+                fields=["run", "number"], name="runs_attempt_number_unique", violation_error_code="duplicate_number"
+            ),
+            models.CheckConstraint(
+                condition=Q(duplicate_explained_at__isnull=True) | Q(is_duplicate_trigger=True),
+                name="runs_attempt_explained_is_dup",
+                violation_error_code="not_a_duplicate_trigger",
+            ),
             models.CheckConstraint(
                 condition=~Q(status="abandoned") | ~Q(abandon_reason=""),
                 name="runs_attempt_abandon_reason",
@@ -199,6 +237,30 @@ class Attempt(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"attempt {self.number} {self.execution_id} ({self.status})"
+
+    @property
+    def slot_flags(self) -> list[str]:
+        """How the attempt was placed on its slot, in words: offset with tolerance, late, inferred, hint."""
+        flags = []
+        if self.slot_offset_seconds:
+            words = delay_words(self.slot_offset_seconds)
+            flags.append(f"{words} (early tolerance {self.slot_tolerance_seconds or 0} s)")
+        if self.is_slot_late:
+            flags.append("late")
+        if self.is_slot_inferred:
+            flags.append("slot inferred")
+        if self.slot_hint:
+            flags.append(self.slot_hint)
+        return flags
+
+    @property
+    def is_manual_rerun(self) -> bool:
+        """Started outside the approval process: always flagged where the attempt shows."""
+        return self.trigger == _AttemptTrigger.MANUAL_RERUN
+
+    @property
+    def is_duplicate_unexplained(self) -> bool:
+        return self.is_duplicate_trigger and self.duplicate_explained_at is None
 
 
 class RunnerReport(TimeStampedModel):

@@ -18,6 +18,7 @@ class RunnerReportSerializer(serializers.ModelSerializer[RunnerReport]):
 class AttemptSerializer(serializers.ModelSerializer[Attempt]):
     id = serializers.UUIDField(source="public_id", read_only=True)
     runner_reports = RunnerReportSerializer(many=True, read_only=True)
+    duplicate_trigger = serializers.BooleanField(source="is_duplicate_trigger", read_only=True)
 
     class Meta:
         model = Attempt
@@ -25,7 +26,11 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "id",
             "execution_id",
             "number",
+            "source_number",
             "trigger",
+            "is_trigger_inferred",
+            "duplicate_trigger",
+            "duplicate_explained_at",
             "status",
             "scheduled_at",
             "started_at",
@@ -34,6 +39,11 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "correlation_ref",
             "log_url",
             "config_version",
+            "slot_offset_seconds",
+            "slot_tolerance_seconds",
+            "is_slot_late",
+            "is_slot_inferred",
+            "slot_hint",
             "runner_reports",
         ]
         read_only_fields = fields

@@ -7,15 +7,15 @@ abandoned). Terminal states never move back; a late earlier-state report is *sta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from handover.core.errors import InvalidTransition
-from handover.core.rows import row_insert_unless_conflict
 from runs.alerts.models import Alert
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration
@@ -46,8 +46,8 @@ class AttemptReport:
 
     execution_id: str
     status: str
-    number: int = 1
-    trigger: str = Attempt.Trigger.SCHEDULED
+    source_number: int | None = None
+    trigger: str | None = None  # None: the source gives none (inferred under the run's row lock)
     scheduled_at: datetime | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
@@ -56,6 +56,11 @@ class AttemptReport:
     log_url: str = ""
     config_version: str = ""
     replay_key: str = ""
+    slot_offset_seconds: int | None = None
+    slot_tolerance_seconds: int | None = None
+    is_slot_late: bool = False
+    is_slot_inferred: bool = False
+    slot_hint: str = ""
 
 
 @dataclass
@@ -78,8 +83,16 @@ def _event_time(report: AttemptReport, fallback: datetime) -> datetime:
     return fallback
 
 
+def attempt_label(attempt: Attempt) -> str:
+    """ "Attempt 3 · source #2" (Handover's ordinal, and the source's number when it differs)."""
+    text = f"Attempt {attempt.number}"
+    if attempt.source_number is not None and attempt.source_number != attempt.number:
+        text += f" · source #{attempt.source_number}"
+    return text
+
+
 def _attempt_summary(attempt: Attempt, status: str) -> str:
-    text = f"Attempt {attempt.number} ({attempt.execution_id}) {STATUS_WORDS.get(status, status)}"
+    text = f"{attempt_label(attempt)} ({attempt.execution_id}) {STATUS_WORDS.get(status, status)}"
     if status == Attempt.Status.QUEUED and attempt.scheduled_at:
         text += f" for {attempt.scheduled_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z"
     if attempt.error_summary and status in (Attempt.Status.FAILED, Attempt.Status.TIMED_OUT):
@@ -88,12 +101,18 @@ def _attempt_summary(attempt: Attempt, status: str) -> str:
 
 
 def run_status_refresh(*, run: Run) -> Run:
-    """Set ``run.status`` from its highest-numbered attempt (ties: the latest created).
+    """Set ``run.status`` from its latest attempt that is not a duplicate trigger.
 
-    A run with no attempt keeps its status (the schedule sweep sets ``expected``/``missed``).
-    Writes no timeline event: the attempt's own event already says what changed.
+    Latest by start time, else scheduled time, else first report; ties by ``number``. A run with no
+    such attempt keeps its status (the schedule sweep sets ``expected``/``missed``). Writes no
+    timeline event: the attempt's own event already says what changed.
     """
-    latest = run.attempts.order_by("-number", "-created_at", "-id").first()
+    latest = (
+        run.attempts.filter(is_duplicate_trigger=False)
+        .annotate(placed_at=Coalesce("started_at", "scheduled_at", "created_at"))
+        .order_by("-placed_at", "-number")
+        .first()
+    )
     if latest is None:
         return run
     status = RUN_STATUS_FOR_ATTEMPT[Attempt.Status(latest.status)]
@@ -116,9 +135,13 @@ def attempt_report_apply(
 ) -> AttemptReportResult:
     """Create the attempt a report names, or move it along its transition table.
 
-    Must run inside a transaction. A new attempt is created directly in the reported status; an
+    Must run inside a transaction; takes the run's row lock first. A new attempt is numbered
+    1 + the run's attempts, keeps the source's number as ``source_number``, gets its trigger from
+    ``trigger_decide`` (a duplicate trigger is flagged and explained on the timeline) and is
+    created directly in the reported status; an
     existing one moves only forward (``Attempt.TRANSITIONS``); a report of the status it already
-    has fills in missing details and changes nothing else; an earlier-state report on a terminal
+    has fills in missing details and records changed ones (``attempt_details_change``); an
+    earlier-state report on a terminal
     or later attempt is stale. Each status change writes one timeline event; the run's status is
     refreshed by the caller (``run_status_refresh``) once all reports of an alert are applied.
     An event's time is the report's own (end, start or scheduled time for the status), else
@@ -127,28 +150,14 @@ def attempt_report_apply(
     (``runs.checks.attempt_overlap_record``).
     """
     fallback = occurred_at or received_at
-    attempt = Attempt(
-        run=run,
-        execution_id=report.execution_id,
-        number=report.number,
-        trigger=report.trigger,
-        status=report.status,
-        status_changed_at=received_at,
-        scheduled_at=report.scheduled_at,
-        started_at=report.started_at,
-        ended_at=report.ended_at,
-        error_summary=report.error_summary,
-        correlation_ref=report.correlation_ref[:300],
-        log_url=report.log_url,
-        config_version=report.config_version,
-        replay_key=report.replay_key,
-    )
-    # Insert first (one statement for a new attempt); when (run, execution_id) is taken -- by an
-    # earlier report, or a concurrent post now committed -- continue as an update, under its row lock.
-    created = row_insert_unless_conflict(attempt)
-    if not created:
-        attempt = Attempt.objects.select_for_update().get(run=run, execution_id=report.execution_id)
-    if created:
+    # The run's row lock orders every report on it: the ordinal and the duplicate-trigger decision
+    # read the attempts already there, so two scheduler instances posting one slot at once are decided
+    # one after the other (the later one sees the earlier one).
+    Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True).first()
+    earlier = list(Attempt.objects.filter(run=run).order_by("number"))
+    attempt = next((a for a in earlier if a.execution_id == report.execution_id), None)
+    if attempt is None:
+        attempt = _attempt_create(run, report, received_at, earlier)
         timeline_event_record(
             job=run.job,
             run=run,
@@ -160,6 +169,8 @@ def attempt_report_apply(
             actor_integration=actor_integration,
             data=data,
         )
+        if attempt.is_duplicate_trigger:
+            duplicate_trigger_record(attempt=attempt, alert=alert, actor_integration=actor_integration, at=fallback)
         if report.status == Attempt.Status.RUNNING:
             attempt_overlap_record(attempt=attempt, occurred_at=_event_time(report, fallback))
         return AttemptReportResult(attempt=attempt, created=True, changed=True, stale=False)
@@ -183,7 +194,160 @@ def attempt_report_apply(
             stale = True
     if not stale:
         _fill_missing_details(attempt, report)
+        if not changed:
+            attempt_details_change(
+                attempt=attempt, report=report, alert=alert, actor_integration=actor_integration, at=fallback
+            )
     return AttemptReportResult(attempt=attempt, created=False, changed=changed, stale=stale)
+
+
+def _attempt_create(run: Run, report: AttemptReport, received_at: datetime, earlier: list[Attempt]) -> Attempt:
+    """Insert a new attempt numbered 1 + the run's attempts (``earlier``), its trigger decided against
+    the slot's earlier executions (``trigger_decide``); call under the run's row lock."""
+    trigger, inferred, duplicate = trigger_decide(report=report, earlier=earlier)
+    attempt = Attempt(
+        run=run,
+        execution_id=report.execution_id,
+        number=max((a.number for a in earlier), default=0) + 1,
+        source_number=report.source_number,
+        trigger=trigger,
+        is_trigger_inferred=inferred,
+        is_duplicate_trigger=duplicate,
+        status=report.status,
+        status_changed_at=received_at,
+        scheduled_at=report.scheduled_at,
+        started_at=report.started_at,
+        ended_at=report.ended_at,
+        error_summary=report.error_summary,
+        correlation_ref=report.correlation_ref[:300],
+        log_url=report.log_url,
+        config_version=report.config_version,
+        replay_key=report.replay_key,
+        slot_offset_seconds=report.slot_offset_seconds,
+        slot_tolerance_seconds=report.slot_tolerance_seconds,
+        is_slot_late=report.is_slot_late,
+        is_slot_inferred=report.is_slot_inferred,
+        slot_hint=report.slot_hint[:200],
+    )
+    attempt.save(force_insert=True)
+    return attempt
+
+
+SCHEDULE_STARTED = frozenset({Attempt.Trigger.SCHEDULED, Attempt.Trigger.CATCH_UP})
+RETRY_AFTER = frozenset({Attempt.Status.FAILED, Attempt.Status.TIMED_OUT})
+
+
+def trigger_decide(*, report: AttemptReport, earlier: list[Attempt]) -> tuple[str, bool, bool]:
+    """Decide a new execution's ``(trigger, is_trigger_inferred, is_duplicate_trigger)`` on its slot.
+
+    ``earlier``: the slot's executions already reported. A duplicate trigger is a ``scheduled`` one
+    (given, or not given) on a slot that already has a schedule-started execution, when it started
+    before that one ended (or either end is unknown) or after that one succeeded. An execution whose
+    source gives no trigger and that started after every earlier execution ended ``failed`` or
+    ``timed_out`` is an inferred ``automatic_retry``. Pure (reads only its arguments).
+    """
+    given = report.trigger
+    if given not in (None, Attempt.Trigger.SCHEDULED):
+        return str(given), False, False
+    first_runs = [a for a in earlier if a.trigger in SCHEDULE_STARTED and not a.is_duplicate_trigger]
+    if not first_runs:
+        return Attempt.Trigger.SCHEDULED, False, False
+    start = report.started_at
+    if (
+        given is None
+        and start is not None
+        and all(a.status in RETRY_AFTER and a.ended_at is not None and a.ended_at <= start for a in earlier)
+    ):
+        return Attempt.Trigger.AUTOMATIC_RETRY, True, False
+    for other in first_runs:
+        overlaps = other.ended_at is None or start is None or start < other.ended_at
+        if overlaps or other.status == Attempt.Status.SUCCEEDED:
+            return Attempt.Trigger.SCHEDULED, False, True
+    return Attempt.Trigger.SCHEDULED, False, False
+
+
+SECOND_SCHEDULER_WINDOW = timedelta(days=7)
+
+
+def duplicate_trigger_record(
+    *, attempt: Attempt, alert: Alert | None, actor_integration: Integration | None, at: datetime
+) -> None:
+    """Write the ``duplicate_trigger`` event of a newly flagged attempt and, when its target has two or
+    more within 7 days, a ``second_scheduler_suspected`` event ("a second scheduler may be running")."""
+    run = attempt.run
+    first = run.attempts.filter(trigger__in=SCHEDULE_STARTED, is_duplicate_trigger=False).order_by("number").first()
+    timeline_event_record(
+        job=run.job,
+        run=run,
+        attempt=attempt,
+        alert=alert,
+        kind="duplicate_trigger",
+        summary=f"Duplicate trigger: attempt {attempt.number} ({attempt.execution_id}) is a second scheduled start "
+        f"of this slot"
+        + (f" (attempt {first.number} already started)" if first else "")
+        + "; a person must explain it",
+        occurred_at=attempt.started_at or at,
+        actor_integration=actor_integration,
+    )
+    recent = Attempt.objects.filter(
+        run__job_id=run.job_id,
+        run__tenant_id=run.tenant_id,
+        run__environment=run.environment,
+        is_duplicate_trigger=True,
+        created_at__gte=timezone.now() - SECOND_SCHEDULER_WINDOW,
+    ).count()
+    if recent >= 2:
+        timeline_event_record(
+            job=run.job,
+            run=run,
+            attempt=attempt,
+            kind="second_scheduler_suspected",
+            summary=f"{recent} duplicate triggers on this target within 7 days: a second scheduler may be running",
+            occurred_at=attempt.started_at or at,
+        )
+
+
+DETAIL_FIELDS = ("error_summary", "ended_at", "log_url")
+
+
+def attempt_details_change(
+    *,
+    attempt: Attempt,
+    report: AttemptReport,
+    alert: Alert | None = None,
+    actor_integration: Integration | None = None,
+    at: datetime | None = None,
+) -> bool:
+    """Keep a later same-status report that changes an attempt's details (a new error, another end time).
+
+    Writes the new values on the attempt and one ``attempt_details_changed`` event naming what changed
+    (never dropped silently). Returns whether anything changed. Call inside a transaction.
+    """
+    changes = {
+        name: getattr(report, name)
+        for name in DETAIL_FIELDS
+        if getattr(report, name) and getattr(attempt, name) and getattr(report, name) != getattr(attempt, name)
+    }
+    if not changes:
+        return False
+    Attempt.objects.filter(pk=attempt.pk).update(**changes, updated_at=timezone.now())
+    for name, value in changes.items():
+        setattr(attempt, name, value)
+    words = {"error_summary": "error", "ended_at": "end time", "log_url": "log link"}
+    detail = f": {attempt.error_summary[:200]}" if "error_summary" in changes else ""
+    timeline_event_record(
+        job=attempt.run.job,
+        run=attempt.run,
+        attempt=attempt,
+        alert=alert,
+        kind="attempt_details_changed",
+        summary=f"Attempt {attempt.number} ({attempt.execution_id}) reported again as {attempt.status} with a new "
+        + " and ".join(words[n] for n in changes)
+        + detail,
+        occurred_at=at or timezone.now(),
+        actor_integration=actor_integration,
+    )
+    return True
 
 
 def _fill_missing_details(attempt: Attempt, report: AttemptReport) -> None:

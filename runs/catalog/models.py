@@ -96,6 +96,13 @@ class Job(TimeStampedModel):
     )
     missed_run_expire_after_seconds = models.PositiveIntegerField(null=True, blank=True)
     overlap_policy = models.CharField(max_length=10, choices=OverlapPolicy.choices, default=OverlapPolicy.ALLOW)
+    early_tolerance_seconds = models.PositiveIntegerField(
+        default=60, help_text="seconds before a fire time a report still belongs to it (capped at a quarter interval)"
+    )
+    starting_deadline_seconds = models.PositiveIntegerField(
+        null=True, blank=True, help_text="seconds after a fire time a start still belongs to it (empty: no deadline)"
+    )
+    active_from = models.DateTimeField(null=True, blank=True, help_text="no slot before this instant")
     expected_output = models.TextField(blank=True, help_text="what a successful run produces")
     verification = models.TextField(blank=True, help_text="how to verify it in the authoritative destination")
     paused_at = models.DateTimeField(null=True, blank=True)
@@ -160,6 +167,7 @@ class JobTarget(TimeStampedModel):
     dst_overlap_override = models.CharField(max_length=20, choices=Job.DstOverlap.choices, blank=True)
     reports_successes = models.BooleanField(default=True)
     is_active = models.BooleanField(default=True)
+    active_from = models.DateTimeField(null=True, blank=True, help_text="no slot before this instant")
 
     class Meta:
         constraints = [

@@ -249,3 +249,42 @@ class NextRunCheck(TimeStampedModel):
             and self.duplicate_check == self.DuplicateCheck.NO_LEDGER
             and self.confirmed_at is None
         )
+
+
+class MissedStreak(TimeStampedModel):
+    """Consecutive missed slots of one target under ``latest_only`` or a skip overlap policy.
+
+    One row stands for the whole streak (first and last slot, UTC; ``slot_count``) instead of a
+    ``missed`` run per slot. Open while ``closed_at`` is empty; at most one open streak per target.
+    Opening and closing each write a timeline event (``missed_streak_opened`` / ``_closed``).
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    target = models.ForeignKey(JobTarget, on_delete=models.PROTECT, related_name="missed_streaks")
+    first_slot_at = models.DateTimeField()
+    last_slot_at = models.DateTimeField()
+    slot_count = models.PositiveIntegerField(default=1)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    closed_by_run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["target"],
+                condition=Q(closed_at__isnull=True),
+                name="runs_missedstreak_one_open",
+                violation_error_code="streak_open",
+            ),
+            models.CheckConstraint(
+                condition=Q(last_slot_at__gte=F("first_slot_at")),
+                name="runs_missedstreak_slot_order",
+                violation_error_code="slot_order",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"missed streak {self.target_id}: {self.slot_count} slots from {self.first_slot_at:%Y-%m-%d %H:%M}Z"
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None

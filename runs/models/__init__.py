@@ -15,7 +15,7 @@ from runs.catalog.models import (
     Tenant,
     normalise_slug,
 )
-from runs.checks.models import NextRunCheck
+from runs.checks.models import MissedStreak, NextRunCheck
 from runs.health.models import Heartbeat
 from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
 from runs.timeline.models import TimelineEvent
@@ -31,6 +31,7 @@ __all__ = [
     "IntegrationKey",
     "Job",
     "JobTarget",
+    "MissedStreak",
     "NextRunCheck",
     "Run",
     "RunnerCredential",

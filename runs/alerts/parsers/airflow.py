@@ -81,7 +81,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     # run_type -> trigger of try 1; later tries are automatic retries.
     "trigger_map": {
         "scheduled": "scheduled",
-        "manual": "manual_replay",
+        "manual": "manual_rerun",
         "backfill": "catch_up",
         "asset_triggered": "scheduled",
         "dataset_triggered": "scheduled",
@@ -251,7 +251,7 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
         "dag_display_name": doc.get("dag_display_name"),
         "triggered_by": doc.get("triggered_by"),
     }
-    if base_trigger == "manual_replay" and not alert.replay_key:
+    if base_trigger in ("manual_replay", "manual_rerun") and not alert.replay_key:
         # A person started this run in Airflow itself, around Handover's approval process.
         alert.details["manual_run_outside_approval"] = True
 

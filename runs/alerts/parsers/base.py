@@ -106,7 +106,7 @@ class ParsedAlert:
     # the attempt
     execution_id: str | None = None
     attempt_number: int | None = None
-    trigger: str | None = None  # scheduled | automatic_retry | manual_replay | catch_up
+    trigger: str | None = None  # scheduled | automatic_retry | manual_replay | manual_rerun | catch_up
     status: str | None = None  # queued | running | succeeded | failed | timed_out
     scheduled_at: datetime | None = None  # when this attempt was meant to start (retry time)
     started_at: datetime | None = None
@@ -252,7 +252,7 @@ def read_timestamp(value: Any, name: str, problems: list[str]) -> datetime | Non
 
 # --- conventions read through configured dotted paths (Alertmanager, Grafana, PagerDuty) --------------
 
-TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "catch_up")
+TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "manual_rerun", "catch_up")
 
 
 def quote_path(path: str) -> str:

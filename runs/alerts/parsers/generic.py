@@ -34,7 +34,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {"default_tenant": None, "default_environment
 REDACT_PATHS: tuple[str, ...] = ("token", "password", "secret", "alerts.*.token", "alerts.*.password")
 
 STATUSES = ("queued", "running", "succeeded", "failed", "timed_out")
-TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "catch_up")
+TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "manual_rerun", "catch_up")
 TIME_FIELDS = ("window_start", "window_end", "scheduled_for", "started_at", "ended_at", "sent_at")
 
 
@@ -90,8 +90,8 @@ def _parse_item(item: Any) -> ParsedAlert:
     if attempt is not None and (isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1):
         raise _ItemError("attempt", "`attempt` must be an integer >= 1")
     times = {name: _time(item, name) for name in TIME_FIELDS}
-    if times["scheduled_for"] is None:
-        raise _ItemError("scheduled_for", "`scheduled_for` is required")
+    if times["scheduled_for"] is None and times["started_at"] is None and times["window_start"] is None:
+        raise _ItemError("scheduled_for", "`scheduled_for` is required (or `started_at`, or a window)")
     if (times["window_start"] is None) != (times["window_end"] is None):
         missing = "window_end" if times["window_end"] is None else "window_start"
         raise _ItemError(missing, "`window_start` and `window_end` go together: give both or neither")
@@ -121,7 +121,8 @@ def _parse_item(item: Any) -> ParsedAlert:
         scheduled_for=times["scheduled_for"],
         execution_id=execution_id,
         attempt_number=attempt,
-        trigger=trigger or ("scheduled" if (attempt or 1) == 1 else "automatic_retry"),
+        # no trigger given: a source attempt number above 1 says retry; else Handover infers it on the slot
+        trigger=trigger or ("automatic_retry" if (attempt or 1) > 1 else None),
         status=status,
         started_at=times["started_at"],
         ended_at=times["ended_at"],

@@ -205,6 +205,9 @@ def _parse_alert(alert: dict[str, Any], data: Mapping[str, Any], settings: Mappi
         "labels": labels,
         "annotations": annotations,
         "scheduled_for_rule": settings.get("scheduled_for_rule") if record.scheduled_for is None else None,
+        # an id filled in from the template names no execution of its own (a conflicting report if the
+        # run already succeeded)
+        "execution_id_inferred": bool(record.execution_id) and not settings.get("execution_id_from"),
     }
     if evaluation and annotations.get("Error"):
         record.details["evaluation_error"] = summarise_error(annotations["Error"])

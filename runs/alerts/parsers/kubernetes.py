@@ -212,7 +212,7 @@ def _job(obj: Mapping[str, Any], settings: Mapping[str, Any], at: str) -> Parsed
     start = read_timestamp(status.get("startTime"), f"{at}status.startTime", problems)
 
     def trigger(number: int) -> str:
-        return "manual_replay" if manual else ("scheduled" if number == 1 else "automatic_retry")
+        return "manual_rerun" if manual else ("scheduled" if number == 1 else "automatic_retry")
 
     newest = max(failed + succeeded + active, 1)
     ended = None

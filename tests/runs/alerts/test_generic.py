@@ -161,13 +161,14 @@ def test_a_resent_unmatched_alert_is_one_inbox_entry_with_a_repeat_count(post_al
     assert Alert.objects.filter(outcome=Alert.Outcome.DUPLICATE).count() == 1
 
 
-def test_unicode_long_error_is_a_manual_replay_flagged_as_outside_approval(post_alert: Any, generic_key: str) -> None:
+def test_unicode_long_error_is_a_manual_rerun_flagged_as_outside_approval(post_alert: Any, generic_key: str) -> None:
     for name in ("01-first-failure.json", "02-retry-failure.json", "94-unicode-long-error.json"):
         post_file(post_alert, generic_key, name)
 
     run = Run.objects.get()
     third = run.attempts.get(number=3)
-    assert (third.trigger, third.status) == ("manual_replay", "failed")
+    # reported manual_replay, but no replay dispatched by Handover carries it: recorded manual_rerun
+    assert (third.trigger, third.source_number, third.status) == ("manual_rerun", 3, "failed")
     assert len(third.error_summary) == 2000
     assert third.error_summary.startswith("Échec de l'export — client « Müller & Søn »")
     flags = run.timeline.filter(kind="manual_replay_unapproved")

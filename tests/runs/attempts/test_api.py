@@ -62,7 +62,7 @@ def test_run_detail_nests_attempts_and_the_timeline_in_order(loaded: Any) -> Non
     body = token_client(admin).get(f"/api/v1/runs/{run.public_id}/").json()
 
     assert [a["number"] for a in body["attempts"]] == [1, 2, 3]
-    assert [a["trigger"] for a in body["attempts"]] == ["scheduled", "automatic_retry", "manual_replay"]
+    assert [a["trigger"] for a in body["attempts"]] == ["scheduled", "automatic_retry", "manual_rerun"]
     times = [e["occurred_at"] for e in body["timeline"]]
     assert times == sorted(times)
     assert "manual_replay_unapproved" in [e["kind"] for e in body["timeline"]]

@@ -246,7 +246,7 @@ def test_after_a_fix_the_editor_saves_and_the_page_reprocesses_the_unmatched_ale
     assert "Reprocessed 1 unmatched alert: 1 accepted." in reprocessed.content.decode()
     alert.refresh_from_db()
     assert alert.outcome == "accepted" and alert.attempt is not None
-    assert (alert.attempt.number, alert.attempt.status) == (3, "failed")
+    assert (alert.attempt.source_number, alert.attempt.status) == (3, "failed")
 
 
 def test_a_delivery_from_the_inbox_can_be_picked_by_id(

@@ -12,7 +12,7 @@ MAX_RECORDS = 1000
 MAX_EXPRESSION_CHARS = 1000
 STATUSES = ("queued", "running", "succeeded", "failed", "timed_out")
 SIGNALS = {"resolved": AlertKind.RESOLVE, "acknowledged": AlertKind.ACKNOWLEDGE}
-TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "catch_up")
+TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "manual_rerun", "catch_up")
 TERMINAL = ("succeeded", "failed", "timed_out")
 TIME_FORMATS = ("auto", "iso", "epoch_s", "epoch_ms", "epoch_us", "epoch_ns")
 WINDOW_RULES = ("payload_or_schedule", "payload", "schedule")
@@ -62,7 +62,7 @@ FIELD_HELP: dict[str, str] = {
     "scheduled_for": "the fire time of the run (or, with latest_fire_at_or_before, a time at or after it)",
     "execution_id": "the executor's id of this attempt",
     "attempt_number": "1 for the first attempt",
-    "trigger": "scheduled, automatic_retry, manual_replay, catch_up (through trigger_map)",
+    "trigger": "scheduled, automatic_retry, manual_replay, manual_rerun, catch_up (through trigger_map)",
     "status": "queued, running, succeeded, failed, timed_out (through status_map)",
     "scheduled_at": "when this attempt was meant to start",
     "started_at": "when this attempt started",

@@ -143,7 +143,7 @@ def test_the_airflow3_manual_listener_takes_tenant_and_window_from_conf() -> Non
     # Only the payload window: the mechanism takes the fire time that closes it (2026-11-28 02:00).
     assert alert.scheduled_for is None
     assert alert.execution_id == "manual__2026-11-28T09:15:22.481516+00:00/export_invoices/-1/1"
-    assert (alert.attempt_number, alert.trigger, alert.status) == (1, "manual_replay", "failed")
+    assert (alert.attempt_number, alert.trigger, alert.status) == (1, "manual_rerun", "failed")
     assert alert.scheduled_at == berlin(2026, 11, 28, 10, 15, 22, 481516)
     assert alert.started_at == berlin(2026, 11, 28, 10, 15, 24, 5118)
     assert alert.ended_at == berlin(2026, 11, 28, 10, 16, 2, 338471)

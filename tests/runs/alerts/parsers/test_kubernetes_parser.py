@@ -198,7 +198,7 @@ def test_a_manual_job_has_no_scheduled_time_and_is_flagged_as_outside_approval()
     )
     assert alert.scheduled_for is None and alert.window_start is None and alert.window_end is None
     assert alert.execution_id == "5d1f3b7e-9a2c-4e68-b4d0-7f9e1c3a5b82#1"
-    assert (alert.attempt_number, alert.trigger, alert.status) == (1, "manual_replay", "failed")
+    assert (alert.attempt_number, alert.trigger, alert.status) == (1, "manual_rerun", "failed")
     assert alert.started_at == berlin(2026, 11, 28, 10, 12, 44)
     assert alert.ended_at == berlin(2026, 11, 28, 10, 13, 30)
     assert alert.error_summary == (

@@ -1,0 +1,103 @@
+"""The ORM side of slot placement: the schedule in force for a target as ``SlotSchedule``, and the
+facts rules 2 and 8 need (an execution id already known on a run; which slots already ran; an open
+missed streak). The rules themselves live in ``runs.checks.schedule.slots``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from runs.attempts.models import Attempt, Run
+from runs.catalog.models import Job, JobTarget, Tenant
+from runs.checks.models import MissedStreak
+from runs.checks.schedule.slots import (
+    DEFAULT_INFERENCE_DEADLINE_SECONDS,
+    SlotPlacement,
+    SlotReport,
+    SlotSchedule,
+    slot_interval_seconds,
+    slot_place,
+)
+
+SCHEDULE_STARTED = (Attempt.Trigger.SCHEDULED, Attempt.Trigger.CATCH_UP)
+
+
+def slot_schedule(*, job: Job, target: JobTarget | None) -> SlotSchedule:
+    """The schedule in force for ``target`` (the job's, with the target's overrides) as placement reads it.
+
+    ``active_from`` is the later of the job's and the target's (either may be empty).
+    """
+    starts = [at for at in (job.active_from, target.active_from if target else None) if at is not None]
+    return SlotSchedule(
+        cron=(target.schedule_override if target else "") or job.schedule,
+        timezone=(target.timezone_override if target else "") or job.timezone,
+        dst_gap=(target.dst_gap_override if target else "") or job.dst_gap_policy,
+        dst_overlap=(target.dst_overlap_override if target else "") or job.dst_overlap_policy,
+        grace_seconds=job.grace_seconds,
+        early_tolerance_seconds=job.early_tolerance_seconds,
+        starting_deadline_seconds=job.starting_deadline_seconds,
+        active_from=max(starts) if starts else None,
+        overlap_policy=job.overlap_policy,
+    )
+
+
+def known_execution_slot(
+    *, job: Job, tenant: Tenant, environment: str, execution_id: str, schedule: SlotSchedule, at: datetime
+) -> datetime | None:
+    """Rule 2: the slot of the run that already holds ``execution_id`` (slot at most two intervals before ``at``).
+
+    One query; None when the id is not known on a recent run of this job, tenant and environment.
+    """
+    run = (
+        Run.objects.filter(job=job, tenant=tenant, environment=environment, attempts__execution_id=execution_id)
+        .exclude(scheduled_for__isnull=True)
+        .order_by("-scheduled_for")
+        .only("scheduled_for")
+        .first()
+    )
+    if run is None or run.scheduled_for is None:
+        return None
+    interval = slot_interval_seconds(schedule, run.scheduled_for)
+    if run.scheduled_for < at - timedelta(seconds=2 * interval):
+        return None
+    return run.scheduled_for
+
+
+def report_place(
+    *,
+    job: Job,
+    tenant: Tenant,
+    environment: str,
+    target: JobTarget | None,
+    report: SlotReport,
+    execution_id: str = "",
+) -> SlotPlacement:
+    """Place one report for (job, tenant, environment) by the Slot rules (``slot_place``).
+
+    Reads, when the rules need them: the run already holding ``execution_id`` (rule 2, only for a
+    report with no window and no scheduled time), and for a start time under ``queue`` or an open
+    missed streak the slots within the inference horizon that already have a schedule-started
+    attempt (rule 8; one query). Writes nothing.
+    """
+    schedule = slot_schedule(job=job, target=target)
+    if report.window_end is None and report.time_kind != "scheduled" and execution_id and report.t is not None:
+        known = known_execution_slot(
+            job=job, tenant=tenant, environment=environment, execution_id=execution_id, schedule=schedule, at=report.t
+        )
+        if known is not None:
+            report = replace(report, known_slot=known)
+    if report.time_kind == "start" and report.t is not None:
+        streak_open = target is not None and MissedStreak.objects.filter(target=target, closed_at__isnull=True).exists()
+        if job.overlap_policy == Job.OverlapPolicy.QUEUE or streak_open:
+            horizon = timedelta(seconds=schedule.starting_deadline_seconds or DEFAULT_INFERENCE_DEADLINE_SECONDS)
+            taken = set(
+                Run.objects.filter(
+                    job=job,
+                    tenant=tenant,
+                    environment=environment,
+                    scheduled_for__gte=report.t - 2 * horizon,
+                    attempts__trigger__in=SCHEDULE_STARTED,
+                ).values_list("scheduled_for", flat=True)
+            )
+            report = replace(report, infer_earlier=True, slot_taken=lambda slot: slot in taken)
+    return slot_place(schedule, report)
