@@ -1,5 +1,6 @@
 """Missed runs (Celery beat): one ``missed`` run per fire time of a success-reporting target that
-never reported."""
+never reported under ``catch_up_all`` (and ``expire_after``); under ``latest_only`` and skip-overlap one
+missed streak per outage instead (opened and closed with timeline events)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from runs.attempts.models import Run
-from runs.catalog.models import JobTarget
+from runs.catalog.models import Job, JobTarget
 from runs.checks.events import local_text, utc_text
+from runs.checks.models import MissedStreak
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedules import fire_times_between, target_schedule
 from runs.timeline.services import timeline_event_record
@@ -67,6 +69,8 @@ def run_sweep_missed(
     created = 0
     for target in targets:
         last = latest.get((target.job_id, target.tenant_id, target.environment))
+        if last is not None:
+            missed_streak_close(target=target, ran_at=last)
         try:
             created += _target_sweep_missed(target, now, last, lookback, max_slots_per_target)
         except ScheduleError as exc:
@@ -98,11 +102,13 @@ def _target_sweep_missed(target: JobTarget, now: datetime, last: datetime | None
     for scheduled_for, window_start, window_end in known.values_list("scheduled_for", "window_start", "window_end"):
         seen_times.add(scheduled_for)
         seen_windows.add((window_start, window_end))
+    missing = [s for s in slots if windows[s] is not None and s not in seen_times and windows[s] not in seen_windows]
+    if streak_applies(target.job):
+        return missed_streak_extend(target=target, slots=missing, timezone_name=sched.timezone)
     created = 0
-    for slot in slots:
+    for slot in missing:
         window = windows[slot]
-        if window is None or slot in seen_times or window in seen_windows:
-            continue
+        assert window is not None
         deadline = slot + timedelta(seconds=sched.grace_seconds)
         try:
             with transaction.atomic():
@@ -131,3 +137,83 @@ def _target_sweep_missed(target: JobTarget, now: datetime, last: datetime | None
             continue
         created += 1
     return created
+
+
+def streak_applies(job: Job) -> bool:
+    """Missed slots are a streak (not a ``missed`` run each) under ``latest_only`` and skip-overlap."""
+    return job.missed_run_policy == Job.MissedRunPolicy.LATEST_ONLY or job.overlap_policy == Job.OverlapPolicy.SKIP
+
+
+def missed_streak_extend(*, target: JobTarget, slots: list[datetime], timezone_name: str) -> int:
+    """Add missed ``slots`` (UTC, ascending) to the target's open streak, opening one if there is none.
+
+    Opening writes a ``missed_streak_opened`` timeline event; extending writes nothing more (one row
+    for a long outage, not one run per slot). Slots at or before the open streak's last slot are
+    ignored (a second sweep changes nothing). Returns 0: no run is created.
+    """
+    latest = MissedStreak.objects.filter(target=target).order_by("-last_slot_at").first()
+    if latest is not None:  # slots a streak (open or closed) already holds are not missed again
+        slots = [slot for slot in slots if slot > latest.last_slot_at]
+    if not slots:
+        return 0
+    with transaction.atomic():
+        streak = MissedStreak.objects.select_for_update().filter(target=target, closed_at__isnull=True).first()
+        if streak is None:
+            streak = MissedStreak.objects.create(
+                target=target, first_slot_at=slots[0], last_slot_at=slots[-1], slot_count=len(slots)
+            )
+            timeline_event_record(
+                job=target.job,
+                tenant=target.tenant,
+                kind="missed_streak_opened",
+                summary=f"Missed streak opened: no run for the fire time {local_text(slots[0], timezone_name)} "
+                f"({utc_text(slots[0])}); under policy {target.job.missed_run_policy} / overlap "
+                f"{target.job.overlap_policy} the streak is the record, not a missed run per slot",
+                occurred_at=slots[0],
+                data={"first_slot": slots[0].isoformat(), "slot_count": len(slots)},
+            )
+            return 0
+        newer = [slot for slot in slots if slot > streak.last_slot_at]
+        if newer:
+            MissedStreak.objects.filter(pk=streak.pk).update(
+                last_slot_at=newer[-1], slot_count=streak.slot_count + len(newer), updated_at=timezone.now()
+            )
+    return 0
+
+
+def missed_streak_close(*, target: JobTarget, ran_at: datetime) -> MissedStreak | None:
+    """Close the target's open streak when a run is scheduled after its last slot (``ran_at``, UTC).
+
+    Writes a ``missed_streak_closed`` event with the streak's first and last slot and count. Returns the
+    closed streak, or None when there was none to close.
+    """
+    with transaction.atomic():
+        streak = (
+            MissedStreak.objects.select_for_update()
+            .filter(target=target, closed_at__isnull=True, last_slot_at__lt=ran_at)
+            .first()
+        )
+        if streak is None:
+            return None
+        run = Run.objects.filter(
+            job_id=target.job_id, tenant_id=target.tenant_id, environment=target.environment, scheduled_for=ran_at
+        ).first()
+        now = timezone.now()
+        MissedStreak.objects.filter(pk=streak.pk).update(closed_at=now, closed_by_run=run, updated_at=now)
+        streak.closed_at, streak.closed_by_run = now, run
+        timeline_event_record(
+            job=target.job,
+            tenant=target.tenant,
+            run=run,
+            kind="missed_streak_closed",
+            summary=f"Missed streak closed: {streak.slot_count} slot{'s' if streak.slot_count != 1 else ''} missed "
+            f"from {utc_text(streak.first_slot_at)} to {utc_text(streak.last_slot_at)}; the run for "
+            f"{utc_text(ran_at)} was reported",
+            occurred_at=ran_at,
+            data={
+                "first_slot": streak.first_slot_at.isoformat(),
+                "last_slot": streak.last_slot_at.isoformat(),
+                "slot_count": streak.slot_count,
+            },
+        )
+    return streak

@@ -35,10 +35,19 @@ def slot_schedule(*, job: Job, target: JobTarget | None) -> SlotSchedule:
         dst_overlap=(target.dst_overlap_override if target else "") or job.dst_overlap_policy,
         grace_seconds=job.grace_seconds,
         early_tolerance_seconds=job.early_tolerance_seconds,
-        starting_deadline_seconds=job.starting_deadline_seconds,
+        starting_deadline_seconds=starting_deadline_seconds(job),
         active_from=max(starts) if starts else None,
         overlap_policy=job.overlap_policy,
     )
+
+
+def starting_deadline_seconds(job: Job) -> int | None:
+    """The job's starting deadline (seconds); ``expire_after`` is ``catch_up_all`` with its duration as one."""
+    if job.starting_deadline_seconds is not None:
+        return job.starting_deadline_seconds
+    if job.missed_run_policy == Job.MissedRunPolicy.EXPIRE_AFTER:
+        return job.missed_run_expire_after_seconds
+    return None
 
 
 def known_execution_slot(

@@ -200,6 +200,8 @@ def _place_by_time(schedule: SlotSchedule, report: SlotReport, t: datetime) -> S
     if inferred is not None:
         slot = inferred
     offset = int((t - slot).total_seconds())
+    if rule == 7 and not hint:  # the repeated hour: compared by wall-clock time, not by instant
+        offset = int((_wall(t, schedule) - _wall(slot, schedule)).total_seconds())
     late = report.time_kind != TimeKind.DETECTION and offset > schedule.grace_seconds
     if late and not hint and _whole_hours_off(t, slot, f_next, schedule.grace_seconds):
         hint = TZ_HINT
@@ -214,6 +216,10 @@ def _place_by_time(schedule: SlotSchedule, report: SlotReport, t: datetime) -> S
         hint=hint,
         nearest=nearest,
     )
+
+
+def _wall(instant: datetime, schedule: SlotSchedule) -> datetime:
+    return instant.astimezone(ZoneInfo(schedule.timezone)).replace(tzinfo=None)
 
 
 def _whole_hours_off(t: datetime, f: datetime, f_next: datetime, grace_seconds: int) -> bool:

@@ -96,3 +96,52 @@ def test_concurrent_posts_of_different_states_of_one_execution_create_one_attemp
     assert Run.objects.get().status == Run.Status.SUCCEEDED
     assert Alert.objects.filter(outcome=Alert.Outcome.ACCEPTED).count() == 2
     assert Alert.objects.filter(outcome=Alert.Outcome.DUPLICATE).count() == 8
+
+
+def test_two_scheduler_instances_posting_one_slot_at_once_give_one_run_numbered_attempts_one_duplicate(
+    story_tenants: Any, make_key: Any
+) -> None:
+    """Two scheduler instances trigger the same slot (as in https://github.com/apache/airflow-site/issues/217,
+    a scheduled DAG run twice within a minute) and both report at the same instant. Decided under the
+    run's row lock: one run, attempts numbered 1 and 2 (never both 1), exactly the later one flagged."""
+    import json
+
+    key = make_key("generic", tenants=[story_tenants["acme-foods"]])
+    base = json.loads(fixture_path("generic", "01-first-failure.json").read_bytes())
+    bodies = []
+    for instance in ("scheduler-a", "scheduler-b"):
+        item = {k: v for k, v in base.items() if k not in ("attempt", "trigger", "items", "ended_at", "error")}
+        item.update(execution_id=f"{instance}-20261128", status="running", started_at="2026-11-28T02:00:05+01:00")
+        bodies.append(json.dumps(item).encode())
+    barrier = threading.Barrier(len(bodies))
+    outcomes: list[str] = []
+    errors: list[BaseException] = []
+
+    def post(body: bytes) -> None:
+        try:
+            client = Client()
+            barrier.wait(timeout=30)
+            response = client.post(
+                "/api/v1/alerts/generic/",
+                data=body,
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {key}",
+            )
+            outcomes.append(response.json()["alerts"][0]["outcome"])
+        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert not errors and outcomes == ["accepted", "accepted"]
+    run = Run.objects.get()
+    rows = list(run.attempts.order_by("number").values_list("number", "trigger", "is_duplicate_trigger"))
+    assert rows == [(1, "scheduled", False), (2, "scheduled", True)]
+    assert run.status == Run.Status.RUNNING
+    assert TimelineEvent.objects.filter(kind="duplicate_trigger", attempt__number=2).count() == 1
