@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from runs.alerts.views import alert_detail_view, alert_ignore_view, alert_inbox_view, alert_reprocess_view
-from runs.attempts.views import run_detail_view, run_list_view
+from runs.attempts.views import attempt_explain_duplicate_view, run_detail_view, run_list_view
 from runs.catalog.integration_views import (
     integration_create_view,
     integration_detail_view,
@@ -36,6 +36,11 @@ app_name = "runs"
 urlpatterns = [
     path("runs/", run_list_view, name="run-list"),
     path("runs/<uuid:id>/", run_detail_view, name="run-detail"),
+    path(
+        "runs/<uuid:id>/attempts/<uuid:attempt_id>/explain-duplicate/",
+        attempt_explain_duplicate_view,
+        name="attempt-explain-duplicate",
+    ),
     # the work ledger (issue 4)
     path("runs/<uuid:id>/items/loads/", work_item_load_create_view, name="work-item-load-create"),
     path(

@@ -10,6 +10,7 @@ passed or failed. A refusal (``ReplayRefused``, HTTP 409) carries every failed c
 | ``scope_outcome`` | rule 2: only ``absent`` items (``rejected`` with the fix recorded; a batch never committed) |
 | ``scope_verified`` | rule 2: no item in scope ``uncertain`` or ``unverified`` (verify first) |
 | ``no_active_attempt`` | rule 3: no attempt of the run ``queued`` or ``running`` |
+| ``no_unexplained_duplicate_trigger`` | rule 3: no unexplained duplicate trigger (blocks approval, dispatch) |
 | ``job_not_paused`` | rule 3: the job is not paused |
 | ``repeat_safety`` | rule 3: repeat safety not ``unknown`` without the technical approval's reasoned acceptance |
 | ``no_overlapping_replay`` | no open replay already covers any of the same items |
@@ -36,6 +37,7 @@ from approvals.replays.selectors import (
 from handover.core.errors import DomainError
 from handover.handovers.evidence import job_repeat_safety
 from runs.attempts.models import Run
+from runs.attempts.selectors import run_duplicate_triggers_unexplained
 from runs.catalog.models import SideEffect
 from runs.ledger.models import WorkItem
 
@@ -44,6 +46,7 @@ RULE_NAMES = {
     "scope_outcome": "rule 2 (scope)",
     "scope_verified": "rule 2 (verify first)",
     "no_active_attempt": "rule 3 (no attempt queued or running)",
+    "no_unexplained_duplicate_trigger": "rule 3 (no unexplained duplicate trigger)",
     "job_not_paused": "rule 3 (job not paused)",
     "repeat_safety": "rule 3 (repeat safety)",
     "no_overlapping_replay": "one open replay per item",
@@ -139,8 +142,9 @@ def evaluate(
 ) -> list[CheckResult]:
     """Check every precondition of a replay of ``items`` (the scope) of ``run`` at ``stage``.
 
-    ``stage``: ``create`` (repeat safety ``unknown`` is shown but does not block yet: the technical
-    approval may accept it; approvers are listed), ``approve`` (everything but repeat safety, which
+    ``stage``: ``create`` (repeat safety ``unknown`` and an unexplained duplicate trigger are shown
+    but do not block yet: the technical approval may accept the one, a person may explain the
+    other; approvers are listed), ``approve`` (everything but repeat safety, which
     the technical approval itself must accept) or ``dispatch`` (everything, repeat safety included).
     ``request``: the request being checked (its own items do not count as overlapping).
     ``technical_approval``: the live technical approval, if any (its acceptance counts for
@@ -224,6 +228,19 @@ def evaluate(
             + " — an automatic retry may be on its way"
             if active
             else "no attempt of the run is queued or running",
+        )
+    )
+
+    duplicates = run_duplicate_triggers_unexplained(run=run)
+    checks.append(
+        CheckResult(
+            "no_unexplained_duplicate_trigger",
+            not duplicates,
+            "; ".join(f"attempt {a.number} ({a.execution_id}) is a duplicate trigger" for a in duplicates)
+            + " not explained yet — a person explains it on the run page first"
+            if duplicates
+            else "no attempt of the run is an unexplained duplicate trigger",
+            blocking=stage != "create",
         )
     )
 

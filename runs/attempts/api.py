@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from django.db.models import QuerySet
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from runs.attempts.models import Run
+from handover.core.serializers import ProblemSerializer
+from runs.attempts.corrections import attempt_correction_require, attempt_duplicate_trigger_explain
+from runs.attempts.models import Attempt, Run
 from runs.attempts.selectors import run_get, run_list
-from runs.attempts.serializers import RunDetailSerializer, RunListSerializer
+from runs.attempts.serializers import (
+    AttemptSerializer,
+    DuplicateTriggerExplainInputSerializer,
+    RunDetailSerializer,
+    RunListSerializer,
+)
+
+
+def _problem(description: str) -> OpenApiResponse:
+    return OpenApiResponse(ProblemSerializer, description=description)
+
+
+CORRECTION_PROBLEMS = {
+    400: _problem("invalid input: a reason and an evidence reference are required"),
+    401: _problem("not authenticated"),
+    403: _problem("may read this run but not correct its attempts"),
+    404: _problem("no such run or attempt, or not visible to the caller"),
+}
 
 
 @extend_schema_view(
@@ -53,3 +77,39 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_serializer_class(self) -> type[BaseSerializer[Run]]:
         return RunDetailSerializer if self.action == "retrieve" else RunListSerializer
+
+    def _attempt(self, attempt_id: UUID) -> Attempt:
+        """The run's attempt the caller corrects: 404 when not visible, 403 when only readable (before the body)."""
+        run = self.get_object()
+        attempt_correction_require(user=self.request.user, run=run)
+        attempts = Attempt.objects.select_related("run__job", "run__tenant")
+        attempt = attempts.filter(run=run, public_id=attempt_id).first()
+        if attempt is None:
+            raise Http404
+        return attempt
+
+    @extend_schema(
+        summary="Explain an attempt's duplicate trigger",
+        description="Support on the tenant or the job's technical owner records why a second scheduled start "
+        "of the slot happened, with a reference to the evidence. Until then no replay of the run is approved "
+        "or dispatched and its next-run check does not pass.",
+        tags=["runs"],
+        request=DuplicateTriggerExplainInputSerializer,
+        responses={
+            200: AttemptSerializer,
+            **CORRECTION_PROBLEMS,
+            409: _problem("the attempt is not a duplicate trigger, or it is already explained"),
+        },
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="attempts/<uuid:attempt_id>/explain-duplicate",
+        url_name="attempt-explain-duplicate",
+    )
+    def explain_duplicate(self, request: Request, id: UUID, attempt_id: UUID) -> Response:
+        attempt = self._attempt(attempt_id)
+        data = DuplicateTriggerExplainInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attempt = attempt_duplicate_trigger_explain(attempt=attempt, actor=request.user, **data.validated_data)
+        return Response(AttemptSerializer(attempt).data)

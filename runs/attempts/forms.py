@@ -21,3 +21,10 @@ class RunFilterForm(forms.Form):
         required=False, label="Window to", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
     q = forms.CharField(required=False, label="Execution or correlation id")
+
+
+class DuplicateTriggerExplainForm(forms.Form):
+    """Why a second trigger of the slot happened, and where the evidence is."""
+
+    reason = forms.CharField(max_length=2000, label="Why it happened")
+    evidence_ref = forms.CharField(max_length=300, label="Evidence (ticket, log link)")

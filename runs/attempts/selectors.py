@@ -83,3 +83,16 @@ def run_get(*, user: User, public_id: object) -> Run | None:
         )
         .first()
     )
+
+
+def run_duplicate_triggers_unexplained(*, run: Run) -> list[Attempt]:
+    """Attempts of ``run`` flagged as duplicate triggers that no person has explained yet, by number.
+
+    While there is one, no replay of the run is approved or dispatched and its next-run check does
+    not pass (docs/slots.md). Queries: one.
+    """
+    return list(
+        Attempt.objects.filter(run=run, is_duplicate_trigger=True, duplicate_explained_at__isnull=True).order_by(
+            "number", "id"
+        )
+    )

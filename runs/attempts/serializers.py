@@ -19,6 +19,7 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
     id = serializers.UUIDField(source="public_id", read_only=True)
     runner_reports = RunnerReportSerializer(many=True, read_only=True)
     duplicate_trigger = serializers.BooleanField(source="is_duplicate_trigger", read_only=True)
+    duplicate_explained_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = Attempt
@@ -31,6 +32,9 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "is_trigger_inferred",
             "duplicate_trigger",
             "duplicate_explained_at",
+            "duplicate_explained_by",
+            "duplicate_explanation",
+            "duplicate_evidence_ref",
             "status",
             "scheduled_at",
             "started_at",
@@ -47,6 +51,13 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "runner_reports",
         ]
         read_only_fields = fields
+
+
+class DuplicateTriggerExplainInputSerializer(serializers.Serializer[dict[str, str]]):
+    """Why a second trigger of the slot happened, and where the evidence is."""
+
+    reason = serializers.CharField(max_length=2000)
+    evidence_ref = serializers.CharField(max_length=300, help_text="a ticket, a log link, the scheduler's audit entry")
 
 
 class RunListSerializer(serializers.ModelSerializer[Run]):

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
-from runs.attempts.forms import RunFilterForm
-from runs.attempts.models import Run
+from handover.core.views import form_post
+from runs.attempts.corrections import attempt_duplicate_trigger_explain
+from runs.attempts.forms import DuplicateTriggerExplainForm, RunFilterForm
+from runs.attempts.models import Attempt, Run
 from runs.attempts.selectors import run_get, run_list
 from runs.checks.schedules import job_schedule, schedule_fire_times, target_schedule
 from runs.checks.selectors import check_list_for_run
+from runs.ledger.selectors import run_ledger_writable
 from runs.ledger.views import run_ledger_context
 from runs.permissions import tenant_list_visible
 
@@ -63,6 +69,7 @@ def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "attempts": attempts,
             "timeline": list(run.timeline.all()),
             "config_changed": len(versions) > 1,
+            "may_correct": run_ledger_writable(user=request.user, run=run),
             "first_config": next((a.config_version for a in attempts if a.config_version), ""),
             **_run_schedule_context(run),
             **run_ledger_context(request, run),
@@ -78,3 +85,35 @@ def _run_schedule_context(run: Run) -> dict[str, object]:
         "fire_times": schedule_fire_times(sched=sched, after=timezone.now(), count=5),
         "run_checks": list(check_list_for_run(run=run)),
     }
+
+
+def _attempt_to_correct(request: HttpRequest, id: str, attempt_id: str) -> Attempt:
+    """The attempt a person corrects: 404 when the run is not visible, 403 when it is only readable."""
+    run = run_get(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    if not run_ledger_writable(user=request.user, run=run):
+        raise PermissionDenied("You may read this run but not correct its attempts.")
+    attempt = Attempt.objects.filter(run=run, public_id=attempt_id).select_related("run__job", "run__tenant").first()
+    if attempt is None:
+        raise Http404("No such attempt")
+    return attempt
+
+
+def _to_attempts(attempt: Attempt) -> HttpResponse:
+    return redirect(f"{reverse('runs:run-detail', kwargs={'id': attempt.run.public_id})}#attempts")
+
+
+@login_required
+@require_POST
+def attempt_explain_duplicate_view(request: HttpRequest, id: str, attempt_id: str) -> HttpResponse:
+    """A person explains a duplicate trigger (reason and evidence reference) from the run page."""
+    attempt = _attempt_to_correct(request, id, attempt_id)
+    return form_post(
+        request,
+        DuplicateTriggerExplainForm(request.POST),
+        invalid="An explanation needs a reason and an evidence reference.",
+        act=lambda data: attempt_duplicate_trigger_explain(attempt=attempt, actor=request.user, **data),
+        success=lambda a: f"Duplicate trigger of attempt {a.number} explained.",
+        done=_to_attempts(attempt),
+    )

@@ -19,6 +19,8 @@ class CheckFacts:
     ``has_ledger``: the next run has work items, so duplicates can be checked; then
     ``possible_duplicate_count`` is its total. ``stale_retry_queued``: an attempt of the recovered
     run is still queued. ``is_confirmed``: a person confirmed duplicates outside a ledger.
+    ``next_run_duplicate_trigger`` / ``recovered_run_duplicate_trigger``: the number of that run's
+    first duplicate trigger no person has explained yet (None: none).
     """
 
     now: datetime
@@ -31,6 +33,8 @@ class CheckFacts:
     possible_duplicate_count: int = 0
     stale_retry_queued: bool = False
     is_confirmed: bool = False
+    next_run_duplicate_trigger: int | None = None
+    recovered_run_duplicate_trigger: int | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,9 @@ def next_run_check_evaluate(facts: CheckFacts) -> CheckVerdict:
       (``duplicate_reemitted``); an old retry of the recovered run is still queued
       (``stale_retry_queued``); the deadline passed without an in-time success
       (``deadline_passed``; a late success is kept as evidence, the check stays failed).
+    - An in-time success with an unexplained duplicate trigger on the next run or the recovered
+      run does not pass: ``wait``, the summary naming the attempt, until a person explains it
+      (docs/slots.md, "Duplicate triggers").
     - Otherwise an in-time success passes when the next run has a ledger (duplicates checked) or a
       person confirmed; without both it is ``await_confirmation``.
     """
@@ -135,6 +142,20 @@ def next_run_check_evaluate(facts: CheckFacts) -> CheckVerdict:
     success = (
         f"the next run succeeded at {utc_text(facts.success_at)}, before the deadline {utc_text(facts.deadline_at)}"
     )
+    held = [
+        f"attempt {number} of the {which} run is a duplicate trigger no person has explained"
+        for which, number in (
+            ("next", facts.next_run_duplicate_trigger),
+            ("recovered", facts.recovered_run_duplicate_trigger),
+        )
+        if number is not None
+    ]
+    if held:
+        return CheckVerdict(
+            action="wait",
+            summary=f"Not passing yet: {success}, but " + " and ".join(held) + " (explain it on the run page).",
+            duplicate_check=duplicate_check,
+        )
     if facts.has_ledger:
         return CheckVerdict(
             action="pass",

@@ -65,13 +65,24 @@ def _ledger_exists(run_ref: OuterRef) -> Exists | Value:
     return Exists(work_item.objects.filter(run_id=run_ref))
 
 
+def _unexplained_duplicate_triggers(run_ref: OuterRef) -> QuerySet[Attempt]:
+    """A run's attempts flagged as duplicate triggers that no person has explained yet, by number."""
+    return Attempt.objects.filter(
+        run_id=run_ref, is_duplicate_trigger=True, duplicate_explained_at__isnull=True
+    ).order_by("number")
+
+
 def checks_with_next_run(checks: QuerySet[NextRunCheck]) -> QuerySet[NextRunCheck]:
-    """Annotate each check with the run for its fire time (``found_run_id``) and whether an attempt
-    of its recovered run is still queued (``has_stale_retry``)."""
+    """Annotate each check with the run for its fire time (``found_run_id``), whether an attempt
+    of its recovered run is still queued (``has_stale_retry``) and the number of the recovered
+    run's first unexplained duplicate trigger (``recovered_duplicate_number``, None without one)."""
     return checks.annotate(
         found_run_id=Subquery(_runs_for_check().order_by("id").values("pk")[:1]),
         has_stale_retry=Exists(
             Attempt.objects.filter(run_id=OuterRef("recovered_run_id"), status=Attempt.Status.QUEUED)
+        ),
+        recovered_duplicate_number=Subquery(
+            _unexplained_duplicate_triggers(OuterRef("recovered_run_id")).values("number")[:1]
         ),
     )
 
@@ -82,10 +93,12 @@ class _RunEvidence:
     success_at: datetime | None
     has_ledger: bool
     possible_duplicate_count: int
+    duplicate_trigger_number: int | None = None
 
 
 def run_evidence(run_ids: Iterable[int]) -> dict[int, _RunEvidence]:
-    """One set query: each run's earliest qualifying success, whether it has a ledger, its duplicates.
+    """One set query: each run's earliest qualifying success, whether it has a ledger, its duplicates
+    and its first unexplained duplicate trigger.
 
     Kept apart from the check query on purpose: referring to the found run from several subqueries
     of one query would inline its lookup into each of them, which is slow to compile and to run.
@@ -99,12 +112,20 @@ def run_evidence(run_ids: Iterable[int]) -> dict[int, _RunEvidence]:
             success_attempt_id=Subquery(_qualifying_successes(OuterRef("pk")).values("pk")[:1]),
             success_at=Subquery(_qualifying_successes(OuterRef("pk")).values("success_at")[:1]),
             has_ledger=_ledger_exists(OuterRef("pk")),
+            duplicate_trigger_number=Subquery(_unexplained_duplicate_triggers(OuterRef("pk")).values("number")[:1]),
         )
-        .values_list("pk", "success_attempt_id", "success_at", "has_ledger", "possible_duplicate_count")
+        .values_list(
+            "pk",
+            "success_attempt_id",
+            "success_at",
+            "has_ledger",
+            "possible_duplicate_count",
+            "duplicate_trigger_number",
+        )
     )
     return {
-        pk: _RunEvidence(attempt_id, success_at, bool(ledger), duplicates or 0)
-        for pk, attempt_id, success_at, ledger, duplicates in rows
+        pk: _RunEvidence(attempt_id, success_at, bool(ledger), duplicates or 0, duplicate_number)
+        for pk, attempt_id, success_at, ledger, duplicates, duplicate_number in rows
     }
 
 
@@ -124,6 +145,8 @@ def check_facts(row: NextRunCheck, evidence: dict[int, _RunEvidence], now: datet
         has_ledger=found.has_ledger,
         possible_duplicate_count=found.possible_duplicate_count,
         stale_retry_queued=bool(row.has_stale_retry),  # type: ignore[attr-defined]
+        next_run_duplicate_trigger=found.duplicate_trigger_number,
+        recovered_run_duplicate_trigger=row.recovered_duplicate_number,  # type: ignore[attr-defined]
         is_confirmed=row.confirmed_at is not None,
     )
 

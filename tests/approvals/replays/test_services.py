@@ -21,6 +21,7 @@ from approvals.replays.requests import (
 )
 from approvals.replays.rules import ApprovalNotAllowed, ReauthenticationRequired, ReplayRefused, scope_fingerprint
 from handover.core.errors import Conflict, DomainError, InvalidTransition
+from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import SideEffect
 from runs.catalog.pause import job_pause
@@ -570,3 +571,45 @@ def test_free_text_is_redacted_before_it_is_stored(world: World, make_request: M
     assert "anna.berg@example.com" not in request.reason and "[REDACTED]" in request.reason
     assert "bea@example.com" not in approved.approvals.get().comment
     assert "anna.berg@example.com" not in events(world, "replay_requested")[0].summary
+
+
+# --- rule 3: an unexplained duplicate trigger ----------------------------------------------------
+
+
+def test_rule_3_an_unexplained_duplicate_trigger_holds_approval_until_a_person_explains_it(
+    world: World, make_request: MakeRequest, approve: Approve
+) -> None:
+    duplicate = AttemptFactory(
+        run=world.run, execution_id="exp-dup", number=2, status="succeeded", is_duplicate_trigger=True
+    )
+    request = make_request()  # shown at creation, not blocking: the explanation may still come
+    [check] = [c for c in request.checks if c["code"] == "no_unexplained_duplicate_trigger"]
+    assert not check["ok"] and "attempt 2 (exp-dup)" in check["detail"]
+    with pytest.raises(ReplayRefused) as caught:
+        approve(request, world.business, "business")
+    message = caught.value.errors["no_unexplained_duplicate_trigger"][0]
+    assert message.startswith("rule 3 (no unexplained duplicate trigger)") and "attempt 2 (exp-dup)" in message
+    assert not request.approvals.exists()
+
+    attempt_duplicate_trigger_explain(
+        attempt=duplicate, actor=world.technical, reason="cron moved hosts twice", evidence_ref="CHG-77"
+    )
+    approve(request, world.business, "business")
+    assert approve(request, world.technical, "technical").status == ReplayRequest.Status.APPROVED
+
+
+def test_rule_3_an_approved_replay_is_not_dispatched_while_a_duplicate_trigger_is_unexplained(
+    world: World, approved: ReplayRequest
+) -> None:
+    duplicate = AttemptFactory(
+        run=world.run, execution_id="exp-dup", number=2, status="succeeded", is_duplicate_trigger=True
+    )
+    with pytest.raises(ReplayRefused) as caught:
+        replay_request_dispatch(request=approved)
+    assert set(caught.value.errors) == {"no_unexplained_duplicate_trigger"}
+    assert not Dispatch.objects.exists()
+    attempt_duplicate_trigger_explain(
+        attempt=duplicate, actor=world.support, reason="second scheduler, now stopped", evidence_ref="INC-12"
+    )
+    _, created = replay_request_dispatch(request=approved)
+    assert created

@@ -19,11 +19,13 @@ from django.core import mail
 from django.db import IntegrityError, transaction
 
 from handover.core.errors import DomainError, InvalidTransition
+from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import JobTarget
 from runs.catalog.services import role_grant
 from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
 from runs.checks.evaluation import CheckFacts, next_run_check_evaluate
+from runs.checks.facts import next_run_check_facts
 from runs.checks.follow_ups import next_run_check_notify_failed
 from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import CheckRequester, next_run_check_schedule
@@ -220,6 +222,9 @@ IN_TIME = {"next_run_id": 7, "success_attempt_id": 70, "success_at": DEADLINE - 
         ({**IN_TIME, "has_ledger": True, "possible_duplicate_count": 2}, "fail", "duplicate_reemitted", "checked"),
         ({**IN_TIME, "has_ledger": True, "stale_retry_queued": True}, "fail", "stale_retry_queued", "checked"),
         ({"now": DEADLINE, "stale_retry_queued": True}, "fail", "stale_retry_queued", "not_yet"),
+        ({**IN_TIME, "has_ledger": True, "next_run_duplicate_trigger": 2}, "wait", "", "checked"),
+        ({**IN_TIME, "has_ledger": True, "recovered_run_duplicate_trigger": 3}, "wait", "", "checked"),
+        ({"now": DEADLINE, "next_run_duplicate_trigger": 2}, "fail", "deadline_passed", "not_yet"),
     ],
     ids=[
         "before-deadline-waits",
@@ -231,6 +236,9 @@ IN_TIME = {"next_run_id": 7, "success_attempt_id": 70, "success_at": DEADLINE - 
         "duplicates-in-ledger-fail",
         "stale-retry-fails",
         "stale-retry-and-no-run",
+        "unexplained-duplicate-trigger-on-the-next-run-holds",
+        "unexplained-duplicate-trigger-on-the-recovered-run-holds",
+        "duplicate-trigger-without-success-still-fails-at-the-deadline",
     ],
 )
 def test_evaluate_outcomes(given: dict[str, Any], action: str, reason: str, duplicate_check: str) -> None:
@@ -379,6 +387,41 @@ def test_next_run_that_re_emits_recovered_records_fails_the_check(world: dict[st
     assert check.failure_reason == NextRunCheck.FailureReason.DUPLICATE_REEMITTED
     assert (check.duplicate_check, check.possible_duplicate_count) == ("checked", 2)
     assert check.evidence_attempt is not None  # it did succeed in time: kept as evidence
+
+
+def test_an_unexplained_duplicate_trigger_on_the_next_run_holds_the_check_until_explained(
+    world: dict[str, Any], check: NextRunCheck
+) -> None:
+    world["post"]()
+    world["post"](  # a second scheduler started the same slot again after the first success
+        execution_id="exp-20261129-0200-b1",
+        started_at="2026-11-29T02:14:00+01:00",
+        ended_at="2026-11-29T02:20:00+01:00",
+    )
+    next_run = Run.objects.get(scheduled_for=EXPECTED)
+    duplicate = next_run.attempts.get(execution_id="exp-20261129-0200-b1")
+    assert duplicate.is_duplicate_trigger
+    add_ledger(next_run)
+
+    result = sweep_at(EXPECTED + timedelta(minutes=25))
+    assert (result.passed, result.waiting) == (0, 1)
+    facts = next_run_check_facts(check=check, now=EXPECTED + timedelta(minutes=25))
+    verdict = next_run_check_evaluate(facts)
+    assert verdict.action == "wait"
+    assert f"attempt {duplicate.number} of the next run is a duplicate trigger" in verdict.summary
+    # still held after the deadline: the success came in time, the explanation is what is missing
+    assert sweep_at(DEADLINE + timedelta(hours=2)).waiting == 1
+    check.refresh_from_db()
+    assert check.status == NextRunCheck.Status.SCHEDULED
+
+    person = UserFactory()
+    role_grant(user=person, role="support", obj=world["tenants"]["acme-foods"])
+    attempt_duplicate_trigger_explain(
+        attempt=duplicate, actor=person, reason="the old cron host was not drained", evidence_ref="CHG-4711"
+    )
+    sweep_at(DEADLINE + timedelta(hours=3))
+    check.refresh_from_db()
+    assert check.status == NextRunCheck.Status.PASSED
 
 
 def test_stale_queued_retry_of_the_failed_run_fails_the_check(world: dict[str, Any], check: NextRunCheck) -> None:
