@@ -5,7 +5,12 @@ from __future__ import annotations
 from django.urls import path
 
 from runs.alerts.views import alert_detail_view, alert_ignore_view, alert_inbox_view, alert_reprocess_view
-from runs.attempts.views import attempt_explain_duplicate_view, run_detail_view, run_list_view
+from runs.attempts.views import (
+    attempt_explain_duplicate_view,
+    attempt_replace_slot_view,
+    run_detail_view,
+    run_list_view,
+)
 from runs.catalog.integration_views import (
     integration_create_view,
     integration_detail_view,
@@ -40,6 +45,11 @@ urlpatterns = [
         "runs/<uuid:id>/attempts/<uuid:attempt_id>/explain-duplicate/",
         attempt_explain_duplicate_view,
         name="attempt-explain-duplicate",
+    ),
+    path(
+        "runs/<uuid:id>/attempts/<uuid:attempt_id>/replace-slot/",
+        attempt_replace_slot_view,
+        name="attempt-replace-slot",
     ),
     # the work ledger (issue 4)
     path("runs/<uuid:id>/items/loads/", work_item_load_create_view, name="work-item-load-create"),

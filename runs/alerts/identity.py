@@ -13,7 +13,7 @@ from runs.alerts.context import PostContext
 from runs.alerts.parsers.base import AlertKind, ParsedAlert, parse_timestamp
 from runs.attempts.models import Run
 from runs.attempts.services import RUN_STATUS_FOR_ATTEMPT
-from runs.catalog.models import Job, Tenant
+from runs.catalog.models import Job, JobTarget, Tenant
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.slots import SlotPlacement, SlotReport, TimeKind, placement_describe
 from runs.checks.schedule.windows import processing_window
@@ -187,18 +187,10 @@ def _place_in_window(
         ident.window_start, ident.window_end = record.window_start, record.window_end
         return
     try:
-        start, end = processing_window(
-            schedule.cron,
-            schedule.timezone,
-            placement.slot,
-            alignment=job.window_alignment,
-            dst_gap=schedule.dst_gap,
-            dst_overlap=schedule.dst_overlap,
-        )
+        ident.window_start, ident.window_end = slot_window(job=job, target=target, slot=placement.slot)
     except ScheduleError as exc:
         ident.problems.append(f"no window: {exc}")
         return
-    ident.window_start, ident.window_end = start.astimezone(UTC), end.astimezone(UTC)
     if placement.is_flagged or (report.time_kind == TimeKind.SCHEDULED and placement.offset_seconds):
         ident.notes.append(
             f"{placement_describe(placement, schedule.timezone)} ({schedule.timezone}; schedule {schedule.cron!r}, "
@@ -207,30 +199,70 @@ def _place_in_window(
 
 
 def run_for_identity(ident: RecordIdentity, ctx: PostContext, *, status: str | None = None) -> tuple[Run, bool]:
-    """The run of ``ident``, created if new (``status``: the status a new run starts with, if known).
+    """The run of ``ident``, created if new (``status``: the status a new run starts with, if known);
+    see ``run_get_or_create``."""
+    assert ident.job and ident.tenant and ident.environment and ident.window_start and ident.window_end
+    return run_get_or_create(
+        job=ident.job,
+        tenant=ident.tenant,
+        environment=ident.environment,
+        window_start=ident.window_start,
+        window_end=ident.window_end,
+        target=ctx.target(ident.job, ident.tenant, ident.environment),
+        scheduled_for=ident.scheduled_for,
+        status=status,
+    )
 
+
+def slot_window(*, job: Job, target: JobTarget | None, slot: datetime) -> tuple[datetime, datetime]:
+    """The window a slot derives when the payload names none: ``[the fire time before slot, slot)``,
+    floored to the job's ``window_alignment`` in the schedule in force (UTC). Raises ScheduleError."""
+    schedule = slot_schedule(job=job, target=target)
+    start, end = processing_window(
+        schedule.cron,
+        schedule.timezone,
+        slot,
+        alignment=job.window_alignment,
+        dst_gap=schedule.dst_gap,
+        dst_overlap=schedule.dst_overlap,
+    )
+    return start.astimezone(UTC), end.astimezone(UTC)
+
+
+def run_get_or_create(
+    *,
+    job: Job,
+    tenant: Tenant,
+    environment: str,
+    window_start: datetime,
+    window_end: datetime,
+    target: JobTarget | None,
+    scheduled_for: datetime | None,
+    status: str | None = None,
+) -> tuple[Run, bool]:
+    """The run with identity (job, tenant, environment, window), created if new; True when created.
+
+    A new run gets ``target`` (when active), ``scheduled_for`` (its slot) and ``status`` (if known).
     Insert first: a new run costs one statement; an existing one, the refused INSERT and its SELECT.
     """
-    assert ident.job and ident.tenant and ident.environment and ident.window_start and ident.window_end
-    target = ctx.target(ident.job, ident.tenant, ident.environment)
     identity = {
-        "job": ident.job,
-        "tenant": ident.tenant,
-        "environment": ident.environment,
-        "window_start": ident.window_start,
-        "window_end": ident.window_end,
+        "job": job,
+        "tenant": tenant,
+        "environment": environment,
+        "window_start": window_start,
+        "window_end": window_end,
     }
     run = Run(
         **identity,
         target=target if target is not None and target.is_active else None,
-        scheduled_for=ident.scheduled_for,
+        scheduled_for=scheduled_for,
     )
     if status is not None:
         run.status, run.status_changed_at = status, timezone.now()
     if row_insert_unless_conflict(run):
         return run, True
     run = Run.objects.get(**identity)  # an earlier alert created it (or a concurrent post, now committed)
-    run.job, run.tenant = ident.job, ident.tenant  # the same rows: spares the timeline two lookups
+    run.job, run.tenant = job, tenant  # the same rows: spares the timeline two lookups
     return run, False
 
 

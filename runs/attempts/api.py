@@ -14,10 +14,15 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from handover.core.serializers import ProblemSerializer
-from runs.attempts.corrections import attempt_correction_require, attempt_duplicate_trigger_explain
+from runs.attempts.corrections import (
+    attempt_correction_require,
+    attempt_duplicate_trigger_explain,
+    attempt_replace_slot,
+)
 from runs.attempts.models import Attempt, Run
 from runs.attempts.selectors import run_get, run_list
 from runs.attempts.serializers import (
+    AttemptReplaceSlotInputSerializer,
     AttemptSerializer,
     DuplicateTriggerExplainInputSerializer,
     RunDetailSerializer,
@@ -112,4 +117,33 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         data = DuplicateTriggerExplainInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         attempt = attempt_duplicate_trigger_explain(attempt=attempt, actor=request.user, **data.validated_data)
+        return Response(AttemptSerializer(attempt).data)
+
+    @extend_schema(
+        summary="Re-place a flagged attempt on another slot",
+        description="An attempt flagged late, slot inferred or with a hint moves to the run of another fire time "
+        "of its target's schedule (created if needed), while no ledger load or replay request refers to its run. "
+        "Both runs' statuses are refreshed; both timelines record the move. Answers the attempt.",
+        tags=["runs"],
+        request=AttemptReplaceSlotInputSerializer,
+        responses={
+            200: AttemptSerializer,
+            **CORRECTION_PROBLEMS,
+            409: _problem(
+                "the attempt is not flagged or already on that slot, a load or replay refers to the run, "
+                "or the other run already has this execution"
+            ),
+        },
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="attempts/<uuid:attempt_id>/replace-slot",
+        url_name="attempt-replace-slot",
+    )
+    def replace_slot(self, request: Request, id: UUID, attempt_id: UUID) -> Response:
+        attempt = self._attempt(attempt_id)
+        data = AttemptReplaceSlotInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attempt = attempt_replace_slot(attempt=attempt, actor=request.user, **data.validated_data)
         return Response(AttemptSerializer(attempt).data)

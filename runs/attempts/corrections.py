@@ -1,4 +1,5 @@
-"""A person's corrections to attempts: explaining a duplicate trigger (docs/slots.md).
+"""A person's corrections to attempts: explaining a duplicate trigger, re-placing a flagged attempt
+on another slot (docs/slots.md).
 
 Who may correct: support on the run's tenant, the job's technical owners and admins — the same
 people who change the run's work ledger (``runs.ledger.selectors.run_ledger_writable``).
@@ -6,13 +7,22 @@ people who change the run's work ledger (``runs.ledger.selectors.run_ledger_writ
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
-from handover.core.errors import DomainError, InvalidTransition, NotFound
+from handover.core.errors import Conflict, DomainError, InvalidTransition, NotFound
+from runs.alerts.identity import run_get_or_create, slot_window
+from runs.alerts.models import Alert
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt, Run
+from runs.attempts.services import attempt_label, run_status_refresh
+from runs.checks.schedule.cron import ScheduleError
+from runs.checks.schedule.fire_times import previous_fire_time
+from runs.checks.slot_placement import slot_schedule
 from runs.ledger.selectors import run_ledger_writable
 from runs.permissions import run_visibility_filter
 from runs.timeline.services import timeline_event_record
@@ -96,5 +106,134 @@ def attempt_duplicate_trigger_explain(
             actor_user=actor,
             data={"evidence_ref": evidence_ref},
         )
+    attempt.refresh_from_db()
+    return attempt
+
+
+def _utc_text(at: datetime) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M}Z"
+
+
+def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBaseUser, reason: str) -> Attempt:
+    """Move an attempt flagged late, slot inferred or with a hint onto another slot of its target.
+
+    ``slot``: an aware datetime, a fire time of the schedule in force for the run's target (the
+    job's, with the target's overrides), other than the run's own. Allowed only while no ledger load
+    and no replay request refers to the attempt's run. The attempt moves to the run of ``slot``
+    (created by ``runs.alerts.identity.run_get_or_create`` with the window the slot derives, as
+    ingestion does), gets the next ``number`` there (its old number is kept in the events), and the
+    alerts that reported it follow it. Both runs' statuses are refreshed; a run left without
+    attempts is ``expected`` again (the schedule sweep decides ``missed``). An ``attempt_replaced``
+    timeline event is written on both runs. One transaction, both runs locked (lower id first).
+    Raises NotFound / AttemptCorrectionDenied (see ``attempt_correction_require``), DomainError
+    (400) for a missing reason, a naive time or a time that is not a fire time, InvalidTransition
+    (409) when the attempt is not flagged, is already on that slot, or a load or replay refers to
+    the run, Conflict (409) when the other run already has the same execution id. Returns the
+    attempt, reloaded.
+    """
+    run = attempt.run
+    attempt_correction_require(user=actor, run=run)
+    reason = redact_text(reason.strip())
+    if not reason:
+        raise DomainError("Say why the attempt belongs to another slot.", errors={"reason": ["required"]})
+    if slot.tzinfo is None:
+        raise DomainError("The slot needs a time zone.", errors={"slot": ["an aware time (UTC)"]})
+    slot = slot.astimezone(UTC)
+    job, target = run.job, run.target
+    schedule = slot_schedule(job=job, target=target)
+    try:
+        fire = previous_fire_time(
+            schedule.cron, schedule.timezone, slot, dst_gap=schedule.dst_gap, dst_overlap=schedule.dst_overlap
+        ).astimezone(UTC)
+    except ScheduleError as exc:
+        raise DomainError(f"{exc}", errors={"slot": [str(exc)]}) from exc
+    if fire != slot:
+        raise DomainError(
+            f"{_utc_text(slot)} is not a fire time of {schedule.cron!r} ({schedule.timezone}); "
+            f"the fire time before it is {_utc_text(fire)}.",
+            errors={"slot": ["not a fire time of the target's schedule"]},
+        )
+    try:
+        window_start, window_end = slot_window(job=job, target=target, slot=slot)
+    except ScheduleError as exc:
+        raise DomainError(f"{exc}", errors={"slot": [str(exc)]}) from exc
+    with transaction.atomic():
+        locked = Attempt.objects.select_for_update().get(pk=attempt.pk)
+        if not (locked.is_slot_late or locked.is_slot_inferred or locked.slot_hint):
+            raise InvalidTransition(
+                f"Attempt {locked.number} is not flagged late, slot inferred or with a hint: its slot stands."
+            )
+        source = Run.objects.select_related("job", "tenant").get(pk=locked.run_id)
+        if source.scheduled_for == slot:
+            raise InvalidTransition(f"Attempt {locked.number} is already on the slot {_utc_text(slot)}.")
+        refs = []
+        if source.work_item_loads.exists():
+            refs.append("a ledger load")
+        if source.replay_requests.exists():
+            refs.append("a replay request")
+        if refs:
+            raise InvalidTransition(
+                f"{' and '.join(refs).capitalize()} refer(s) to this run: its attempts are no longer moved."
+            )
+        destination, created = run_get_or_create(
+            job=source.job,
+            tenant=source.tenant,
+            environment=source.environment,
+            window_start=window_start,
+            window_end=window_end,
+            target=source.target,
+            scheduled_for=slot,
+        )
+        first, second = sorted([source.pk, destination.pk])
+        list(Run.objects.select_for_update().filter(pk__in=[first, second]).order_by("pk"))
+        if destination.attempts.filter(execution_id=locked.execution_id).exists():
+            raise Conflict(
+                f"The run of {_utc_text(slot)} already has an attempt {locked.execution_id!r}.",
+                errors={"slot": ["that run already has this execution"]},
+            )
+        old_number = locked.number
+        number = (destination.attempts.aggregate(top=Max("number"))["top"] or 0) + 1
+        now = timezone.now()
+        Attempt.objects.filter(pk=locked.pk).update(
+            run=destination,
+            number=number,
+            slot_offset_seconds=int(((locked.scheduled_at or locked.started_at or slot) - slot).total_seconds()),
+            is_slot_late=False,
+            is_slot_inferred=False,
+            slot_hint="",
+            updated_at=now,
+        )
+        Alert.objects.filter(attempt_id=locked.pk).update(run=destination)
+        locked.refresh_from_db()
+        data = {
+            "from_run": str(source.public_id),
+            "to_run": str(destination.public_id),
+            "from_slot": source.scheduled_for.isoformat() if source.scheduled_for else None,
+            "to_slot": slot.isoformat(),
+            "old_number": old_number,
+            "new_number": number,
+            "run_created": created,
+        }
+        words = (
+            f"{attempt_label(locked)} ({locked.execution_id}) re-placed by {actor.get_username()} from the slot "
+            f"{_utc_text(source.scheduled_for) if source.scheduled_for else 'unknown'} (attempt {old_number} there) "
+            f"to {_utc_text(slot)}: {reason}"
+        )
+        for run_ in (source, destination):
+            timeline_event_record(
+                job=source.job,
+                run=run_,
+                attempt=locked,
+                kind="attempt_replaced",
+                summary=words,
+                occurred_at=now,
+                actor_user=actor,
+                data=data,
+            )
+        run_status_refresh(run=destination)
+        if not source.attempts.exists():
+            Run.objects.filter(pk=source.pk).update(status=Run.Status.EXPECTED, status_changed_at=now, updated_at=now)
+        else:
+            run_status_refresh(run=source)
     attempt.refresh_from_db()
     return attempt

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django import forms
 
 from runs.attempts.models import Run
@@ -28,3 +30,17 @@ class DuplicateTriggerExplainForm(forms.Form):
 
     reason = forms.CharField(max_length=2000, label="Why it happened")
     evidence_ref = forms.CharField(max_length=300, label="Evidence (ticket, log link)")
+
+
+class AttemptReplaceSlotForm(forms.Form):
+    """Another fire time of the target's schedule (offered as choices, ISO 8601 UTC) and why."""
+
+    slot = forms.ChoiceField(label="Move to the slot")
+    reason = forms.CharField(max_length=2000, label="Why")
+
+    def __init__(self, *args: object, slots: list[tuple[str, str]], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.fields["slot"].choices = slots  # type: ignore[attr-defined]
+
+    def clean_slot(self) -> datetime:
+        return datetime.fromisoformat(self.cleaned_data["slot"])

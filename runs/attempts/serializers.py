@@ -60,6 +60,13 @@ class DuplicateTriggerExplainInputSerializer(serializers.Serializer[dict[str, st
     evidence_ref = serializers.CharField(max_length=300, help_text="a ticket, a log link, the scheduler's audit entry")
 
 
+class AttemptReplaceSlotInputSerializer(serializers.Serializer[dict[str, object]]):
+    """The slot (a fire time of the target's schedule, ISO 8601 with an offset) and why the attempt belongs there."""
+
+    slot = serializers.DateTimeField()
+    reason = serializers.CharField(max_length=2000)
+
+
 class RunListSerializer(serializers.ModelSerializer[Run]):
     id = serializers.UUIDField(source="public_id", read_only=True)
     job = serializers.CharField(source="job.key", read_only=True)

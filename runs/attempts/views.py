@@ -12,8 +12,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from handover.core.views import form_post
-from runs.attempts.corrections import attempt_duplicate_trigger_explain
-from runs.attempts.forms import DuplicateTriggerExplainForm, RunFilterForm
+from runs.attempts.corrections import attempt_duplicate_trigger_explain, attempt_replace_slot
+from runs.attempts.forms import AttemptReplaceSlotForm, DuplicateTriggerExplainForm, RunFilterForm
 from runs.attempts.models import Attempt, Run
 from runs.attempts.selectors import run_get, run_list
 from runs.checks.schedules import job_schedule, schedule_fire_times, target_schedule
@@ -60,6 +60,7 @@ def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     if run is None:
         raise Http404("No such run")
     attempts = list(run.attempts.all())
+    may_correct = run_ledger_writable(user=request.user, run=run)
     versions = {a.config_version for a in attempts if a.config_version}
     return render(
         request,
@@ -69,7 +70,10 @@ def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "attempts": attempts,
             "timeline": list(run.timeline.all()),
             "config_changed": len(versions) > 1,
-            "may_correct": run_ledger_writable(user=request.user, run=run),
+            "may_correct": may_correct,
+            "slot_choices": _slot_choices(run)
+            if may_correct and any(a.is_slot_late or a.is_slot_inferred or a.slot_hint for a in attempts)
+            else [],
             "first_config": next((a.config_version for a in attempts if a.config_version), ""),
             **_run_schedule_context(run),
             **run_ledger_context(request, run),
@@ -115,5 +119,34 @@ def attempt_explain_duplicate_view(request: HttpRequest, id: str, attempt_id: st
         invalid="An explanation needs a reason and an evidence reference.",
         act=lambda data: attempt_duplicate_trigger_explain(attempt=attempt, actor=request.user, **data),
         success=lambda a: f"Duplicate trigger of attempt {a.number} explained.",
+        done=_to_attempts(attempt),
+    )
+
+
+def _slot_choices(run: Run) -> list[tuple[str, str]]:
+    """Fire times around the run's slot (about three before, three after), as (ISO UTC, time in the job's zone)."""
+    if run.scheduled_for is None:
+        return []
+    sched = target_schedule(target=run.target) if run.target else job_schedule(job=run.job)
+    after = schedule_fire_times(sched=sched, after=run.scheduled_for, count=3)
+    if not after:
+        return []
+    start = run.scheduled_for - 4 * (after[0].utc - run.scheduled_for)
+    times = {f.utc: f.local for f in [*schedule_fire_times(sched=sched, after=start, count=4), *after]}
+    times.pop(run.scheduled_for, None)
+    return [(utc.isoformat(), f"{local:%Y-%m-%d %H:%M %Z}") for utc, local in sorted(times.items())]
+
+
+@login_required
+@require_POST
+def attempt_replace_slot_view(request: HttpRequest, id: str, attempt_id: str) -> HttpResponse:
+    """A person moves an attempt flagged late, inferred or with a hint to another slot, from the run page."""
+    attempt = _attempt_to_correct(request, id, attempt_id)
+    return form_post(
+        request,
+        AttemptReplaceSlotForm(request.POST, slots=_slot_choices(attempt.run)),
+        invalid="Choose a slot and say why.",
+        act=lambda data: attempt_replace_slot(attempt=attempt, actor=request.user, **data),
+        success=lambda a: f"Attempt moved to the run of {a.run.scheduled_for:%Y-%m-%d %H:%M}Z.",
         done=_to_attempts(attempt),
     )

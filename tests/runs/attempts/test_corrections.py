@@ -1,17 +1,27 @@
-"""A person's corrections to attempts: explaining a duplicate trigger (service, API, run page)."""
+"""A person's corrections to attempts: explaining a duplicate trigger, re-placing a flagged attempt (service,
+API, run page)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 from knox.models import AuthToken
 
 from handover.core.errors import DomainError, InvalidTransition, NotFound
-from runs.attempts.corrections import AttemptCorrectionDenied, attempt_duplicate_trigger_explain
+from runs.alerts.identity import slot_window
+from runs.attempts.corrections import (
+    AttemptCorrectionDenied,
+    attempt_duplicate_trigger_explain,
+    attempt_replace_slot,
+)
 from runs.attempts.models import Attempt, Run
 from runs.catalog.services import role_grant
+from runs.ledger.models import WorkItemLoad
 from runs.timeline.models import TimelineEvent
-from tests.factories import AttemptFactory, RunFactory, UserFactory
+from tests.factories import AttemptFactory, JobFactory, JobTargetFactory, RunFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +131,121 @@ def test_the_run_page_offers_the_form_next_to_the_flagged_attempt_and_records_th
     duplicate.refresh_from_db()
     assert duplicate.duplicate_explanation == "cron moved hosts"
     assert action not in client.get(page).content.decode()
+
+
+# --- re-placing a flagged attempt ----------------------------------------------------------------
+
+SLOT_28 = datetime(2026, 11, 28, 1, 0, tzinfo=UTC)  # 02:00 CET, "0 2 * * *" Europe/Berlin
+SLOT_29 = datetime(2026, 11, 29, 1, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def late() -> Attempt:
+    """The 28th's run holds one attempt placed late: it really started on the 29th's slot."""
+    job = JobFactory(schedule="0 2 * * *", timezone="Europe/Berlin", window_alignment="day")
+    target = JobTargetFactory(job=job)
+    start, end = slot_window(job=job, target=target, slot=SLOT_28)
+    run = RunFactory(
+        job=job, tenant=target.tenant, target=target, window_start=start, window_end=end, scheduled_for=SLOT_28
+    )
+    return AttemptFactory(
+        run=run,
+        execution_id="exp-29",
+        status="succeeded",
+        started_at=SLOT_29 + timedelta(minutes=1),
+        slot_offset_seconds=86460,
+        is_slot_late=True,
+    )
+
+
+def test_replacing_moves_a_late_attempt_to_the_run_of_its_slot_and_records_it_on_both_runs(late: Attempt) -> None:
+    source = late.run
+    Run.objects.filter(pk=source.pk).update(status="succeeded")
+    owner = person(source, "technical_owner")
+
+    moved = attempt_replace_slot(attempt=late, slot=SLOT_29, actor=owner, reason="the scheduler host was down")
+
+    destination = moved.run
+    assert destination != source and destination.scheduled_for == SLOT_29
+    assert (destination.window_start, destination.window_end) == slot_window(
+        job=source.job, target=source.target, slot=SLOT_29
+    )
+    assert destination.target == source.target and destination.status == "succeeded"
+    assert moved.number == 1 and not moved.is_slot_late and moved.slot_offset_seconds == 60
+    source.refresh_from_db()
+    assert source.status == "expected" and not source.attempts.exists()
+    events = list(TimelineEvent.objects.filter(kind="attempt_replaced").order_by("run_id"))
+    assert {e.run for e in events} == {source, destination}
+    assert all(e.actor_user == owner and "the scheduler host was down" in e.summary for e in events)
+    assert events[0].data["to_slot"] == SLOT_29.isoformat() and events[0].data["old_number"] == 1
+
+
+def test_replacing_joins_an_existing_run_with_the_next_number(late: Attempt) -> None:
+    source = late.run
+    start, end = slot_window(job=source.job, target=source.target, slot=SLOT_29)
+    existing = RunFactory(
+        job=source.job,
+        tenant=source.tenant,
+        target=source.target,
+        window_start=start,
+        window_end=end,
+        scheduled_for=SLOT_29,
+    )
+    AttemptFactory(run=existing, execution_id="exp-29-a", number=1, status="failed", started_at=SLOT_29)
+    moved = attempt_replace_slot(attempt=late, slot=SLOT_29, actor=person(source, "support"), reason="late start")
+    assert (moved.run, moved.number) == (existing, 2)
+    existing.refresh_from_db()
+    assert existing.status == "succeeded"  # the moved attempt started last
+
+
+def test_replacing_is_refused_unless_flagged_onto_a_fire_time_and_before_a_load_or_replay(late: Attempt) -> None:
+    source = late.run
+    support = person(source, "support")
+    with pytest.raises(DomainError, match="not a fire time"):
+        attempt_replace_slot(attempt=late, slot=SLOT_29 + timedelta(minutes=5), actor=support, reason="r")
+    with pytest.raises(InvalidTransition, match="already on the slot"):
+        attempt_replace_slot(attempt=late, slot=SLOT_28, actor=support, reason="r")
+    with pytest.raises(AttemptCorrectionDenied):
+        attempt_replace_slot(attempt=late, slot=SLOT_29, actor=person(source, "auditor"), reason="r")
+    plain = AttemptFactory(run=source, execution_id="exp-28", number=2, status="failed")
+    with pytest.raises(InvalidTransition, match="not flagged"):
+        attempt_replace_slot(attempt=plain, slot=SLOT_29, actor=support, reason="r")
+    WorkItemLoad.objects.create(
+        run=source,
+        kind=WorkItemLoad.Kind.POPULATION,
+        status=WorkItemLoad.Status.FAILED,
+        error="line 2: not a record id",
+        created_by=support,
+        created_at=timezone.now(),
+    )
+    with pytest.raises(InvalidTransition, match="ledger load"):
+        attempt_replace_slot(attempt=late, slot=SLOT_29, actor=support, reason="r")
+    late.refresh_from_db()
+    assert late.run == source and late.is_slot_late
+    assert not Run.objects.filter(scheduled_for=SLOT_29).exists()
+    assert not TimelineEvent.objects.filter(kind="attempt_replaced").exists()
+
+
+def test_replace_slot_api_and_run_page_form(client: Client, late: Attempt) -> None:
+    source = late.run
+    url = f"/api/v1/runs/{source.public_id}/attempts/{late.public_id}/replace-slot/"
+    assert token_client(person(source, "auditor")).post(url, {}, content_type="application/json").status_code == 403
+    support_user = person(source, "support")
+    support = token_client(support_user)
+    response = support.post(url, {"slot": "2026-11-29T01:05:00Z", "reason": "r"}, content_type="application/json")
+    assert response.status_code == 400 and "slot" in response.json()["errors"]
+
+    page = f"/runs/{source.public_id}/"
+    action = f"/runs/{source.public_id}/attempts/{late.public_id}/replace-slot/"
+    client.force_login(support_user)
+    html = client.get(page).content.decode()
+    assert action in html and SLOT_29.isoformat() in html
+    response = client.post(action, {"slot": SLOT_29.isoformat(), "reason": "started a day late"}, follow=True)
+    assert "Attempt moved to the run of 2026-11-29 01:00Z." in response.content.decode()
+    late.refresh_from_db()
+    assert late.run.scheduled_for == SLOT_29
+
+    # the API answers the moved attempt; a second move of an attempt no longer flagged is refused
+    url = f"/api/v1/runs/{late.run.public_id}/attempts/{late.public_id}/replace-slot/"
+    response = support.post(url, {"slot": SLOT_28.isoformat(), "reason": "r"}, content_type="application/json")
+    assert response.status_code == 409
