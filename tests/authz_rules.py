@@ -186,6 +186,11 @@ class Rule:
 R = Rule.of
 
 
+def _attempt(world: Any, scope: str) -> dict[str, Any]:
+    """The scope's run's attempt (the matrix run has one)."""
+    return {"attempt_id": str(world.obj("run", scope).attempts.get().public_id)}
+
+
 def _target(world: Any, scope: str) -> dict[str, Any]:
     return {"target": str(world.obj("target", scope).public_id)}
 
@@ -265,6 +270,12 @@ RULES: dict[str, Rule] = {
     ),
     "runs-api:work-item-verify": R("run", POST=WRITE, data=lambda w, s: {"record_id": "INV-1001", "found": False}),
     "runs-api:run-failure-class-confirm": R("run", POST=WRITE, data=lambda w, s: {"failure_class": "undetermined"}),
+    "runs-api:run-attempt-explain-duplicate": R(
+        "run", POST=WRITE, kwargs=_attempt, data=lambda w, s: {"reason": "matrix", "evidence_ref": "M-1"}
+    ),
+    "runs-api:run-attempt-replace-slot": R(
+        "run", POST=WRITE, kwargs=_attempt, data=lambda w, s: {"slot": "2026-11-29T01:00:00Z", "reason": "matrix"}
+    ),
     "runs-api:work-item-load-list": R("run", GET=READ, POST=WRITE, multipart=True, data=_population_file),
     "runs-api:work-item-load-detail": R("load", GET=READ),
     "runs-api:work-item-load-retry": R("load", POST=WRITE),
@@ -327,6 +338,8 @@ RULES: dict[str, Rule] = {
     "runs:work-item-change": R("run", POST=WRITE),
     "runs:work-item-verify": R("run", POST=WRITE),
     "runs:run-failure-class": R("run", POST=WRITE),
+    "runs:attempt-explain-duplicate": R("run", POST=WRITE, kwargs=_attempt),
+    "runs:attempt-replace-slot": R("run", POST=WRITE, kwargs=_attempt),
     "runs:work-item-search": R("run", GET=listing(READ), query=lambda w, s: {"record_id": "INV-1001"}),
     "runs:integration-create": R(site=True, GET=staff_page, POST=staff_page),
     "runs:integration-key-create": R("integration", site=True, POST=staff_page),

@@ -60,7 +60,9 @@ def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     if run is None:
         raise Http404("No such run")
     attempts = list(run.attempts.all())
-    may_correct = run_ledger_writable(user=request.user, run=run)
+    ledger = run_ledger_context(request, run)
+    box = ledger["ledger"]
+    may_correct = isinstance(box, dict) and bool(box["writable"])  # the same people correct attempts
     versions = {a.config_version for a in attempts if a.config_version}
     return render(
         request,
@@ -76,7 +78,7 @@ def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             else [],
             "first_config": next((a.config_version for a in attempts if a.config_version), ""),
             **_run_schedule_context(run),
-            **run_ledger_context(request, run),
+            **ledger,
         },
     )
 
