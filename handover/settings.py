@@ -183,7 +183,7 @@ CONTENT_SECURITY_POLICY = {
 }
 # Login throttling (django-axes): after HANDOVER_LOGIN_FAILURES failed logins for one username
 # from one address, that pair is refused for HANDOVER_LOGIN_COOLOFF_SECONDS. Counts live in the
-# cache, not the database, and log lines name no username (DESIGN.md rule 8).
+# cache, not the database, and log lines name no username (rule 8 in docs/architecture.md).
 AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
 AXES_FAILURE_LIMIT = env.int("HANDOVER_LOGIN_FAILURES", default=5)
 AXES_COOLOFF_TIME = timedelta(seconds=env.int("HANDOVER_LOGIN_COOLOFF_SECONDS", default=15 * 60))
@@ -206,7 +206,7 @@ if PRODUCTION:
 
 # --- ingestion ----------------------------------------------------------------------------------
 HANDOVER_MAX_BODY_BYTES = env.int("HANDOVER_MAX_BODY_BYTES", default=5 * 1024 * 1024)
-HANDOVER_KEPT_OVERSIZE_BYTES = 64 * 1024  # what an oversized body keeps (DESIGN.md Architecture)
+HANDOVER_KEPT_OVERSIZE_BYTES = 64 * 1024  # what an oversized body keeps (docs/architecture.md)
 HANDOVER_MAX_BATCH_ALERTS = env.int("HANDOVER_MAX_BATCH_ALERTS", default=1000)
 HANDOVER_PENDING_SWEEP_AFTER_SECONDS = env.int("HANDOVER_PENDING_SWEEP_AFTER_SECONDS", default=60)
 DATA_UPLOAD_MAX_MEMORY_SIZE = HANDOVER_MAX_BODY_BYTES + 1024
@@ -392,7 +392,7 @@ HANDOVER_REPLAY_WEBHOOK_TIMEOUT_SECONDS = env.int("HANDOVER_REPLAY_WEBHOOK_TIMEO
 HANDOVER_REPLAY_WEBHOOK_MAX_DELIVERIES = env.int("HANDOVER_REPLAY_WEBHOOK_MAX_DELIVERIES", default=6)
 HANDOVER_REPLAY_WEBHOOK_BACKOFF_SECONDS = env.int("HANDOVER_REPLAY_WEBHOOK_BACKOFF_SECONDS", default=30)
 
-# --- logging: never secrets or personal data (DESIGN.md rule 8) --------------------------------
+# --- logging: never secrets or personal data (rule 8 in docs/architecture.md) ---------------------
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

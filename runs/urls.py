@@ -36,7 +36,7 @@ app_name = "runs"
 urlpatterns = [
     path("runs/", run_list_view, name="run-list"),
     path("runs/<uuid:id>/", run_detail_view, name="run-detail"),
-    # the work ledger (issue 4)
+    # the work ledger (docs/work-ledger.md)
     path("runs/<uuid:id>/items/loads/", work_item_load_create_view, name="work-item-load-create"),
     path(
         "runs/<uuid:id>/items/loads/<uuid:load_id>/progress/",
@@ -53,7 +53,7 @@ urlpatterns = [
     path("alerts/<uuid:id>/ignore/", alert_ignore_view, name="alert-ignore"),
     path("integrations/", integration_list_view, name="integration-list"),
     path("integrations/<uuid:id>/", integration_detail_view, name="integration-detail"),
-    # custom integrations (issue 9)
+    # custom integrations (docs/custom-integrations.md)
     path("integrations/new/", integration_create_view, name="integration-create"),
     path("integrations/<uuid:id>/keys/", integration_key_create_view, name="integration-key-create"),
     path("integrations/<uuid:id>/mapping/", integration_mapping_view, name="integration-mapping"),

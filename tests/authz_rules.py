@@ -8,7 +8,7 @@ HTTP method) without an entry here, so a new endpoint cannot ship without a rule
 ``obj`` names the world object whose ids fill the URL (``OBJECTS`` in the matrix test: its own
 tenant's for the ``own`` scope, the other tenant's for ``other``); ``site=True`` for URLs that
 belong to no tenant (each role is then tried once). Each method maps to a policy: a function of
-(role, scope) returning the expected ``Outcome``. DESIGN.md "Who uses it": an object a person may
+(role, scope) returning the expected ``Outcome``. docs/architecture.md "Roles and permissions": an object a person may
 not see answers 404 (HIDE); an action they may not take on an object they can see answers 403
 (DENY); lists leave out what they may not see (LISTED / UNLISTED, checked by the object's id).
 """
@@ -112,7 +112,7 @@ def on_tenant(act: frozenset[str]) -> Policy:
 
 READ = on_tenant(READERS)
 WRITE = on_tenant(WRITERS)
-REQUEST_REPLAY = on_tenant(frozenset({"support"}))  # DESIGN.md: support requests replays
+REQUEST_REPLAY = on_tenant(frozenset({"support"}))  # support requests replays
 STAFF_ON_TENANT = on_tenant(frozenset())  # visible to readers, acted on by admins only
 
 

@@ -2,7 +2,8 @@
 dispatch, settle; the "waiting for me" queue; the password re-entry; other recovery decisions.
 
 Visibility follows the run (a request on a run the caller may not see answers 404); every rule
-lives in ``approvals.services`` and its refusals come back as problem details naming the rule
+lives in the slice's services (``requests``, ``decisions``, ``dispatch``) and its refusals come back
+as problem details naming the rule
 (403 for who may not, 409 for what the rules or the state refuse). Transitions are POST actions
 named after the verb; each returns the updated request.
 """

@@ -4,13 +4,13 @@ Exactly one Dispatch per request (a unique constraint) with one idempotency key,
 every trigger locks the request row, and whoever finds it already ``dispatched`` returns the
 existing dispatch (``created`` False) -- concurrent approvals, repeated triggers, two claims and a
 retried delivery task all end with one dispatch, one key and one ``replay_dispatched`` event
-(DESIGN.md rule 5).
+(rule 5 in docs/architecture.md).
 
 A claim (or a delivered webhook) is a lease: the runner must report the replay's attempt as
 started before ``lease_expires_at``, or the sweep makes the dispatch ``unknown`` for a person to
 decide -- it is never re-dispatched automatically. The replay's attempt is linked only when
 reported through ``dispatch_runner_report`` with the job's runner credential *and* the request's
-key (rule 7), and is created as ``manual_replay`` through ``runs.services.attempt_report_apply``.
+key (rule 7), and is created as ``manual_replay`` through ``runs.attempts.services.attempt_report_apply``.
 """
 
 from __future__ import annotations

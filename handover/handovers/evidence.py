@@ -28,7 +28,7 @@ NOTABLE_EVENT_KINDS = (
     "schedule_mismatch",
     "failure_class_confirmed",
 )
-# least safe first: a job's repeat safety is that of its least safe side effect (DESIGN.md)
+# least safe first: a job's repeat safety is that of its least safe side effect
 REPEAT_SAFETY_ORDER = (
     SideEffect.RepeatSafety.UNKNOWN,
     SideEffect.RepeatSafety.NOT_IDEMPOTENT,

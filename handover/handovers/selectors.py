@@ -3,7 +3,7 @@
 A handover is visible to a person who may see *every* run it covers (a handover spanning two
 tenants must not show one tenant's support the other's records). Writing takes support on the
 tenant of every run, or technical ownership of the job; auditors and business owners read only;
-superusers do everything. Never a global group check (DESIGN.md "Who uses it").
+superusers do everything. Never a global group check (docs/architecture.md "Roles and permissions").
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Every edit and transition writes a TimelineEvent on the timeline of each run the handover covers,
 with who and when. ``handover_transition`` is the one function that changes a handover's status
-(STYLE.md §4); the verbs (hand over, start recovery, verify, resolve, close, reopen) wrap it.
-Permissions are checked by the views (``handover.selectors.handover_may_write``).
+(docs/architecture.md "State machines"); the verbs (hand over, start recovery, verify, resolve, close, reopen) wrap it.
+Permissions are checked by the views (``handover.handovers.selectors.handover_may_write``).
 """
 
 from __future__ import annotations
@@ -412,7 +412,7 @@ def handover_start_recovery(*, handover: Handover, actor: AbstractBaseUser) -> H
 def handover_verify(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
     """Move to ``verifying`` and schedule the next-run check of each run's target.
 
-    Uses ``runs.services.next_run_check_schedule`` (the first fire time after now; one check per
+    Uses ``runs.checks.scheduling.next_run_check_schedule`` (the first fire time after now; one check per
     target and fire time serves every requester) and links each check to its run. When every check
     has already passed or was waived, the handover is resolved at once. Raises InvalidTransition
     (409) when not ``recovering`` (a verifying handover is returned as it is) or when a run has no

@@ -51,7 +51,7 @@ def _tenant_for(
         return None
     tenant = ctx.tenant(slug)
     if tenant is None:
-        # Unknown and unbound read the same, so a key cannot probe for tenants (DESIGN.md). The alias
+        # Unknown and unbound read the same, so a key cannot probe for tenants. The alias
         # hint depends only on the source's settings, never on whether the tenant exists.
         reason = NEUTRAL_TENANT_REASON.format(slug=slug)
         if "tenant_aliases" in settings:

@@ -60,7 +60,7 @@ class Delivery(TimeStampedModel):
         indexes = [
             # the integration page's "recent deliveries"
             models.Index(fields=["integration", "-received_at"], name="runs_delivery_recent_idx"),
-            # the sweep of deliveries a crash left unfinished (runs.services.delivery_sweep_received)
+            # the sweep of deliveries a crash left unfinished (runs.alerts.receive.delivery_sweep_received)
             models.Index(fields=["received_at"], condition=Q(outcome="received"), name="runs_delivery_received_idx"),
         ]
 

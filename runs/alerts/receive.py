@@ -181,8 +181,8 @@ def delivery_sweep_received(*, older_than_seconds: int | None = None, limit: int
     inside it), its stored body is parsed again, the records that have no Alert yet are recorded and
     applied (those committed before the crash are skipped by their index), and its outcome is
     written -- all in that transaction, so a second sweep finds nothing left to do. The redacted
-    body parses like the raw one for everything an adapter reads for identity (DESIGN.md). A delivery
-    that fails is logged and tried again by the next sweep; the others go on.
+    body parses like the raw one for everything an adapter reads for identity (redaction never touches
+    those fields). A delivery that fails is logged and tried again by the next sweep; the others go on.
     """
     age = older_than_seconds if older_than_seconds is not None else django_settings.HANDOVER_PENDING_SWEEP_AFTER_SECONDS
     cutoff = timezone.now() - timedelta(seconds=age)
@@ -267,7 +267,7 @@ def _alert_ingest(delivery: Delivery, index: int, record: ParsedAlert | InvalidI
 
 
 def delivery_refusal_count(*, source: str, integration: Integration | None = None) -> None:
-    """Count one refused post, which stores no Delivery (DESIGN: nothing authenticated is dropped).
+    """Count one refused post, which stores no Delivery (nothing authenticated is ever dropped).
 
     With the ``integration`` whose key was recognised (a bad signature), its ``refused_post_count``;
     without one (no key, an unknown key, a key of another source), the per-``source`` counter with

@@ -1,4 +1,4 @@
-"""Redaction of secrets and personal data before anything is stored, shown or logged (DESIGN.md rule 8).
+"""Redaction of secrets and personal data before anything is stored, shown or logged (rule 8 in docs/architecture.md).
 
 Two passes: by JSON field path per source (routing keys, tokens, passwords, authorization values,
 and any key whose name says it is a secret), then in free text (bearer tokens, Luhn-valid card

@@ -1,5 +1,5 @@
 """The alert inbox and integrations: alerts a person may see, deliveries (recent, rejected), and
-what an integration's alerts carry (completeness, issue 9)."""
+what an integration's alerts carry (completeness)."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def delivery_list_recent(*, integration: Integration, limit: int = 25) -> QueryS
     )
 
 
-# What support needs from an alert (issue 9): the share of an integration's alerts that carried each.
+# What support needs from an alert: the share of an integration's alerts that carried each.
 # Alert.fields holds only the values a parser found (empty ones are left out), so "carried" is a key test.
 COMPLETENESS_FIELDS: dict[str, tuple[str, Q]] = {
     "execution_id": ("an execution id", ~Q(execution_id="")),

@@ -10,7 +10,7 @@ from django import forms
 
 from runs.catalog.models import Tenant
 
-# --- custom integrations (issue 9) ----------------------------------------------------------------
+# --- custom integrations (docs/custom-integrations.md) ----------------------------------------------
 
 
 class _KeyFields(forms.Form):

@@ -1,7 +1,7 @@
 """``/api/v1/integrations/``: integrations with their settings in force, keys (prefixes only) and recent deliveries.
 
 Admins only (staff): integrations are site configuration, not tenant data. Custom integrations
-(issue 9) are created and changed here too: their mapping is validated and tried on samples before
+are created and changed here too: their mapping is validated and tried on samples before
 it is saved, ``test`` maps a sample without saving, ``mapping`` exports and imports it as JSON, and
 ``reprocess`` re-applies the integration's unmatched alerts after a fix.
 """
@@ -126,7 +126,7 @@ class IntegrationDetailSerializer(IntegrationSerializer):
         return DeliverySummarySerializer(delivery_list_recent(integration=integration), many=True).data  # type: ignore[return-value]
 
 
-# --- custom integrations (issue 9) ---------------------------------------------------------------
+# --- custom integrations (docs/custom-integrations.md) ---------------------------------------------
 
 MAX_SAMPLES = 20
 JSON_OBJECT = {"type": "object", "additionalProperties": True}

@@ -1,13 +1,14 @@
 """The contract between the ingestion mechanism and the per-source parsers.
 
-A source is a pure parser module ``runs/ingest/<source>.py`` (or a package of that name, like
-``custom/``; no ORM, no settings access) plus declarative integration settings. Each module exposes:
+A source is a pure parser module ``runs/alerts/parsers/<source>.py`` (or a package, like ``custom/``,
+whose ``parser`` module is registered; no ORM, no settings access) plus declarative integration
+settings. Each module exposes:
 
 - ``SOURCE: str`` -- the API slug (``POST /api/v1/alerts/<SOURCE>/``).
 - ``DEFAULT_SETTINGS: dict`` -- per-source defaults (which label carries the tenant, ...);
   an integration's own ``settings`` JSON is laid over them (see ``merged_settings``).
 - ``REDACT_PATHS: tuple[str, ...]`` -- dotted JSON paths (``*`` matches any key or list index)
-  whose values are secrets and are replaced before the body is stored (DESIGN.md rule 8).
+  whose values are secrets and are replaced before the body is stored (rule 8 in docs/architecture.md).
 - ``parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) -> ParseResult``
   -- raises ``FormatError`` when the post as a whole breaks the source's own format (the
   mechanism answers 400 and stores the Delivery ``rejected``). A record that is valid for the
@@ -85,7 +86,7 @@ class AttemptState:
 
 @dataclass
 class ParsedAlert:
-    """One record parsed out of a post, in Handover's vocabulary (DESIGN.md).
+    """One record parsed out of a post, in Handover's vocabulary (docs/architecture.md "Vocabulary").
 
     All datetimes are aware (UTC or with the sender's offset); the mechanism stores them in UTC.
     ``dedup_key`` is the source's key *including the alert's state* (each adapter documents its
@@ -376,7 +377,7 @@ class PathReader:
 
 
 def http_link(value: Any) -> str:
-    """Keep only http(s) links (DESIGN: links from payloads are shown only if http(s)); ``""`` is no link."""
+    """Keep only http(s) links (links taken from payloads are shown only if http(s)); ``""`` is no link."""
     if isinstance(value, str) and value.strip().lower().startswith(("https://", "http://")):
         return value.strip()
     return ""

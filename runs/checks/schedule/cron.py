@@ -1,5 +1,9 @@
 """Cron expressions, time zones and policies: the errors, the policy enums, and validation and
-coercion of every input the schedule functions take (cases rules 1 and 4)."""
+coercion of every input the schedule functions take (cases rules 1 and 4).
+
+The schedule package's semantics (cron dialect, DST policies, the traps of aware datetimes) are in
+docs/architecture.md, "Package notes"; "cases rule N" and "C01"... refer to tests/data/cases-README.md.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ class ScheduleError(ValueError):
 
 
 class DstGapPolicy(StrEnum):
-    """What a fixed-time slot inside a spring-forward gap does (DESIGN "Policies"; cases rule 3, C01)."""
+    """What a fixed-time slot inside a spring-forward gap does (docs/architecture.md "Vocabulary"; C01)."""
 
     NEXT_EXISTING = "next_existing"  # Debian cron, cronsim, Dagster: once, at the first instant after the gap
     SKIP = "skip"  # EventBridge Scheduler, robfig/cron (Kubernetes), Spring, node-cron
@@ -40,7 +44,7 @@ class DstOverlapPolicy(StrEnum):
 
 
 class MissedRunPolicy(StrEnum):
-    """Which missed slots an executor starts after an outage (DESIGN "Policies"; C08)."""
+    """Which missed slots an executor starts after an outage (docs/architecture.md "Vocabulary": Policies; C08)."""
 
     CATCH_UP_ALL = "catch_up_all"
     LATEST_ONLY = "latest_only"
@@ -48,7 +52,7 @@ class MissedRunPolicy(StrEnum):
 
 
 class WindowAlignment(StrEnum):
-    """The unit a derived processing window is floored to, in the job's zone (DESIGN "Window")."""
+    """The unit a derived processing window is floored to, in the job's zone (docs/architecture.md "Vocabulary")."""
 
     NONE = "none"
     HOUR = "hour"
