@@ -35,9 +35,9 @@ from approvals.replays.selectors import (
     scope_facts,
 )
 from handover.core.errors import DomainError
-from handover.handovers.evidence import job_repeat_safety
 from runs.attempts.models import Run
 from runs.catalog.models import SideEffect
+from runs.catalog.selectors import job_repeat_safety
 from runs.ledger.models import WorkItem
 
 RULE_NAMES = {

@@ -135,7 +135,8 @@ class AlertIngestView(APIView):
         summary="Post alerts from a monitoring system",
         description=(
             "Authenticate with `Authorization: Bearer <integration key>`. The body is the source's own "
-            "format (`generic`: see docs/formats). Answers 202 with each alert's outcome: `accepted`, "
+            "format (`generic`: see runs/demo/alerts/generic/FORMAT.md). Answers 202 with each alert's "
+            "outcome: `accepted`, "
             "`duplicate`, `unmatched` (kept for triage) or `rejected`. Integrations configured with a "
             "signing secret also need `X-Handover-Signature` (hex HMAC-SHA256 of `<timestamp>:<body>`) "
             "and `X-Handover-Timestamp` (UNIX seconds, within the integration's tolerance)."

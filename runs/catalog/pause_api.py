@@ -13,11 +13,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from handover.core.serializers import ProblemSerializer
-from handover.handovers.selectors import job_may_pause
 from runs.catalog.models import Job
 from runs.catalog.pause import job_pause, job_resume
 from runs.catalog.pause_serializers import JobPauseInputSerializer, JobPauseSerializer, JobResumeInputSerializer
-from runs.catalog.selectors import job_get
+from runs.catalog.selectors import job_get, job_may_pause
 
 PROBLEMS = {
     400: OpenApiResponse(ProblemSerializer),

@@ -1,4 +1,4 @@
-"""A partial index for the sweep of deliveries a crash left ``received`` (runs.alerts.receive.delivery_sweep_received)."""
+"""A partial index for the sweep of deliveries a crash left ``received`` (runs.services.delivery_sweep_received)."""
 
 from django.db import migrations, models
 
