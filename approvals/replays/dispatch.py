@@ -412,7 +412,7 @@ def dispatch_runner_report(
                 started_at=report.started_at,
                 ended_at=report.ended_at,
                 error_summary=redact_text(report.error_summary or "")[:2000],
-                log_url=report.log_url or "",
+                log_url=redact_text(report.log_url or ""),  # user info, e-mails, credential parameters
                 replay_key=dispatch.idempotency_key,
             ),
             received_at=now,

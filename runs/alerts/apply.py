@@ -19,7 +19,7 @@ from runs.alerts.identity import (
 )
 from runs.alerts.models import Alert
 from runs.alerts.parsers.base import AlertKind, ParsedAlert
-from runs.alerts.redaction import redact_text
+from runs.alerts.redaction import record_redacted, redact_text
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
 from runs.catalog.models import Integration, IntegrationKey
@@ -78,6 +78,9 @@ def alert_apply(*, alert: Alert, record: ParsedAlert, key: IntegrationKey, setti
 
 def alert_apply_in_transaction(alert: Alert, record: ParsedAlert, ctx: PostContext) -> Alert:
     """``alert_apply`` inside the caller's transaction, for an alert no one else can be applying."""
+    # Identity and free text as stored (deterministic tokens): a reprocessed body, stored redacted,
+    # names the same run and attempt.
+    record = record_redacted(record)
     received_at = alert.delivery.received_at
     integration = ctx.key.integration
 
@@ -137,7 +140,7 @@ def _apply_attempts(
         ended_at=record.ended_at,
         error_summary=redact_text(record.error_summary),
         correlation_ref=record.correlation_ref,
-        log_url=record.log_url,
+        log_url=record.log_url,  # redacted above: user info, e-mails, credential query parameters
         config_version=record.config_version,
     )
     related = [

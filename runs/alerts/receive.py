@@ -25,6 +25,7 @@ from runs.alerts.redaction import (
     body_secret_values,
     integration_redact_names,
     redact_body,
+    redact_data,
     redact_text,
     redaction_scope,
 )
@@ -167,6 +168,7 @@ def delivery_record_response(*, delivery: Delivery, status: int, body: dict[str,
     Writes the delivery's outcome in the same UPDATE (``delivery_receive(defer_outcome=True)``
     left it to this call).
     """
+    body = redact_data(body)  # it may echo what the sender sent (PagerDuty's dedup_key)
     if delivery.outcome == Delivery.Outcome.RECEIVED:  # never processed here: the sweep finishes it
         Delivery.objects.filter(pk=delivery.pk).update(response_status=status, response_body=body)
         return

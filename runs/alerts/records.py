@@ -16,7 +16,7 @@ from django.utils import timezone
 from handover.core.rows import row_insert_unless_conflict
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.parsers.base import InvalidItem, ParsedAlert
-from runs.alerts.redaction import redact_secret_keys, redact_text
+from runs.alerts.redaction import record_redacted, redact_secret_keys, redact_text
 
 _NOT_DISPLAYED = frozenset({"problems", "dedup_key"})
 _DISPLAYED_FIELDS = [f.name for f in dataclasses.fields(ParsedAlert) if f.name not in _NOT_DISPLAYED]
@@ -54,7 +54,7 @@ def _record_fields(record: ParsedAlert) -> dict[str, Any]:
         if value not in _EMPTY:
             kept[name] = _display_value(value)
     # values under secret key names (and the integration's own redaction names) go as well
-    return redact_secret_keys(kept)  # type: ignore[no-any-return]
+    return redact_secret_keys(kept)
 
 
 def dedup_hash(key: str) -> str:
@@ -88,7 +88,8 @@ def alert_record(*, delivery: Delivery, index: int, record: ParsedAlert | Invali
         if row_insert_unless_conflict(alert):
             return alert, True
         return Alert.objects.get(delivery=delivery, index=index), False
-    hashed = dedup_hash(record.dedup_key)
+    hashed = dedup_hash(record.dedup_key)  # the raw key: only its hash is stored
+    record = record_redacted(record)  # every text field as stored and shown (the dedup key stays raw)
     values = {
         "delivery": delivery,
         "integration": integration,
