@@ -9,6 +9,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
@@ -121,16 +122,24 @@ def integration_key_revoke(
 ) -> IntegrationKey:
     """Revoke a key now, or at ``at`` (UTC; a rotation's grace period); from then posts with it get 401.
 
-    Idempotent: a key already revoked keeps its time and nothing is recorded. Side effects: the
-    key's ``revoked_at``; an AuditEvent (``key_revoke``) attributed to ``actor``.
+    Revoking now is immediate whatever the grace: a key whose revocation time is still in the future
+    (a rotation's grace period) is revoked now too, so a post that starts after this commits is refused.
+    Idempotent: a key already revoked at or before the wanted time keeps its time and nothing is
+    recorded. Side effects: the key's ``revoked_at``; an AuditEvent (``key_revoke``) attributed to
+    ``actor``, also when only the grace is cut short.
     """
+    when = at or timezone.now()
     with transaction.atomic():
-        changed = IntegrationKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(
-            revoked_at=at or timezone.now()
+        before = IntegrationKey.objects.filter(pk=key.pk).values_list("revoked_at", flat=True).first()
+        # null, or later than wanted (in a grace period): a guarded UPDATE, so two revokes record one event
+        changed = (
+            IntegrationKey.objects.filter(pk=key.pk)
+            .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gt=when))
+            .update(revoked_at=when, updated_at=timezone.now())
         )
         key.refresh_from_db()
         if changed:
-            audit_key_change(key=key, actor=actor, action="key_revoke")
+            audit_key_change(key=key, actor=actor, action="key_revoke", grace_ended_at=before)
     return key
 
 
