@@ -129,12 +129,14 @@ class HandoverViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Handover]):
 
     def _detail(self, handover: Handover, status_code: int = status.HTTP_200_OK, *, reload: bool = True) -> Response:
         """The detail shape; ``reload`` reads the handover again with everything prefetched (after a write)."""
+        redacted = getattr(handover, "redacted_sections", [])  # set by the write: what lost a secret
         if reload:
             fresh = handover_get(user=self.request.user, public_id=handover.public_id)
             assert fresh is not None
             handover = fresh
         conditions = handover_closing_conditions(handover=handover)
-        data = HandoverDetailSerializer(handover, context={"closing_conditions": conditions}).data
+        context = {"closing_conditions": conditions, "redacted_sections": redacted}
+        data = HandoverDetailSerializer(handover, context=context).data
         return Response(data, status=status_code)
 
     @extend_schema(

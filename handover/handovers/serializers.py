@@ -155,6 +155,10 @@ class HandoverDetailSerializer(HandoverListSerializer):
     closed_by = serializers.CharField(source="closed_by.username", read_only=True, allow_null=True, default=None)
     reopened_by = serializers.CharField(source="reopened_by.username", read_only=True, allow_null=True, default=None)
     closing_conditions = serializers.SerializerMethodField()
+    redacted_sections = serializers.SerializerMethodField(
+        help_text="sections and fields of this write whose text lost what looked like a secret (stored as "
+        "‹redacted:…›); empty on reads"
+    )
     notifications = HandoverNotificationSerializer(many=True, read_only=True)
 
     class Meta(HandoverListSerializer.Meta):
@@ -169,6 +173,7 @@ class HandoverDetailSerializer(HandoverListSerializer):
             "supportability_ticket",
             "residual_exceptions",
             "closing_conditions",
+            "redacted_sections",
             "created_by",
             "handed_over_at",
             "handed_over_by",
@@ -189,6 +194,9 @@ class HandoverDetailSerializer(HandoverListSerializer):
         if job.paused_at is None:
             return None
         return {"paused_at": job.paused_at, "paused_by": _username(job.paused_by), "reason": job.pause_reason}
+
+    def get_redacted_sections(self, handover: Handover) -> list[str]:
+        return list(self.context.get("redacted_sections") or [])
 
     def get_closing_conditions(self, handover: Handover) -> list[dict[str, Any]]:
         conditions = self.context.get("closing_conditions") or []
