@@ -23,7 +23,6 @@ is not part of it; a CronJob ``sha256(["cronjob", uid, resourceVersion])``; a wa
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime
@@ -37,8 +36,10 @@ from runs.alerts.parsers.base import (
     ParsedAlert,
     ParseResult,
     dig,
+    load_json,
     parse_epoch,
     read_timestamp,
+    sha256_text,
 )
 
 SOURCE = "kubernetes"
@@ -78,7 +79,7 @@ class _ItemError(Exception):
 
 def _key(kind: str, parts: list[Any]) -> str:
     canonical = json.dumps([kind, *parts], ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    return f"{kind}:{hashlib.sha256(canonical.encode()).hexdigest()}"
+    return f"{kind}:{sha256_text(canonical)}"
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -186,7 +187,10 @@ def _name_suffix_time(meta: Mapping[str, Any]) -> str | None:
     suffix = str(meta.get("name") or "").rsplit("-", 1)[-1]
     if not suffix.isdigit() or not _read({"metadata": meta}, "owner:CronJob"):
         return None
-    return parse_epoch(int(suffix) * 60, unit="s").isoformat()
+    try:
+        return parse_epoch(int(suffix) * 60, unit="s").isoformat()
+    except ValueError:  # not a time (TimeFormatError), or too many digits for an int: nothing to show
+        return None
 
 
 def _job(obj: Mapping[str, Any], settings: Mapping[str, Any], at: str) -> ParsedAlert:
@@ -275,7 +279,7 @@ def _watch_error(doc: Mapping[str, Any], status: Mapping[str, Any]) -> ParsedAle
     # "too old resource version: 48213377 (48299102)": events after the first number may have been missed.
     since = message.split("resource version:", 1)[-1].split()[0] if "resource version:" in message else None
     what = f"after resourceVersion {since}" if since else "since the watch broke"
-    alert = ParsedAlert(dedup_key=f"watch-error:{hashlib.sha256(canonical.encode()).hexdigest()}")
+    alert = ParsedAlert(dedup_key=f"watch-error:{sha256_text(canonical)}")
     alert.summary = f"watch ERROR {code} {reason}: {message}"
     alert.details = {"event": "ERROR", "code": code, "reason": reason, "message": message}
     alert.problems = [
@@ -302,7 +306,7 @@ def _object(obj: Any, settings: Mapping[str, Any], at: str) -> ParsedAlert:
 def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) -> ParseResult:
     """Parse a Job/CronJob object, a watch event or a list into records; ``FormatError`` on a broken shape."""
     try:
-        doc = json.loads(body)
+        doc = load_json(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise FormatError(f"the body is not valid JSON: {exc}") from exc
     if not isinstance(doc, dict):

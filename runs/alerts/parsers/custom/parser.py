@@ -73,11 +73,11 @@ specs), ``times`` (``parse_time``), ``compiler`` (compiling and validating a map
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from runs.alerts.parsers import base
 from runs.alerts.parsers.base import FormatError, InvalidItem, ParsedAlert, ParseResult
 from runs.alerts.parsers.custom.evaluation import map_document
 
@@ -89,10 +89,11 @@ REDACT_PATHS: tuple[str, ...] = ()
 
 
 def load_json(body: bytes) -> Any:
-    """Decode a post's body as JSON; raise ``FormatError`` (400) when it is not JSON."""
+    """Decode a post's body with the shared loader (``runs.alerts.parsers.base.load_json``: depth-limited,
+    finite numbers only); raise ``FormatError`` (400) when it is not JSON Handover accepts."""
     try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        return base.load_json(body)
+    except ValueError as exc:
         raise FormatError(f"The body is not valid JSON: {exc}", field="body") from exc
 
 
