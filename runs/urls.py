@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from django.urls import path
 
-from runs.alerts.views import alert_detail_view, alert_ignore_view, alert_inbox_view, alert_reprocess_view
+from runs.alerts.views import (
+    alert_detail_view,
+    alert_ignore_view,
+    alert_inbox_view,
+    alert_reprocess_view,
+    delivery_reprocess_view,
+)
 from runs.attempts.views import run_detail_view, run_list_view
 from runs.catalog.integration_views import (
     integration_create_view,
@@ -51,6 +57,7 @@ urlpatterns = [
     path("alerts/<uuid:id>/", alert_detail_view, name="alert-detail"),
     path("alerts/<uuid:id>/reprocess/", alert_reprocess_view, name="alert-reprocess"),
     path("alerts/<uuid:id>/ignore/", alert_ignore_view, name="alert-ignore"),
+    path("deliveries/<uuid:id>/reprocess/", delivery_reprocess_view, name="delivery-reprocess"),
     path("integrations/", integration_list_view, name="integration-list"),
     path("integrations/<uuid:id>/", integration_detail_view, name="integration-detail"),
     # custom integrations (docs/custom-integrations.md)

@@ -18,7 +18,8 @@ from runs.alerts.identity import (
     schedule_in_force,
 )
 from runs.alerts.models import Alert
-from runs.alerts.parsers.base import AlertKind, ParsedAlert
+from runs.alerts.parsers.base import AlertKind, ParsedAlert, storable_text
+from runs.alerts.records import column_fit, column_max_length
 from runs.alerts.redaction import record_redacted, redact_text
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
@@ -36,6 +37,7 @@ def alert_finish(
     stale: bool = False,
 ) -> Alert:
     now = timezone.now()
+    reason = storable_text(reason)  # reasons may quote what the sender sent
     Alert.objects.filter(pk=alert.pk).update(
         outcome=outcome,
         reason=reason[:4000],
@@ -138,11 +140,14 @@ def _apply_attempts(
         scheduled_at=record.scheduled_at,
         started_at=record.started_at,
         ended_at=record.ended_at,
-        error_summary=redact_text(record.error_summary),
-        correlation_ref=record.correlation_ref,
+        # Mended on receipt (records.record_mend); fitted again after redaction, which may lengthen text.
+        error_summary=column_fit(redact_text(record.error_summary), Attempt, "error_summary"),
+        correlation_ref=column_fit(record.correlation_ref, Attempt, "correlation_ref"),
         log_url=record.log_url,  # redacted above: user info, e-mails, credential query parameters
-        config_version=record.config_version,
+        config_version=column_fit(record.config_version, Attempt, "config_version"),
     )
+    if len(own.log_url) > (column_max_length(Attempt, "log_url") or len(own.log_url)):
+        own.log_url = ""  # a link is never cut
     related = [
         AttemptReport(
             execution_id=r.execution_id,
@@ -154,7 +159,7 @@ def _apply_attempts(
             ended_at=r.ended_at,
             error_summary=redact_text(r.error_summary),
             # the same object describes them: a Kubernetes Job's pods share its configuration
-            config_version=record.config_version,
+            config_version=own.config_version,
         )
         for r in record.related_attempts
     ]

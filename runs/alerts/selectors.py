@@ -1,8 +1,9 @@
-"""The alert inbox and integrations: alerts a person may see, deliveries (recent, rejected), and
-what an integration's alerts carry (completeness)."""
+"""The alert inbox and integrations: alerts a person may see, deliveries (recent, rejected, failed),
+and what an integration's alerts carry (completeness)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -253,3 +254,24 @@ def delivery_list_rejected(*, limit: int = 20) -> QuerySet[Delivery]:
 def delivery_count_rejected() -> int:
     """How many posts were rejected in all (the inbox's "rejected posts" figure)."""
     return Delivery.objects.filter(outcome=Delivery.Outcome.REJECTED).count()
+
+
+def delivery_list_failed(*, limit: int = 20) -> QuerySet[Delivery]:
+    """The newest ``failed`` posts (any integration; their processing kept failing), for admins:
+    with their last error, the integration joined, the body left out."""
+    return (
+        Delivery.objects.filter(outcome=Delivery.Outcome.FAILED)
+        .select_related("integration")
+        .defer("body")
+        .order_by("-received_at", "-id")[:limit]
+    )
+
+
+def delivery_count_failed() -> int:
+    """How many posts are ``failed`` (the inbox's and ``/healthz``'s figure)."""
+    return Delivery.objects.filter(outcome=Delivery.Outcome.FAILED).count()
+
+
+def delivery_get_failed(*, public_id: uuid.UUID | str) -> Delivery | None:
+    """One ``failed`` delivery by its public id (None when missing or not failed)."""
+    return Delivery.objects.filter(public_id=public_id, outcome=Delivery.Outcome.FAILED).first()
