@@ -37,6 +37,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote, unquote_plus
 
 from django.conf import settings
 
@@ -159,7 +160,11 @@ def text_rules(names: frozenset[str] = frozenset()) -> TextRules:
         r"(?i)(?<![\w.\-])(?P<name>[\w.\-]{0,40}?(?:" + "|".join(words) + r")[\w.\-]{0,40})"
         r"(?:\\?[\"'])?\]?[ \t]*(?::=|=>|==?|:)[ \t]*"
         r"(?:(?P<scheme>bearer|basic|token|digest)[ \t]+)?"
-        r"(?:(?P<q>\\?[\"'])(?P<qv>(?:(?!(?P=q))[^\r\n])*)(?:(?P=q)|(?=[\r\n])|$)"
+        # the value: double-quoted (JSON escapes inside), inside an escaped JSON string, single-quoted,
+        # or bare; a quoted value cut by the end of a line or of the text (a 413 head) runs to there
+        r"(?:\"(?P<dq>(?:[^\"\\\r\n]|\\.)*)(?:\"|(?=[\r\n])|$)"
+        r"|\\\"(?P<eq>(?:(?!\\\")[^\r\n])*)(?:\\\"|(?=[\r\n])|$)"
+        r"|'(?P<sq>[^'\r\n]*)(?:'|(?=[\r\n])|$)"
         r"|(?P<v>[^\s,;&\"'<>(){}\[\]\\]+))"
     )
     return TextRules(names=names, pair=pair)
@@ -178,6 +183,9 @@ def _group_token(group: int) -> Callable[[re.Match[str]], str]:
     return replace
 
 
+_SHAPE_EDGE = frozenset(" \t\r\n=:\"'")
+
+
 def _shape_pass(text: str) -> str:
     """Replace provider key shapes: the plugin's match (its secret group when it has one), run on to
     the end of the token, cut at the first blank (a pattern ending in ``.+`` stops at the token)."""
@@ -193,9 +201,11 @@ def _shape_pass(text: str) -> str:
                 shape.group if shape.group and match.group(shape.group) and len(match.group(shape.group)) >= 8 else 0
             )
             start, end = match.span(group)
+            while start < end and text[start] in _SHAPE_EDGE:  # a pattern that takes its separator
+                start += 1
             if start < position:
                 continue
-            blank = re.search(r"\s", text[start:end])
+            blank = re.search(r"[\s\"']", text[start:end])
             if blank is not None:
                 end = start + blank.start()
             tail = TOKEN_TAIL.match(text, end)
@@ -204,7 +214,7 @@ def _shape_pass(text: str) -> str:
             while end > start and text[end - 1] == ".":  # a sentence's full stop
                 end -= 1
             secret = text[start:end]
-            if "‹" in secret or is_redacted(secret):
+            if not secret or "‹" in secret or is_redacted(secret) or not shape.accept(secret):
                 continue
             pieces += [text[position:start], _token(secret)]
             position = end
@@ -215,7 +225,7 @@ def _shape_pass(text: str) -> str:
 def _pair_replace(rules: TextRules) -> Callable[[re.Match[str]], str]:
     def replace(match: re.Match[str]) -> str:
         name = match.group("name")
-        group = "qv" if match.group("q") is not None else "v"
+        group = next((g for g in ("dq", "eq", "sq", "v") if match.group(g) is not None), "v")
         value = match.group(group) or ""
         if not value or "‹" in value or is_redacted(value):
             return match.group(0)
@@ -246,6 +256,23 @@ def _card(match: re.Match[str]) -> str:
     return match.group(0)
 
 
+# A query or fragment parameter whose value is percent-encoded: ``?q=password%3Dhunter2%20…``.
+_ENCODED_PARAM = re.compile(r"([?&#;][^=&#\s\"'<>\\]{1,100}=)([^&#\s\"'<>\\]*%[0-9A-Fa-f]{2}[^&#\s\"'<>\\]*)")
+
+
+def _encoded_param(match: re.Match[str]) -> str:
+    """Redact a percent-encoded parameter value as the text it encodes; encode the result again."""
+    decoded = unquote_plus(match.group(2))
+    redacted = redact_text(decoded)
+    if redacted == decoded:
+        return match.group(0)
+    # tokens stay readable; the text around them is encoded again
+    parts = TOKEN_PATTERN.split(redacted)
+    tokens = TOKEN_PATTERN.findall(redacted)
+    encoded = "".join(quote(part, safe="") + (tokens[i] if i < len(tokens) else "") for i, part in enumerate(parts))
+    return match.group(1) + encoded
+
+
 def redact_text(text: str, names: Iterable[str] = ()) -> str:
     """Redact secrets and personal data in free text (rule 2 of the module docstring).
 
@@ -272,6 +299,8 @@ def redact_text(text: str, names: Iterable[str] = ()) -> str:
         text = USER_INFO.sub(_group_token(1), text)
         for path in CREDENTIAL_PATHS:
             text = path.sub(_group_token(1), text)
+        if "%" in text:
+            text = _ENCODED_PARAM.sub(_encoded_param, text)
     elif "/hooks/" in text or "/k/" in text:
         for path in CREDENTIAL_PATHS:
             text = path.sub(_group_token(1), text)

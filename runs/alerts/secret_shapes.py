@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from detect_secrets.plugins.artifactory import ArtifactoryDetector
 from detect_secrets.plugins.aws import AWSKeyDetector
 from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
 from detect_secrets.plugins.base import RegexBasedDetector
@@ -39,13 +40,15 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-# detect-secrets' pattern plugins whose ``denylist`` is searched in free text. Left out on purpose:
-# ArtifactoryDetector (its ``AP[0-9A-F]…`` shape matches ordinary upper-case words such as
-# "APACHEAIRFLOW"), IPPublicDetector (an address is no secret and helps triage), KeywordDetector
-# (its value pattern runs to the end of the line; its keyword list is used by ``secret_name``),
-# PrivateKeyDetector (it matches the header only: ``PRIVATE_KEY_BLOCK`` takes the whole block),
-# BasicAuthDetector (used by ``USER_INFO`` for URLs) and the entropy plugins (see the module docstring).
+# detect-secrets' pattern plugins whose ``denylist`` is searched in free text. ArtifactoryDetector's
+# ``AP[0-9A-F]…`` shape also matches ordinary upper-case words ("APACHEAIRFLOW"): its matches count
+# only with a digit and both cases (``Shape.accept``). Left out on purpose: IPPublicDetector (an
+# address is no secret and helps triage), KeywordDetector (its value pattern runs to the end of the
+# line; its keyword list is used by ``secret_name``), PrivateKeyDetector (it matches the header only:
+# ``PRIVATE_KEY_BLOCK`` takes the whole block), BasicAuthDetector (``BASIC_AUTH``, for URLs) and the
+# entropy plugins (see the module docstring).
 DETECTORS: tuple[type[RegexBasedDetector], ...] = (
+    ArtifactoryDetector,
     AWSKeyDetector,
     AzureStorageKeyDetector,
     CloudantDetector,
@@ -77,6 +80,8 @@ EXTRA_SHAPES: dict[str, str] = {
     "OpenAI project or service key": r"sk-(?:proj|svcacct|admin)-[0-9A-Za-z_\-]{20,}",
     "Stripe test or restricted key": r"(?:sk|rk)_(?:test|live)_[0-9a-zA-Z]{16,}",
     "Slack app token": r"xapp-\d-[0-9A-Za-z\-]{10,}",
+    # detect-secrets' own ``AKC…`` shape needs a blank or a quote after the key, not ``.`` or ``)``
+    "JFrog Artifactory API key": r"AKCp[0-9A-Za-z]{10,}",
     # Handover's own: integration keys, runner credentials, personal API tokens
     "Handover key": r"(?:hk|rc|ho)_[0-9A-Za-z_\-]{20,}",
 }
@@ -90,6 +95,13 @@ class Shape:
     regex: re.Pattern[str]
     group: int
     hint: str = ""  # a literal the text must hold for the regex to be tried (a costly pattern)
+    mixed_only: bool = False  # a match counts only with a digit, a lower- and an upper-case letter
+
+    def accept(self, secret: str) -> bool:
+        """Whether a match of this shape is taken as a secret (see ``mixed_only``)."""
+        if not self.mixed_only:
+            return True
+        return any(c.isdigit() for c in secret) and any(c.islower() for c in secret) and secret.upper() != secret
 
 
 # NpmDetector's ``//.+/:_authToken=`` would scan every line with a ``//`` to its end.
@@ -102,7 +114,9 @@ def _shapes() -> tuple[Shape, ...]:
         for pattern in detector.denylist:  # type: ignore[attr-defined]  # a class attribute on each plugin
             # A left boundary: a shape glued to letters or digits is part of a longer word.
             regex = re.compile(rf"(?<![0-9A-Za-z])(?:{pattern.pattern})", pattern.flags)
-            shapes.append(Shape(detector.__name__, regex, 1 if regex.groups else 0, _HINTS.get(detector.__name__, "")))
+            name = detector.__name__
+            mixed = name == "ArtifactoryDetector"
+            shapes.append(Shape(name, regex, 1 if regex.groups else 0, _HINTS.get(name, ""), mixed))
     for name, pattern in EXTRA_SHAPES.items():
         shapes.append(Shape(name, re.compile(rf"(?<![0-9A-Za-z])(?:{pattern})"), 0))
     return tuple(shapes)
@@ -115,11 +129,7 @@ TOKEN_TAIL = re.compile(r"[0-9A-Za-z_\-+/=.]*")
 
 # PEM private key blocks, anchored on detect-secrets' own header list; a block without its END line
 # (a cut body) takes the base64 lines that follow the header.
-_PEM_HEADERS = "|".join(
-    p.pattern
-    for p in PrivateKeyDetector.denylist
-    if "PuTTY" not in p.pattern
-)
+_PEM_HEADERS = "|".join(p.pattern for p in PrivateKeyDetector.denylist if "PuTTY" not in p.pattern)
 PRIVATE_KEY_BLOCK = re.compile(
     rf"(?:-----)?(?:{_PEM_HEADERS})(?:-----)?"
     r"(?:[\s\S]{0,20000}?-----END[ A-Z0-9]*-----|(?:(?:\\[rn]|\s)*[0-9A-Za-z+/=:]{16,})*)"
@@ -132,7 +142,8 @@ BASIC_AUTH = BasicAuthDetector.denylist[0]
 USER_INFO = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]{0,30}://([^/?#\s@\"'<>\\]+)@")
 
 # Apprise notification URLs carry their credentials in every part (``slack://TokenA/TokenB/TokenC``,
-# ``tgram://bottoken/ChatID``): everything after the scheme goes. https and http are not among them.
+# ``tgram://bottoken/ChatID``): everything after the scheme up to the query goes (query parameters
+# follow the pair rule). https and http are not among them.
 APPRISE_SCHEMES = (
     "apprise", "bark", "barks", "discord", "form", "forms", "gotify", "gotifys", "ifttt", "join", "json",
     "jsons", "kodi", "kodis", "lametric", "line", "mailgun", "mailto", "mailtos", "matrix", "matrixs",
@@ -141,7 +152,7 @@ APPRISE_SCHEMES = (
     "spush", "strmlabs", "syslog", "teams", "tgram", "twilio", "twist", "webex", "wxteams", "xml", "xmls",
     "zulip",
 )  # fmt: skip
-APPRISE_URL = re.compile(rf"(?i)\b(?:{'|'.join(APPRISE_SCHEMES)})://([^\s\"'<>`\\]+)")
+APPRISE_URL = re.compile(rf"(?i)\b(?:{'|'.join(APPRISE_SCHEMES)})://([^\s\"'<>`\\?]+)")
 
 # URL paths known to carry a credential (group 1 is the secret part): chat webhooks and Handover's own
 # URL-key ingestion path (``/api/v1/alerts/<source>/k/<key>/``).
@@ -161,8 +172,9 @@ AUTH_VALUE = re.compile(r"(?i)\b(bearer|basic|token|digest)\s+([0-9A-Za-z\-._~+/
 
 EMAIL = re.compile(r"(?<![\w.+\-%])[A-Za-z0-9._%+\-]+(?:@|%40)[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
 # 13-19 digits, optionally grouped by spaces or dashes. Cards start with 2-6 (Mastercard 2-series,
-# Amex 3, Visa 4, Mastercard 5, Discover 6); epoch milliseconds (1.7e12 today) start with 1.
-CARD = re.compile(r"(?<![\d])([2-6]\d{3}(?:[ -]?\d){9,15})(?![\d])")
+# Amex 3, Visa 4, Mastercard 5, Discover 6); epoch milliseconds (1.7e12 today) start with 1. Not part
+# of a longer token: a UUID's digit groups ("-3312-4458-8360-60d5…") can pass Luhn by chance.
+CARD = re.compile(r"(?<![\w\-])([2-6]\d{3}(?:[ -]?\d){9,15})(?![\w\-])")
 
 # --- key names -------------------------------------------------------------------------------------
 
@@ -199,6 +211,7 @@ _KEYWORDS = re.compile("|".join(KEYWORD_DENYLIST))
 _OWN_KEYWORDS = re.compile(r"token|credential|passphrase|cookie|signature|bearer|sessionid|auth(?!or(?!i[sz]))")
 _SHORT_SECRET_NAMES = frozenset({"sig", "pass", "pw", "otp"})
 _SQUEEZE = re.compile(r"[\W_]+")
+_NAME = re.compile(r"[^\W\d][\w.\- ]{0,63}")
 
 
 def squeeze(name: str) -> str:
@@ -213,8 +226,12 @@ def secret_name(name: str) -> bool:
     ``*password*``, ``*secret*``, ``*token*``, ``*credential*``, ``*auth*`` (not ``author``), detect-secrets'
     keyword list, and names ending in ``key``/``keys`` -- except
     ``IDENTITY_KEY_NAMES`` and references (``secretKeyRef``: a name ending in ``ref`` holds no value).
-    Memoised: payloads repeat their keys.
+    A "name" that reads like free text (punctuation other than ``_ . -``, over 64 characters) is
+    none: the secret is in it, not under it (the free-text rules redact it). Memoised: payloads repeat
+    their keys.
     """
+    if _NAME.fullmatch(name) is None:  # free text used as a key ("password=… failed"), not a field name
+        return False
     squeezed = squeeze(name)
     if not squeezed or squeezed in IDENTITY_KEY_NAMES or squeezed.endswith(("ref", "refs")):
         return False

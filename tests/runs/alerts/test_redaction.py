@@ -94,9 +94,19 @@ SHAPES_TABLE: list[tuple[str, str, str]] = [
     ("handover integration key", "hk_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcdefg", ""),
     ("e-mail in a url", "https://logs.example.com/view?user=jane.doe%40example.com&run=7", "jane.doe"),
     ("random key=", "key=Zx9Qw8Er7Ty6Ui5Op4As3Df2Gh1Jk0L", "Zx9Qw8Er7Ty6Ui5Op4As3Df2Gh1Jk0L"),
+    ("artifactory", "X-JFrog-Art-Api: AKCpFAKEXUCj6Np54CGlUks51YWR.", "AKCpFAKEXUCj6Np54"),
+    ("telegram bot", "123456789:AAFAKErWnn-71vUFYvlIVv95hNUx9S46gCa", ""),
+    ("square oauth", "sq0csp-FAKEDQtcuFK6snnTuhw5obSpJpbOMHBQrKN3mmMnxKv", ""),
+    ("discord bot", "MTFAKEYwlUUNmKWhJ4AZT8vE.ZvJL35.5xAw2POuN2ZlCe24CEWQfsX0njM", ""),
+    (
+        "percent-encoded in a query",
+        "https://logs.example.com/s?q=connect%20failed%20with%20password%3DFake-Pa55w0rd-F47tJ9%20for%20svc",
+        "Fake-Pa55w0rd",
+    ),
 ]
 CANARIES = [
     "0b7c3a52-9d1e-4f7a-8c2b-5e6f7a8b9c0d",  # a UUID
+    "canary-d7dfe6be-3312-4458-8360-60d594ef9343",  # a UUID whose digit groups pass Luhn
     "da39a3ee5e6b4b0d3255bfef95601890afd80709",  # a sha1 commit id
     "fp-3f2a9c8e1b7d6a54",  # an alert fingerprint
     "ORD-2026-000123",  # an order id
@@ -232,6 +242,17 @@ def test_a_json_body_is_redacted_in_place_by_path_name_and_pattern() -> None:
     assert parsed["dedup_key"] == "exp-42#failed" and parsed["env"][1] == {"name": "REGION", "value": "eu"}
     assert parsed["routing_key"] == redaction_token("R0UT1NGKEYR0UT1NGKEYR0UT1NGKEY12")
     assert stored.startswith('{\n  "routing_key"')  # patched in place: the sender's layout stays
+
+
+def test_a_secret_used_as_a_key_is_redacted_and_its_value_kept() -> None:
+    stored = redact_body(b'{"labels": {"password=Hunter2Hunter2 failed": "canary-42", "api_token": "t0k3n-v4lue"}}')
+
+    assert json.loads(stored) == {
+        "labels": {
+            f"password={redaction_token('Hunter2Hunter2')} failed": "canary-42",
+            "api_token": redaction_token("t0k3n-v4lue"),
+        }
+    }
 
 
 def test_a_number_under_a_secret_name_rewrites_the_document() -> None:
