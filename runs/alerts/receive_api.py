@@ -38,6 +38,7 @@ from handover.core.errors import problem, problem_response
 from handover.core.serializers import ProblemSerializer
 from handover.env import env
 from runs.alerts.context import IngestResult
+from runs.alerts.parsers.base import storable_data
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.ratelimit import rate_limit_take
 from runs.alerts.receive import delivery_receive, delivery_record_response, delivery_refusal_count
@@ -229,6 +230,9 @@ class AlertIngestView(APIView):
             unreadable_reason=read.unreadable,
         )
         status, payload = self._answer(adapter, result, oversized)
+        # What echoes the sender (PagerDuty's dedup_key, reasons) may hold a lone surrogate, which no
+        # JSON answer encodes as UTF-8: the answer says U+FFFD there, as the stored rows do.
+        payload = storable_data(payload)
         delivery_record_response(delivery=result.delivery, status=status, body=payload)
         response = Response(payload, status=status)
         if status >= 400 and not hasattr(adapter, "render_response"):

@@ -13,7 +13,8 @@ Public documentation:
 A Job is one scheduled run; its attempts are pods, which the Job only counts. Attempts are inferred as
 ``<job uid>#<n>``: the record's own attempt is the newest pod, n = ``failed`` + ``succeeded`` + ``active``,
 and pods 1 … ``failed`` (below n) are failed ``related_attempts`` (valid while the Job runs one pod at a
-time). A CronJob is the job definition (kind ``DEFINITION``). A ``JobList`` (re-list) gives a record per item.
+time; at most ``MAX_RELATED_PODS`` of them, the rest only counted). A CronJob is the job definition
+(kind ``DEFINITION``). A ``JobList`` (re-list) gives a record per item.
 
 Dedup key (before redaction, includes the state): a Job ``sha256(["job", uid, terminal condition or "",
 active, succeeded, failed])`` -- a bare object and its watch wrapper give the same key, ``resourceVersion``
@@ -68,6 +69,8 @@ DEFAULT_SETTINGS: dict[str, Any] = {
 REDACT_PATHS: tuple[str, ...] = ()
 
 _MANUAL_ANNOTATION = "cronjob.kubernetes.io/instantiate"  # "manual": kubectl create job --from=cronjob/…
+# Earlier failed pods listed as attempts of one Job, at most (see _job).
+MAX_RELATED_PODS = 50
 _TERMINAL = ("Complete", "Failed")  # FailureTarget / SuccessCriteriaMet precede these and never count alone
 
 
@@ -238,7 +241,13 @@ def _job(obj: Mapping[str, Any], settings: Mapping[str, Any], at: str) -> Parsed
     alert.started_at = start if newest == 1 else None  # startTime is the Job's, i.e. pod 1's
     alert.ended_at = ended
     alert.occurred_at = ended or alert.started_at  # None: "at receipt", the object has no pod times
-    for number in range(1, min(failed, newest - 1) + 1):
+    # A Job's retries are few (backoffLimit defaults to 6); a larger count is listed only up to
+    # MAX_RELATED_PODS attempts (the rest are counted in ``pods``), so one post never writes thousands.
+    earlier = min(failed, newest - 1)
+    listed = min(earlier, MAX_RELATED_PODS)
+    if listed < earlier:
+        alert.details["related_attempts_cut"] = f"pods 1-{listed} are attempts; {earlier - listed} more counted only"
+    for number in range(1, listed + 1):
         alert.related_attempts.append(
             AttemptState(
                 execution_id=f"{uid}#{number}",

@@ -655,3 +655,34 @@ def test_a_body_that_stalls_is_cut_off_rejected_and_stored(generic_key: str) -> 
     assert delivery.outcome == Delivery.Outcome.REJECTED
     assert "reading failed: TimeoutError (timed out)" in delivery.reason
     assert (delivery.body, delivery.size_bytes, delivery.response_status) == ("", 0, 400)
+
+
+def test_a_lone_surrogate_echoed_to_a_pagerduty_sender_is_answered_as_u_fffd(
+    post_raw: Callable[..., Any], make_key: Any, story_tenants: dict[str, Tenant]
+) -> None:
+    key = make_key("pagerduty", all_tenants=True)
+    event = json.loads(fixture_path("pagerduty", "92-acknowledge-offset-bad-severity.json").read_bytes())
+    event.update(routing_key=key, dedup_key="incident-\ud800")
+
+    response = post_raw("pagerduty", json.dumps(event).encode(), key)
+    delivery = assert_final(response, response.status_code)
+
+    assert response.status_code in (202, 400)
+    assert response.json().get("dedup_key", "incident-\ufffd") == "incident-\ufffd"
+    assert "\\ud800" not in json.dumps(delivery.response_body)
+
+
+def test_a_job_counting_a_huge_number_of_failed_pods_lists_only_the_first_attempts(
+    post_raw: Callable[..., Any], make_key: Any, story_tenants: dict[str, Tenant]
+) -> None:
+    key = make_key("kubernetes", all_tenants=True)
+    job = json.loads(fixture_path("kubernetes", "02-job-failed-backoff-limit.json").read_bytes())
+    job["status"]["failed"] = 100_000
+
+    delivery = assert_final(post_raw("kubernetes", json.dumps(job).encode(), key), 202)
+
+    alert = only_alert(delivery)
+    assert alert.outcome == Alert.Outcome.ACCEPTED
+    assert Attempt.objects.count() == 51  # pods 1-50, and the newest (#100000) the alert reports
+    assert Attempt.objects.filter(execution_id__endswith="#100000").exists()
+    assert "99949 more counted only" in alert.fields["details"]["related_attempts_cut"]
