@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
@@ -49,16 +49,45 @@ def tenant_get_or_create(*, slug: str, name: str = "") -> tuple[Tenant, bool]:
 
 
 def job_get_or_create(*, key: str, defaults: dict[str, Any]) -> tuple[Job, bool]:
-    """Return the job with ``key``, creating it with ``defaults`` (schedule, timezone, ...) when missing."""
-    job, created = Job.objects.get_or_create(key=key, defaults=defaults)
-    if created:
-        job.full_clean()
-    return job, created
+    """Return the job with ``key``, creating it with ``defaults`` (schedule, timezone, ...) when missing.
+
+    A new job is validated before it is written (``Job.full_clean``: field rules and
+    ``schedule_validate`` -- cron, zone, never-fires, alignment against the schedule's shortest gap,
+    DST ``both``). Raises Django's ValidationError keyed by field, and writes nothing, when it fails.
+    """
+    existing = Job.objects.filter(key=key).first()
+    if existing is not None:
+        return existing, False
+    job = Job(key=key, **defaults)
+    job.full_clean(validate_unique=False)
+    try:
+        with transaction.atomic():
+            job.save()
+    except IntegrityError:  # a concurrent caller created it first: theirs is the job
+        return Job.objects.get(key=key), False
+    return job, True
 
 
-def job_target_get_or_create(*, job: Job, tenant: Tenant, environment: str = "prod") -> tuple[JobTarget, bool]:
-    """Return the (job, tenant, environment) target, creating an active one when missing."""
-    return JobTarget.objects.get_or_create(job=job, tenant=tenant, environment=environment)
+def job_target_get_or_create(
+    *, job: Job, tenant: Tenant, environment: str = "prod", defaults: dict[str, Any] | None = None
+) -> tuple[JobTarget, bool]:
+    """Return the (job, tenant, environment) target, creating an active one (with ``defaults``) when missing.
+
+    A new target is validated before it is written: the environment is a slug (``environment_is_valid``)
+    and its overrides fit the job (``schedule_validate``). Raises Django's ValidationError keyed by
+    field, and writes nothing, when it fails.
+    """
+    existing = JobTarget.objects.filter(job=job, tenant=tenant, environment=environment).first()
+    if existing is not None:
+        return existing, False
+    target = JobTarget(job=job, tenant=tenant, environment=environment, **(defaults or {}))
+    target.full_clean(validate_unique=False)
+    try:
+        with transaction.atomic():
+            target.save()
+    except IntegrityError:  # a concurrent caller created it first
+        return JobTarget.objects.get(job=job, tenant=tenant, environment=environment), False
+    return target, True
 
 
 def integration_get_or_create(*, source: str, name: str = "", settings: dict[str, Any] | None = None) -> Integration:
