@@ -246,7 +246,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "handover.core.pagination.DefaultPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # Filters are FilterSets that document and validate (handover/core/filters.py); selectors filter.
+    "DEFAULT_FILTER_BACKENDS": ["handover.core.filters.SelectorFilterBackend"],
+    # JSON nested at most 64 levels, and no NUL characters in any body (handover/core/parsers.py); the
+    # ingestion endpoint has a parser of its own.
+    "DEFAULT_PARSER_CLASSES": [
+        "handover.core.parsers.JSONParser",
+        "handover.core.parsers.FormParser",
+        "handover.core.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "handover.core.errors.problem_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
@@ -269,6 +277,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # a personal API token's prefix in a path (handover/accounts/api.py registers the converter)
+    "PATH_CONVERTER_OVERRIDES": {"token_prefix": {"type": "string", "pattern": "^ho_[0-9a-f]{12}$"}},
     # every operation's error answers (401/403/404/400) as problem details (handover/core/openapi.py)
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

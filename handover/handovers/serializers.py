@@ -7,9 +7,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
+from handover.core.fields import NUL
 from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
 from runs.checks.models import NextRunCheck
 
+USERNAME_MAX_LENGTH = 150  # django.contrib.auth's username column
 SECTIONS = Handover.Section.values
 SECTION_CHOICES = Handover.Section.choices
 
@@ -19,10 +21,15 @@ def _username(user: Any) -> str | None:
 
 
 class UsernameField(serializers.SlugRelatedField):  # type: ignore[type-arg]
-    """An active person, by username."""
+    """An active person, by username (a value that cannot be one is a field error, never a database error)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(slug_field="username", queryset=get_user_model().objects.filter(is_active=True), **kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str) or NUL in data or len(data) > USERNAME_MAX_LENGTH:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data).replace(NUL, "\\x00")[:160])
+        return super().to_internal_value(data)
 
 
 class NextRunCheckBriefSerializer(serializers.ModelSerializer[NextRunCheck]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from handover.core.fields import HttpUrlOrNullField
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.timeline.serializers import TimelineEventSerializer
 
@@ -18,6 +19,7 @@ class RunnerReportSerializer(serializers.ModelSerializer[RunnerReport]):
 class AttemptSerializer(serializers.ModelSerializer[Attempt]):
     id = serializers.UUIDField(source="public_id", read_only=True)
     runner_reports = RunnerReportSerializer(many=True, read_only=True)
+    log_url = HttpUrlOrNullField(help_text="the (restricted) log link: an http(s) URL, or null when there is none")
 
     class Meta:
         model = Attempt
