@@ -183,12 +183,15 @@ def _group_token(group: int) -> Callable[[re.Match[str]], str]:
     return replace
 
 
+_LONG_RUN = re.compile(r"[0-9A-Za-z_\-+/=.]{11}")
 _SHAPE_EDGE = frozenset(" \t\r\n=:\"'")
 
 
 def _shape_pass(text: str) -> str:
     """Replace provider key shapes: the plugin's match (its secret group when it has one), run on to
     the end of the token, cut at the first blank (a pattern ending in ``.+`` stops at the token)."""
+    if _LONG_RUN.search(text) is None:  # every shape needs a run of 11 token characters or more
+        return text
     for shape in SHAPES:
         if shape.hint and shape.hint not in text:
             continue
@@ -283,13 +286,45 @@ def redact_text(text: str, names: Iterable[str] = ()) -> str:
     if not text:
         return text
     scope = _scope()
-    for value in scope.values:
+    extra = frozenset(scope.names | {n.casefold() for n in names if n}) if names else scope.names
+    return _redact_text(text, scope.values, text_rules(extra), redaction_key())
+
+
+def _redact_text(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str:
+    """``redact_text`` with the scope's values, the rules and the redaction key already looked up."""
+    for value in values:
         if value in text:
             text = text.replace(value, redaction_token(value))
     if len(text) < _MIN_TEXT_LENGTH:
         return text
-    extra = scope.names | {n.casefold() for n in names if n}
-    rules = text_rules(frozenset(extra))
+    clean_key = (text, rules.names, key) if len(text) <= _CLEAN_MAX_LENGTH else None
+    if clean_key is not None and clean_key in _CLEAN:
+        return text
+    redacted = _redact_rules(text, rules)
+    if redacted == text and clean_key is not None:
+        _remember_clean(clean_key)
+    return redacted
+
+
+# Texts the rules left unchanged, remembered (bounded, oldest out first): payloads repeat their label
+# values, URLs and names post after post, and most text holds no secret. Only text found clean is
+# kept, so the cache never holds a secret the rules found.
+_CLEAN: dict[tuple[str, frozenset[str], bytes], None] = {}
+_CLEAN_SIZE = 20_000
+_CLEAN_MAX_LENGTH = 2_000
+
+
+def _remember_clean(key: tuple[str, frozenset[str], bytes]) -> None:
+    _CLEAN[key] = None
+    if len(_CLEAN) > _CLEAN_SIZE:
+        try:
+            del _CLEAN[next(iter(_CLEAN))]
+        except (KeyError, StopIteration, RuntimeError):  # another thread evicted it first
+            pass
+
+
+def _redact_rules(text: str, rules: TextRules) -> str:
+    """The free-text rules after the post's own secrets (``redact_text``), in their order."""
     lowered = text.lower()
     if "private key" in lowered or "putty-user-key" in lowered:
         text = PRIVATE_KEY_BLOCK.sub(lambda m: _token(m.group(0)), text)
@@ -326,6 +361,8 @@ class _Walk:
 
     rules: TextRules
     free_text: bool
+    values: tuple[str, ...] = ()  # the scope's secret values, for the free-text rules
+    key: bytes = b""  # the redaction key, looked up once per walk
     found: list[str] = field(default_factory=list)
     changed: dict[str, str] = field(default_factory=dict)
     needs_rewrite: bool = False
@@ -341,7 +378,12 @@ class _Walk:
         return None
 
     def string(self, value: str, secret: bool) -> str:
-        new = _token(value) if secret else (redact_text(value, self.rules.names) if self.free_text else value)
+        if secret:
+            new = _token(value)
+        elif self.free_text:
+            new = _redact_text(value, self.values, self.rules, self.key)
+        else:
+            return value
         if new != value:
             self.changed[value] = new
         return new
@@ -352,12 +394,12 @@ class _Walk:
             out: dict[Any, Any] = {}
             for key, child in node.items():
                 name = str(key)
-                below = [p for p in patterns if len(p) > depth and p[depth] in ("*", name)]
+                below = [p for p in patterns if len(p) > depth and p[depth] in ("*", name)] if patterns else patterns
                 child_secret = (
                     secret
                     or name == pair_value
                     or self.rules.is_secret_name(name)
-                    or any(len(p) == depth + 1 for p in below)
+                    or (bool(below) and any(len(p) == depth + 1 for p in below))
                 )
                 new_key = self.string(key, False) if isinstance(key, str) else key
                 out[new_key] = self.node(child, below, depth + 1, child_secret)
@@ -365,6 +407,9 @@ class _Walk:
         if isinstance(node, list):
             items = []
             for index, child in enumerate(node):
+                if not patterns:
+                    items.append(self.node(child, patterns, depth + 1, secret))
+                    continue
                 below = [p for p in patterns if len(p) > depth and p[depth] in ("*", str(index))]
                 items.append(self.node(child, below, depth + 1, secret or any(len(p) == depth + 1 for p in below)))
             return items
@@ -380,9 +425,9 @@ class _Walk:
 
 
 def _walk(document: Any, paths: Iterable[str], names: Iterable[str], *, free_text: bool) -> tuple[Any, _Walk]:
-    scope_names = _scope().names
-    rules = text_rules(frozenset(scope_names | {n.casefold() for n in names if n}))
-    walk = _Walk(rules=rules, free_text=free_text)
+    scope = _scope()
+    rules = text_rules(frozenset(scope.names | {n.casefold() for n in names if n}))
+    walk = _Walk(rules=rules, free_text=free_text, values=scope.values, key=redaction_key())
     result = walk.node(document, [tuple(p.split(".")) for p in paths], 0, False)
     return result, walk
 
