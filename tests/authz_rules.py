@@ -229,6 +229,28 @@ def _foreign_token(world: Any, scope: str) -> dict[str, Any]:
 ADMIN_SITE = R(site=True, GET=admin_site, roles=("anon", "nobody", "support", "admin"))
 PUBLIC_ROLES = ("anon", "nobody", "admin")
 
+
+def _failed_delivery(world: Any) -> dict[str, Any]:
+    """A fresh ``failed`` post of the world's integration for each request (an admin's reprocess
+    finishes the one it is given)."""
+    from django.utils import timezone
+
+    from runs.alerts.models import Delivery
+
+    key = world.obj("key", "own")
+    delivery = Delivery.objects.create(
+        integration=key.integration,
+        key=key,
+        received_at=timezone.now(),
+        size_bytes=2,
+        sha256="0" * 64,
+        body="{}",
+        outcome=Delivery.Outcome.FAILED,
+        try_count=5,
+    )
+    return {"id": str(delivery.public_id)}
+
+
 RULES: dict[str, Rule] = {
     # --- site pages ----------------------------------------------------------------------------------
     "home": R(site=True, GET=public),
@@ -313,6 +335,7 @@ RULES: dict[str, Rule] = {
     "runs:alert-detail": R("alert", GET=READ),
     "runs:alert-reprocess": R("alert", POST=staff_page),
     "runs:alert-ignore": R("alert", POST=staff_page),
+    "runs:delivery-reprocess": R(site=True, POST=staff_page, kwargs=lambda w, s: _failed_delivery(w)),
     "runs:integration-list": R(site=True, GET=staff_page),
     "runs:integration-detail": R("integration", site=True, GET=staff_page),
     "runs:check-list": R("check", GET=listing(READ)),

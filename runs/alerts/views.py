@@ -13,12 +13,12 @@ from django.views.decorators.http import require_POST
 from handover.core.errors import DomainError
 from handover.core.views import form_post
 from runs.alerts.forms import AlertIgnoreForm
+from runs.alerts.models import Delivery
 from runs.alerts.receive import delivery_reprocess
 from runs.alerts.selectors import (
     alert_get,
     alert_inbox,
-    delivery_count_failed,
-    delivery_count_rejected,
+    delivery_count_by_outcome,
     delivery_get_failed,
     delivery_list_failed,
     delivery_list_rejected,
@@ -34,20 +34,23 @@ def alert_inbox_view(request: HttpRequest) -> HttpResponse:
     page = Paginator(alerts, 50).get_page(request.GET.get("page"))
     template = "runs/alerts/_inbox_rows.html" if request.htmx else "runs/alerts/alert_inbox.html"
     order = ["unmatched", "pending", "accepted", "duplicate", "rejected", "ignored"]
-    rejected = delivery_list_rejected(limit=20) if request.user.is_staff else None
-    return render(
-        request,
-        template,
-        {
-            "page": page,
-            "counts": [(o, counts.get(o, 0)) for o in order],
-            "ignore_form": AlertIgnoreForm(),
-            "rejected_deliveries": list(rejected) if rejected is not None else None,
-            "rejected_delivery_count": delivery_count_rejected() if rejected is not None else 0,
-            "failed_deliveries": list(delivery_list_failed(limit=20)) if request.user.is_staff else None,
-            "failed_delivery_count": delivery_count_failed(),
-        },
-    )
+    context = {
+        "page": page,
+        "counts": [(o, counts.get(o, 0)) for o in order],
+        "ignore_form": AlertIgnoreForm(),
+    }
+    if not request.htmx:  # the polled rows show no posts: their queries are the full page's only
+        staff = request.user.is_staff
+        posts = delivery_count_by_outcome()  # rejected and failed, one grouped query
+        failed = posts.get(Delivery.Outcome.FAILED, 0)
+        context |= {
+            "rejected_deliveries": list(delivery_list_rejected(limit=20)) if staff else None,
+            "rejected_delivery_count": posts.get(Delivery.Outcome.REJECTED, 0),
+            # listed only when there are any (the usual page has none: no query for them)
+            "failed_deliveries": (list(delivery_list_failed(limit=20)) if failed else []) if staff else None,
+            "failed_delivery_count": failed,
+        }
+    return render(request, template, context)
 
 
 @login_required
