@@ -32,14 +32,15 @@ def alert_inbox_view(request: HttpRequest) -> HttpResponse:
     first; admins also see the latest rejected and failed posts (a post names no tenant)."""
     alerts, counts = alert_inbox(user=request.user)
     page = Paginator(alerts, 50).get_page(request.GET.get("page"))
-    template = "runs/alerts/_inbox_rows.html" if request.htmx else "runs/alerts/alert_inbox.html"
+    polled = bool(request.htmx)  # django-htmx's middleware sets it
+    template = "runs/alerts/_inbox_rows.html" if polled else "runs/alerts/alert_inbox.html"
     order = ["unmatched", "pending", "accepted", "duplicate", "rejected", "ignored"]
     context = {
         "page": page,
         "counts": [(o, counts.get(o, 0)) for o in order],
         "ignore_form": AlertIgnoreForm(),
     }
-    if not request.htmx:  # the polled rows show no posts: their queries are the full page's only
+    if not polled:  # the polled rows show no posts: their queries are the full page's only
         staff = request.user.is_staff
         posts = delivery_count_by_outcome()  # rejected and failed, one grouped query
         failed = posts.get(Delivery.Outcome.FAILED, 0)
