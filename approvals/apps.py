@@ -4,7 +4,7 @@ from django.apps import AppConfig
 
 
 class ApprovalsConfig(AppConfig):
-    """Replay requests, approvals, dispatches and webhook deliveries (built by the replay issue)."""
+    """Replay requests, approvals, dispatches and webhook deliveries."""
 
     name = "approvals"
     default_auto_field = "django.db.models.BigAutoField"

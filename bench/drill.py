@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Recovery drill (issue 10): real Celery workers on PostgreSQL and Redis, killed on purpose (never run in CI).
+"""Recovery drill (docs/drill.md): real Celery workers on PostgreSQL and Redis, killed on purpose (never run in CI).
 
 Usage (from the repository root)::
 

@@ -41,7 +41,7 @@ figures go to stdout and end with::
     ingest_batched alerts=N alerts_per_s=X p50_ms=A p99_ms=B
     ingest alerts=N alerts_per_s=X baseline_per_s=Y ratio=R p50_ms=A p99_ms=B
 
-Targets (issue 3): one alert per post at least 70% of the baseline's throughput; batched posts of
+Targets: one alert per post at least 70% of the baseline's throughput; batched posts of
 100 alerts at least 5,000 alerts/s. Exit status 0 when every post got 202 and every alert was
 accepted (targets missed or not), 1 otherwise, 130 when interrupted.
 """

@@ -62,7 +62,7 @@ def record_id(index: int) -> str:
 
 
 def write_files(folder: Path, rows: int, seed: int = 7) -> LedgerFiles:
-    """Write the benchmark's files for ``rows`` eligible ids (scaled from the issue's 1,000,000).
+    """Write the benchmark's files for ``rows`` eligible ids (scaled from the target's 1,000,000).
 
     The destination holds 99 % as many ids as are eligible, 0.05 % of them not eligible (500 at
     1,000,000); the runner report says every eligible id was attempted, 99.5 % claimed done and

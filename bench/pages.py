@@ -3,7 +3,7 @@
 
 Usage (from the repository root; never run in CI)::
 
-    .venv/bin/python bench/pages.py                  # 1,000,000 items (the issue's size)
+    .venv/bin/python bench/pages.py                  # 1,000,000 items (the target's size)
     .venv/bin/python bench/pages.py --rows 100000    # scaled down
     .venv/bin/python bench/pages.py --keep           # keep the database afterwards
 
@@ -18,7 +18,7 @@ side: middleware, session, selectors, template — and times each request after 
 - the run page filtered to a rare outcome (``?outcome=absent``);
 - the item API's first page and a deep cursor page.
 
-Target (issue 4): the run page under 300 ms server time. Its queries are counted. The last line
+Target (docs/work-ledger.md): the run page under 300 ms server time. Its queries are counted. The last line
 printed is::
 
     pages rows=N run_page_ms=M deep_page_ms=D filtered_page_ms=F items_api_ms=A queries=Q

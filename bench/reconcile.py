@@ -3,7 +3,7 @@
 
 Usage (from the repository root; never run in CI)::
 
-    .venv/bin/python bench/reconcile.py                 # 1,000,000 eligible ids (the issue's size)
+    .venv/bin/python bench/reconcile.py                 # 1,000,000 eligible ids (the target's size)
     .venv/bin/python bench/reconcile.py --rows 100000   # scaled down
     .venv/bin/python bench/reconcile.py --keep          # keep the database afterwards
 
@@ -24,7 +24,7 @@ What it does, all on 127.0.0.1:
    missing and the not-eligible ids;
 5. checks the run's stored totals against the files.
 
-Targets (issue 4): at most 20 s and at most 400 MB peak memory (this process's peak resident
+Targets (docs/work-ledger.md): at most 20 s and at most 400 MB peak memory (this process's peak resident
 set; the PostgreSQL server's own memory is not included). The last line printed is::
 
     reconcile rows=N seconds=S baseline_seconds=B ratio=R peak_mb=M

@@ -30,7 +30,7 @@ The last line printed is::
 
     sweep due=N total=M seconds=S queries_per_check=Q
 
-Target (issue 5): under 10 s on PostgreSQL. Exit status 0 when the outcomes are right (target met
+Target: under 10 s on PostgreSQL. Exit status 0 when the outcomes are right (target met
 or not), 1 otherwise.
 """
 

@@ -1,4 +1,5 @@
-"""The Celery app. Tasks live in ``<app>/tasks.py`` and are named ``<app>.<task>``."""
+"""The Celery app. Tasks live in their slice's ``tasks.py`` and are named ``<app>.<task>``; each app's
+``tasks.py`` imports them so that autodiscovery registers them."""
 
 from __future__ import annotations
 

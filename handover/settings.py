@@ -183,7 +183,7 @@ CONTENT_SECURITY_POLICY = {
 }
 # Login throttling (django-axes): after HANDOVER_LOGIN_FAILURES failed logins for one username
 # from one address, that pair is refused for HANDOVER_LOGIN_COOLOFF_SECONDS. Counts live in the
-# cache, not the database, and log lines name no username (DESIGN.md rule 8).
+# cache, not the database, and log lines name no username (rule 8 in docs/architecture.md).
 AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
 AXES_FAILURE_LIMIT = env.int("HANDOVER_LOGIN_FAILURES", default=5)
 AXES_COOLOFF_TIME = timedelta(seconds=env.int("HANDOVER_LOGIN_COOLOFF_SECONDS", default=15 * 60))
@@ -206,7 +206,7 @@ if PRODUCTION:
 
 # --- ingestion ----------------------------------------------------------------------------------
 HANDOVER_MAX_BODY_BYTES = env.int("HANDOVER_MAX_BODY_BYTES", default=5 * 1024 * 1024)
-HANDOVER_KEPT_OVERSIZE_BYTES = 64 * 1024  # what an oversized body keeps (DESIGN.md Architecture)
+HANDOVER_KEPT_OVERSIZE_BYTES = 64 * 1024  # what an oversized body keeps (docs/architecture.md)
 HANDOVER_MAX_BATCH_ALERTS = env.int("HANDOVER_MAX_BATCH_ALERTS", default=1000)
 HANDOVER_PENDING_SWEEP_AFTER_SECONDS = env.int("HANDOVER_PENDING_SWEEP_AFTER_SECONDS", default=60)
 DATA_UPLOAD_MAX_MEMORY_SIZE = HANDOVER_MAX_BODY_BYTES + 1024
@@ -246,7 +246,15 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "handover.core.pagination.DefaultPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # Filters are FilterSets that document and validate (handover/core/filters.py); selectors filter.
+    "DEFAULT_FILTER_BACKENDS": ["handover.core.filters.SelectorFilterBackend"],
+    # JSON nested at most 64 levels, and no NUL characters in any body (handover/core/parsers.py); the
+    # ingestion endpoint has a parser of its own.
+    "DEFAULT_PARSER_CLASSES": [
+        "handover.core.parsers.JSONParser",
+        "handover.core.parsers.FormParser",
+        "handover.core.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "handover.core.errors.problem_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"]
@@ -269,6 +277,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # a personal API token's prefix in a path (handover/accounts/api.py registers the converter)
+    "PATH_CONVERTER_OVERRIDES": {"token_prefix": {"type": "string", "pattern": "^ho_[0-9a-f]{12}$"}},
     # every operation's error answers (401/403/404/400) as problem details (handover/core/openapi.py)
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -392,7 +402,7 @@ HANDOVER_REPLAY_WEBHOOK_TIMEOUT_SECONDS = env.int("HANDOVER_REPLAY_WEBHOOK_TIMEO
 HANDOVER_REPLAY_WEBHOOK_MAX_DELIVERIES = env.int("HANDOVER_REPLAY_WEBHOOK_MAX_DELIVERIES", default=6)
 HANDOVER_REPLAY_WEBHOOK_BACKOFF_SECONDS = env.int("HANDOVER_REPLAY_WEBHOOK_BACKOFF_SECONDS", default=30)
 
-# --- logging: never secrets or personal data (DESIGN.md rule 8) --------------------------------
+# --- logging: never secrets or personal data (rule 8 in docs/architecture.md) ---------------------
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -29,7 +29,7 @@ urlpatterns = [
     # apart: the router comes first, so only a non-UUID segment reaches the ingestion view.
     *router.urls,
     path("alerts/<slug:source>/", AlertIngestView.as_view(), name="alert-ingest"),
-    # the work ledger of a run (issue 4); every path contains "items". Ids are checked in the view,
+    # the work ledger of a run (docs/work-ledger.md); every path contains "items". Ids are checked in the view,
     # so a malformed one answers a problem-details 404 like any unknown run (not the HTML 404).
     path("runs/<str:id>/items/", workitems.WorkItemListView.as_view(), name="work-item-list"),
     path("runs/<str:id>/items/summary/", workitems.RunLedgerView.as_view(), name="run-ledger"),

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from django.urls import path
 
-from runs.alerts.views import alert_detail_view, alert_ignore_view, alert_inbox_view, alert_reprocess_view
+from runs.alerts.views import (
+    alert_detail_view,
+    alert_ignore_view,
+    alert_inbox_view,
+    alert_reprocess_view,
+    delivery_reprocess_view,
+)
 from runs.attempts.views import (
     attempt_explain_duplicate_view,
     attempt_replace_slot_view,
@@ -51,7 +57,7 @@ urlpatterns = [
         attempt_replace_slot_view,
         name="attempt-replace-slot",
     ),
-    # the work ledger (issue 4)
+    # the work ledger (docs/work-ledger.md)
     path("runs/<uuid:id>/items/loads/", work_item_load_create_view, name="work-item-load-create"),
     path(
         "runs/<uuid:id>/items/loads/<uuid:load_id>/progress/",
@@ -66,9 +72,10 @@ urlpatterns = [
     path("alerts/<uuid:id>/", alert_detail_view, name="alert-detail"),
     path("alerts/<uuid:id>/reprocess/", alert_reprocess_view, name="alert-reprocess"),
     path("alerts/<uuid:id>/ignore/", alert_ignore_view, name="alert-ignore"),
+    path("deliveries/<uuid:id>/reprocess/", delivery_reprocess_view, name="delivery-reprocess"),
     path("integrations/", integration_list_view, name="integration-list"),
     path("integrations/<uuid:id>/", integration_detail_view, name="integration-detail"),
-    # custom integrations (issue 9)
+    # custom integrations (docs/custom-integrations.md)
     path("integrations/new/", integration_create_view, name="integration-create"),
     path("integrations/<uuid:id>/keys/", integration_key_create_view, name="integration-key-create"),
     path("integrations/<uuid:id>/mapping/", integration_mapping_view, name="integration-mapping"),

@@ -11,6 +11,8 @@ unset DATABASE_URL
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+echo "== mypy (per-module baseline)"
+$PY scripts/mypy_ratchet.py
 echo "== migrations match the models"
 $PY manage.py makemigrations --check --dry-run
 echo "== OpenAPI schema (validated, warnings fail)"

@@ -8,7 +8,7 @@ HTTP method) without an entry here, so a new endpoint cannot ship without a rule
 ``obj`` names the world object whose ids fill the URL (``OBJECTS`` in the matrix test: its own
 tenant's for the ``own`` scope, the other tenant's for ``other``); ``site=True`` for URLs that
 belong to no tenant (each role is then tried once). Each method maps to a policy: a function of
-(role, scope) returning the expected ``Outcome``. DESIGN.md "Who uses it": an object a person may
+(role, scope) returning the expected ``Outcome``. docs/architecture.md "Roles and permissions": an object a person may
 not see answers 404 (HIDE); an action they may not take on an object they can see answers 403
 (DENY); lists leave out what they may not see (LISTED / UNLISTED, checked by the object's id).
 """
@@ -112,7 +112,7 @@ def on_tenant(act: frozenset[str]) -> Policy:
 
 READ = on_tenant(READERS)
 WRITE = on_tenant(WRITERS)
-REQUEST_REPLAY = on_tenant(frozenset({"support"}))  # DESIGN.md: support requests replays
+REQUEST_REPLAY = on_tenant(frozenset({"support"}))  # support requests replays
 STAFF_ON_TENANT = on_tenant(frozenset())  # visible to readers, acted on by admins only
 
 
@@ -234,6 +234,28 @@ def _foreign_token(world: Any, scope: str) -> dict[str, Any]:
 ADMIN_SITE = R(site=True, GET=admin_site, roles=("anon", "nobody", "support", "admin"))
 PUBLIC_ROLES = ("anon", "nobody", "admin")
 
+
+def _failed_delivery(world: Any) -> dict[str, Any]:
+    """A fresh ``failed`` post of the world's integration for each request (an admin's reprocess
+    finishes the one it is given)."""
+    from django.utils import timezone
+
+    from runs.alerts.models import Delivery
+
+    key = world.obj("key", "own")
+    delivery = Delivery.objects.create(
+        integration=key.integration,
+        key=key,
+        received_at=timezone.now(),
+        size_bytes=2,
+        sha256="0" * 64,
+        body="{}",
+        outcome=Delivery.Outcome.FAILED,
+        try_count=5,
+    )
+    return {"id": str(delivery.public_id)}
+
+
 RULES: dict[str, Rule] = {
     # --- site pages ----------------------------------------------------------------------------------
     "home": R(site=True, GET=public),
@@ -324,6 +346,7 @@ RULES: dict[str, Rule] = {
     "runs:alert-detail": R("alert", GET=READ),
     "runs:alert-reprocess": R("alert", POST=staff_page),
     "runs:alert-ignore": R("alert", POST=staff_page),
+    "runs:delivery-reprocess": R(site=True, POST=staff_page, kwargs=lambda w, s: _failed_delivery(w)),
     "runs:integration-list": R(site=True, GET=staff_page),
     "runs:integration-detail": R("integration", site=True, GET=staff_page),
     "runs:check-list": R("check", GET=listing(READ)),

@@ -16,7 +16,7 @@ APP_LEVEL = {"__init__.py", "apps.py", "urls.py", "api_urls.py", "admin.py", "ta
 HANDOVER_PROJECT_FILES = {"settings.py", "urls.py", "app_urls.py", "celery.py", "wsgi.py", "env.py"}
 # Folders that are not slices but Django's own places.
 DJANGO_FOLDERS = {"migrations", "management", "templatetags", "models"}
-# The one module STYLE.md places at the app's top level: who may do what (one predicate per rule).
+# The one module docs/architecture.md places at the app's top level: who may do what (one predicate per rule).
 RUNS_TOP_LEVEL = {"permissions.py"}
 
 

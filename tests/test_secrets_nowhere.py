@@ -1,6 +1,6 @@
 """A secret posted in an alert appears nowhere: not in any table, not in the logs, not on any page or export.
 
-One post carries every kind of secret DESIGN.md rule 8 names -- a password and a token under secret
+One post carries every kind of secret rule 8 (docs/architecture.md) names -- a password and a token under secret
 key names, an authorization value, a bearer token, an e-mail address and a Luhn-valid card number
 in free text, a value under an integration's own redaction name -- plus the integration key itself
 in the header. Then every table is read row by row, the captured logs are searched, and every page,
@@ -113,7 +113,7 @@ def test_a_redacted_secret_appears_nowhere(caplog: pytest.LogCaptureFixture) -> 
         for row in model.objects.all().values():
             leaked = _leaks(json.dumps(row, default=str, ensure_ascii=False), key)
             assert not leaked, f"{model._meta.label} row {row.get('id')} holds {leaked}"
-    assert "[REDACTED]" in Delivery.objects.get(pk=alert.delivery_id).body
+    assert "‹redacted:" in Delivery.objects.get(pk=alert.delivery_id).body
 
     # every page, API answer and export, as an admin and as the tenant's auditor
     fetched = 0

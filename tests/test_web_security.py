@@ -93,7 +93,7 @@ def test_ledger_bar_has_no_style_attribute() -> None:
 
 def test_markdown_export_escapes_every_value() -> None:
     """Autoescaping stays on in the export, and each value goes through a Markdown filter (so it is not
-    HTML-escaped instead); tests/handover/test_export.py renders hostile text through it."""
+    HTML-escaped instead); tests/handover/handovers/test_export_hostile_text.py renders hostile text through it."""
     text = (REPO / "templates/handover/handovers/export.md").read_text()
     assert "autoescape" not in text
     unfiltered = [

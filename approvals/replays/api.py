@@ -2,24 +2,23 @@
 dispatch, settle; the "waiting for me" queue; the password re-entry; other recovery decisions.
 
 Visibility follows the run (a request on a run the caller may not see answers 404); every rule
-lives in ``approvals.services`` and its refusals come back as problem details naming the rule
+lives in the slice's services (``requests``, ``decisions``, ``dispatch``) and its refusals come back
+as problem details naming the rule
 (403 for who may not, 409 for what the rules or the state refuse). Transitions are POST actions
 named after the verb; each returns the updated request.
 """
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
@@ -32,6 +31,7 @@ from approvals.replays.decisions import (
     replay_request_reject,
 )
 from approvals.replays.dispatch import replay_request_dispatch
+from approvals.replays.filters import ReplayRequestFilterSet
 from approvals.replays.models import ReplayRequest
 from approvals.replays.requests import (
     replay_request_cancel,
@@ -61,6 +61,9 @@ from approvals.replays.serializers import (
     ReplayRequestRescopeInputSerializer,
     SettleInputSerializer,
 )
+from handover.core.filters import StrictQueryMixin
+from handover.core.openapi import rate_limited
+from handover.core.parsers import JSONParser
 from handover.core.serializers import ProblemSerializer
 from runs.attempts.models import Run
 from runs.ledger.selectors import run_get_for_ledger
@@ -81,36 +84,28 @@ INVALID = _problem("invalid input")
 
 
 @extend_schema_view(
-    list=extend_schema(
-        summary="List replay requests",
-        tags=TAG,
-        parameters=[
-            OpenApiParameter("status", str, enum=ReplayRequest.Status.values),
-            OpenApiParameter("run", str, description="a run's id"),
-            OpenApiParameter("open", bool, description="true: pending, approved or dispatched only"),
-        ],
-    ),
+    list=extend_schema(summary="List replay requests", tags=TAG),
 )
-class ReplayRequestViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[ReplayRequest]):
+class ReplayRequestViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericViewSet[ReplayRequest]):
     """Replay requests on runs the caller may see, newest first."""
 
+    queryset = ReplayRequest.objects.none()  # for the schema only; get_queryset scopes to the caller
+    filterset_class = ReplayRequestFilterSet
+    paginated_actions = frozenset({"queue", "items"})
     lookup_field = "public_id"
     lookup_url_kwarg = "id"
     lookup_value_converter = "uuid"
     parser_classes = [JSONParser]  # JSON only: no form or multipart bodies
 
     def get_queryset(self) -> QuerySet[ReplayRequest]:
-        params = self.request.query_params
+        filters = self.query_filters
         run = None
-        if params.get("run"):
-            run = Run.objects.filter(public_id=_uuid_or_none(params["run"])).first()
+        if "run" in filters:
+            run = Run.objects.filter(public_id=filters["run"]).first()
             if run is None:
                 return ReplayRequest.objects.none()
         return replay_request_list(
-            user=self.request.user,
-            status=params.get("status") or None,
-            run=run,
-            open_only=params.get("open", "").lower() in ("1", "true"),
+            user=self.request.user, status=filters.get("status"), run=run, open_only=bool(filters.get("open"))
         )
 
     def get_serializer_class(self) -> type[BaseSerializer[ReplayRequest]]:
@@ -197,6 +192,7 @@ class ReplayRequestViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Replay
         request=ReplayRequestApproveInputSerializer,
         responses={200: ReplayRequestDetailSerializer, 400: INVALID, 403: FORBIDDEN, 404: NOT_FOUND, 409: REFUSED},
     )
+    @rate_limited("too many wrong passwords (the password given with the decision)")
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, id: str) -> Response:
         values, decision = self._decision(ReplayRequestApproveInputSerializer)
@@ -213,6 +209,7 @@ class ReplayRequestViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Replay
         request=ReplayRequestRejectInputSerializer,
         responses={200: ReplayRequestDetailSerializer, 400: INVALID, 403: FORBIDDEN, 404: NOT_FOUND, 409: REFUSED},
     )
+    @rate_limited("too many wrong passwords (the password given with the decision)")
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, id: str) -> Response:
         _, decision = self._decision(ReplayRequestRejectInputSerializer)
@@ -383,10 +380,3 @@ class ReplayRequestViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Replay
             note=values["note"],
         )
         return Response(TimelineEventSerializer(event).data, status=status.HTTP_201_CREATED)
-
-
-def _uuid_or_none(value: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        return None

@@ -1,6 +1,7 @@
 """Delivering a dispatch to the job's signed webhook, telling approvers, and the beat sweeps.
 
-Webhook delivery follows STYLE.md §6: the task passes only the dispatch id; the service claims the
+Webhook delivery follows the task rules (docs/architecture.md "Layout rules"): the task passes only
+the dispatch id; the service claims the
 delivery with a guarded UPDATE (``next_delivery_at`` pushed past the HTTP timeout, so a second
 worker finds nothing due), writes the WebhookDelivery row *before* the call and records the
 answer on it after. Transient errors (timeouts, connection errors, 5xx, 429) are retried with

@@ -4,13 +4,13 @@ Exactly one Dispatch per request (a unique constraint) with one idempotency key,
 every trigger locks the request row, and whoever finds it already ``dispatched`` returns the
 existing dispatch (``created`` False) -- concurrent approvals, repeated triggers, two claims and a
 retried delivery task all end with one dispatch, one key and one ``replay_dispatched`` event
-(DESIGN.md rule 5).
+(rule 5 in docs/architecture.md).
 
 A claim (or a delivered webhook) is a lease: the runner must report the replay's attempt as
 started before ``lease_expires_at``, or the sweep makes the dispatch ``unknown`` for a person to
 decide -- it is never re-dispatched automatically. The replay's attempt is linked only when
 reported through ``dispatch_runner_report`` with the job's runner credential *and* the request's
-key (rule 7), and is created as ``manual_replay`` through ``runs.services.attempt_report_apply``.
+key (rule 7), and is created as ``manual_replay`` through ``runs.attempts.services.attempt_report_apply``.
 """
 
 from __future__ import annotations
@@ -405,7 +405,7 @@ def dispatch_runner_report(
                 started_at=report.started_at,
                 ended_at=report.ended_at,
                 error_summary=redact_text(report.error_summary or "")[:2000],
-                log_url=report.log_url or "",
+                log_url=redact_text(report.log_url or ""),  # user info, e-mails, credential parameters
                 replay_key=dispatch.idempotency_key,
             ),
             received_at=now,

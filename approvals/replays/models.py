@@ -1,8 +1,10 @@
-"""Replay requests, their scope, approvals, the one dispatch and its webhook deliveries (DESIGN.md "Replay request").
+"""Replay requests, their scope, approvals, the one dispatch and its webhook deliveries.
+
+Vocabulary and lifecycles: docs/architecture.md ("Vocabulary", "State machines").
 
 - ``ReplayRequest``: a request to re-execute a scoped part of a run, with its lifecycle
   (``ReplayRequest.TRANSITIONS``; the one function that moves it is
-  ``approvals.services.replay_request_transition``).
+  ``approvals.replays.requests.replay_request_transition``).
 - ``ReplayRequestItem``: one work item in a request's scope. It keeps its own ``is_open`` flag so
   "no open replay already covers the same item" is a partial unique constraint (a condition cannot
   reach across the join to the request's status), written in the same transaction as the status.
@@ -67,7 +69,7 @@ class ReplayRequest(TimeStampedModel):
 
     OPEN_STATUSES = frozenset({Status.PENDING, Status.APPROVED, Status.DISPATCHED})
     TERMINAL_STATUSES = frozenset(_ReplayRequestStatus.values) - {s.value for s in OPEN_STATUSES}
-    # action -> allowed source statuses -> target status (STYLE.md §4)
+    # action -> allowed source statuses -> target status (docs/architecture.md "State machines")
     TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
         "approve": (frozenset({Status.PENDING}), Status.APPROVED),
         "rescope": (frozenset({Status.PENDING, Status.APPROVED}), Status.PENDING),
@@ -237,7 +239,7 @@ class Approval(models.Model):
 
     ``requester`` copies the request's requester so "the requester cannot approve" is a constraint.
     ``accepts_unknown_repeat_safety`` (technical only, with a reason) is the technical owner's
-    explicit acceptance of a job whose repeat safety is ``unknown`` (DESIGN.md rule 3). A voided
+    explicit acceptance of a job whose repeat safety is ``unknown`` (rule 3 in docs/architecture.md). A voided
     approval (scope changed, request expired) is kept with ``voided_at`` and the reason.
     """
 
@@ -323,7 +325,7 @@ class Dispatch(TimeStampedModel):
     """The one release of an approved replay request to the job's runner (unique per request).
 
     ``idempotency_key`` is the request's one key: the webhook and the claim carry it, and the
-    replay's attempt reports it back (DESIGN.md rule 7). ``lease_expires_at``: while ``pending``,
+    replay's attempt reports it back (rule 7 in docs/architecture.md). ``lease_expires_at``: while ``pending``,
     when an unclaimed, undelivered dispatch is given up; once ``leased``, by when the runner must
     report the attempt as started. A lapsed lease makes it ``unknown``. ``payload`` is the webhook
     body, built once so every delivery sends the same bytes.
@@ -376,7 +378,7 @@ class Dispatch(TimeStampedModel):
     class Meta:
         verbose_name_plural = "dispatches"
         constraints = [
-            # DESIGN.md rule 5: one dispatch per request, whatever races
+            # rule 5 (docs/architecture.md): one dispatch per request, whatever races
             models.UniqueConstraint(
                 fields=["request"], name="approvals_dispatch_one_per_request", violation_error_code="already_dispatched"
             ),

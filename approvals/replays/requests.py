@@ -527,7 +527,7 @@ def replay_request_complete_if_confirmed(
     Also the settling path for a dispatch a person found ``unknown`` but the ledger now confirms.
     Nothing happens (``False``) while the ledger still lacks an item. On completion, in the same
     transaction: the ``replay_completed`` event and the next-run check of the run's target
-    (``runs.services.next_run_check_schedule``; skipped, with the reason in the event, when the
+    (``runs.checks.scheduling.next_run_check_schedule``; skipped, with the reason in the event, when the
     run has no active target). Returns ``(request, completed now)``.
     """
     from runs.checks.scheduling import CheckRequester, next_run_check_schedule

@@ -1,6 +1,7 @@
 """The replay rules: preconditions checked when a request is made, at approval and at dispatch.
 
-Each check has a stable ``code``, names the DESIGN.md rule it enforces, and says in words what
+Each check has a stable ``code``, names the rule it enforces (numbered as in
+docs/architecture.md), and says in words what
 passed or failed. A refusal (``ReplayRefused``, HTTP 409) carries every failed check in ``errors``
 (code -> message), so the API, the pages and the timeline all show why.
 
@@ -35,10 +36,10 @@ from approvals.replays.selectors import (
     scope_facts,
 )
 from handover.core.errors import DomainError
-from handover.handovers.evidence import job_repeat_safety
 from runs.attempts.models import Run
 from runs.attempts.selectors import run_duplicate_triggers_unexplained
 from runs.catalog.models import SideEffect
+from runs.catalog.selectors import job_repeat_safety
 from runs.ledger.models import WorkItem
 
 RULE_NAMES = {

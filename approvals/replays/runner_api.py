@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -25,6 +24,8 @@ from approvals.replays.serializers import (
     ReplayRunnerReportSerializer,
 )
 from handover.core.errors import NotFound, problem, problem_response
+from handover.core.filters import StrictQueryMixin
+from handover.core.parsers import JSONParser
 from handover.core.serializers import ProblemSerializer
 from runs.catalog.authentication import bearer_from_request, runner_credential_authenticate
 from runs.catalog.models import RunnerCredential
@@ -37,7 +38,7 @@ REFUSED = OpenApiResponse(
 )
 
 
-class _RunnerView(APIView):
+class _RunnerView(StrictQueryMixin, APIView):
     """Base: no session or token authentication; the view checks the runner credential itself."""
 
     authentication_classes: list[type] = []

@@ -1,7 +1,7 @@
 """Reads of the approvals app: replay requests a person may see, the "waiting for me" queue, eligible
 approvers, and the ledger queries the replay rules need (scope candidates, outcome counts).
 
-Visibility follows the run: whoever may see a run sees its replay requests (``runs.selectors``).
+Visibility follows the run: whoever may see a run sees its replay requests (``runs.permissions.run_visibility_filter``).
 Approving needs an *explicit* object permission -- ``runs.act_as_business_owner`` on the run's
 tenant, ``runs.act_as_technical_owner`` on its job -- held directly or through a group. Superusers
 are not exempt: rule 4 applies to everyone, so ``is_superuser`` grants nothing here.
@@ -84,7 +84,10 @@ def approval_kinds_open_to(*, user: User, request: ReplayRequest) -> list[str]:
 
 
 def replay_may_request(*, user: User, run: Run) -> bool:
-    """Whether ``user`` may request a replay of ``run``: support on its tenant (DESIGN.md "Who uses it")."""
+    """Whether ``user`` may request a replay of ``run``: support on its tenant.
+
+    The role table: docs/architecture.md "Roles and permissions".
+    """
     if not user.is_authenticated or not user.is_active:
         return False
     return user.has_perm("runs.act_as_support", run.tenant)

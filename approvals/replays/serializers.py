@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from approvals.replays.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, WebhookDelivery
 from approvals.replays.requests import RECOVERY_DECISIONS
+from handover.core.fields import BoundedDateTimeField, HttpUrlField
 from runs.attempts.models import Attempt
 
 
@@ -362,10 +363,10 @@ class ReplayRunnerReportInputSerializer(serializers.Serializer[dict[str, Any]]):
     status = serializers.ChoiceField(
         choices=[(s, s) for s in (Attempt.Status.RUNNING, Attempt.Status.SUCCEEDED, Attempt.Status.FAILED, "timed_out")]
     )
-    started_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    ended_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    started_at = BoundedDateTimeField(required=False, allow_null=True, default=None)
+    ended_at = BoundedDateTimeField(required=False, allow_null=True, default=None)
     error_summary = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
-    log_url = serializers.URLField(required=False, allow_blank=True, default="", max_length=2000)
+    log_url = HttpUrlField(required=False, allow_blank=True, default="", max_length=2000)
 
 
 class ReplayRunnerReportSerializer(serializers.Serializer[dict[str, Any]]):

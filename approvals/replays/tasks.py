@@ -1,7 +1,7 @@
 """Celery tasks of the approvals app: dispatch, webhook delivery, e-mail to approvers, and the sweeps.
 
 Each task takes ids only, loads its row, returns when the work is done already, and calls a
-service that claims the work with a guarded UPDATE (STYLE.md §6): a repeated or lost message
+service that claims the work with a guarded UPDATE (docs/architecture.md "Layout rules"): a repeated or lost message
 changes nothing and loses nothing (the sweep re-finds due work).
 """
 

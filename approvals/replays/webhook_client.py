@@ -10,7 +10,7 @@ A dispatch is posted as JSON to the job's ``ReplayWebhook.url`` with these heade
 Only URLs an admin set are called; https in production; no loopback, private, link-local or
 reserved address unless the host is in ``HANDOVER_REPLAY_WEBHOOK_ALLOWED_HOSTS``. The connection
 goes to the address that was checked (no second DNS lookup to rebind), redirects are not followed,
-and at most 4 KiB of the answer is read (DESIGN.md Architecture).
+and at most 4 KiB of the answer is read.
 """
 
 from __future__ import annotations

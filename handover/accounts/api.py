@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import Http404
+from django.urls import register_converter
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from knox.models import AuthToken
 from rest_framework import serializers, status, viewsets
@@ -19,12 +20,34 @@ from rest_framework.response import Response
 
 from handover.accounts.selectors import api_token_get, api_token_list
 from handover.accounts.services import LABEL_MAX_LENGTH, api_token_create, api_token_expiry_choices, api_token_revoke
+from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
 
 TAG = ["tokens"]
+# knox's token_key: the "ho_" prefix (REST_KNOX["TOKEN_PREFIX"]) and 12 lowercase hex digits (15 characters)
+PREFIX_PATTERN = "ho_[0-9a-f]{12}"
 PREFIX = OpenApiParameter(
-    "prefix", str, OpenApiParameter.PATH, description="the token's first 15 characters, e.g. ho_1a2b3c4d5e6f"
+    "prefix",
+    str,
+    OpenApiParameter.PATH,
+    description="the token's first 15 characters, e.g. ho_1a2b3c4d5e6f",
+    pattern=f"^{PREFIX_PATTERN}$",
 )
+
+
+class TokenPrefixConverter:
+    """The ``<token_prefix:...>`` path converter: a malformed prefix matches no route (a problem-details 404)."""
+
+    regex = PREFIX_PATTERN
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(TokenPrefixConverter, "token_prefix")
 
 
 class ApiTokenSerializer(serializers.Serializer[AuthToken]):
@@ -60,13 +83,14 @@ class ApiTokenCreateInputSerializer(serializers.Serializer[Any]):
         field.choices = api_token_expiry_choices()
 
 
-class ApiTokenViewSet(viewsets.GenericViewSet[AuthToken]):
+class ApiTokenViewSet(StrictQueryMixin, viewsets.GenericViewSet[AuthToken]):
     """The caller's personal API tokens, newest first."""
 
     serializer_class = ApiTokenSerializer
+    queryset = AuthToken.objects.none()  # for the schema only; get_queryset reads the caller's own
     lookup_field = "token_key"
     lookup_url_kwarg = "prefix"
-    lookup_value_converter = "str"
+    lookup_value_converter = "token_prefix"
 
     def get_queryset(self) -> QuerySet[AuthToken]:
         return api_token_list(user=self.request.user)

@@ -5,7 +5,7 @@ cool-off period after too many (settings: ``AXES_*``). Two adaptations:
 
 - ``LoginThrottleBackend`` lets logins without a request through unchecked (``manage.py shell``,
   the test client's ``login()``): there is no client to throttle, and axes would raise instead.
-- ``client_str`` keeps usernames and addresses out of axes' log lines (DESIGN.md rule 8): it logs
+- ``client_str`` keeps usernames and addresses out of axes' log lines (rule 8 in docs/architecture.md): it logs
   a short hash that tells repeated attempts apart without saying whose they are.
 - ``client_ip`` (``AXES_CLIENT_IP_CALLABLE``) knows about reverse proxies. Behind a load balancer
   every request comes from the balancer's address, so counting by ``REMOTE_ADDR`` would lump all

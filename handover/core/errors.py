@@ -137,6 +137,7 @@ def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Respon
     else:
         detail = exc.detail if isinstance(exc, exceptions.APIException) else str(exc)
         title = {
+            400: "Bad request",
             401: "Not authenticated",
             403: "Forbidden",
             404: "Not found",

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 def healthz(request: HttpRequest) -> HttpResponse:
     """Database, broker, beat heartbeat age and the backlogs (pending alerts, deliveries not finished,
-    overdue next-run checks), as JSON."""
+    failed deliveries, overdue next-run checks), as JSON: counts only, never a delivery's error."""
     from handover.celery import app
     from runs.alerts.models import Alert, Delivery
     from runs.checks.models import NextRunCheck
@@ -24,6 +24,8 @@ def healthz(request: HttpRequest) -> HttpResponse:
         report["pending_alerts"] = Alert.objects.filter(outcome=Alert.Outcome.PENDING).count()
         # posts being applied right now, or left by a crash for the alert sweep to finish
         report["unfinished_deliveries"] = Delivery.objects.filter(outcome=Delivery.Outcome.RECEIVED).count()
+        # posts whose processing kept failing: stored, shown in the inbox with their error (only the count here)
+        report["failed_deliveries"] = Delivery.objects.filter(outcome=Delivery.Outcome.FAILED).count()
         # scheduled checks past their deadline: the next-run sweep has not settled them yet
         report["overdue_next_run_checks"] = NextRunCheck.objects.filter(
             status=NextRunCheck.Status.SCHEDULED, evidence_attempt__isnull=True, deadline_at__lte=timezone.now()

@@ -6,12 +6,15 @@ person without the permission, 404 for an object they may not see or a page numb
 for a body that fails validation. drf-spectacular documents only what each view declares, so this hook
 (``SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]``) adds those answers where they are missing and
 offers ``application/problem+json`` beside any other media type an error answer already has (PagerDuty-
-format senders keep PagerDuty's own JSON shape).
+format senders keep PagerDuty's own JSON shape). An operation that may answer 429 -- a view with DRF
+throttle classes, or a handler marked ``@rate_limited(...)`` (a limit a service enforces, such as the
+password re-entry's) -- gets that answer documented too.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 PROBLEM = "application/problem+json"
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
@@ -34,12 +37,43 @@ DESCRIPTIONS = {
     "404": "no such object, or one the caller may not see; or a page past the end",
 }
 METHODS = ("get", "post", "put", "patch", "delete")
+RATE_LIMITED_ATTR = "handover_rate_limited"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def rate_limited(description: str) -> Callable[[_F], _F]:
+    """Mark a view handler that may answer 429 (``description`` says which limit) for the schema."""
+
+    def mark(handler: _F) -> _F:
+        setattr(handler, RATE_LIMITED_ATTR, description)
+        return handler
+
+    return mark
+
+
+def _rate_limits(generator: Any) -> dict[tuple[str, str], str]:
+    """``(path, method) -> description`` of every operation that may answer 429."""
+    found: dict[tuple[str, str], str] = {}
+    for path, _regex, method, callback in getattr(generator, "endpoints", None) or []:
+        view_class = getattr(callback, "cls", None)
+        if view_class is None:
+            continue
+        actions = getattr(callback, "actions", None) or {}
+        handler = getattr(view_class, actions.get(method.lower(), method.lower()), None)
+        description = getattr(handler, RATE_LIMITED_ATTR, None)
+        if description is None and getattr(view_class, "throttle_classes", None):
+            description = "too many requests: the rate limit; see Retry-After"
+        if description:
+            found[(path, method.lower())] = description
+    return found
 
 
 def add_problem_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """drf-spectacular post-processing hook: problem-details error answers on every operation."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas.setdefault("Problem", PROBLEM_SCHEMA)
+    rate_limits = _rate_limits(generator)
     for path, item in result.get("paths", {}).items():
         for method in METHODS:
             operation = item.get(method)
@@ -56,6 +90,8 @@ def add_problem_responses(result: dict[str, Any], generator: Any, request: Any, 
                 wanted.add("400")
             for code in wanted - set(responses):
                 responses[code] = {"description": DESCRIPTIONS[code]}
+            if (path, method) in rate_limits and "429" not in responses:
+                responses["429"] = {"description": rate_limits[(path, method)]}
             for code, response in responses.items():
                 if code.isdigit() and int(code) >= 400:
                     content = response.setdefault("content", {})

@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
@@ -22,9 +22,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
 from handover.handovers.closing import handover_closing_conditions
 from handover.handovers.export import handover_markdown
+from handover.handovers.filters import HandoverFilterSet, HandoverRevisionFilterSet
 from handover.handovers.models import Handover, ResidualException
 from handover.handovers.selectors import (
     handover_get,
@@ -85,31 +87,24 @@ class MarkdownRenderer(BaseRenderer):
 
 
 @extend_schema_view(
-    list=extend_schema(
-        summary="List handovers",
-        tags=TAG,
-        parameters=[
-            OpenApiParameter("status", str, enum=Handover.Status.values),
-            OpenApiParameter("mine", bool, description="only handovers whose escalation owner is the caller"),
-            OpenApiParameter("open", bool, description="true: not closed; false: closed"),
-        ],
-    ),
+    list=extend_schema(summary="List handovers", tags=TAG),
 )
-class HandoverViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Handover]):
+class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericViewSet[Handover]):
     """Handovers the caller may see, newest first."""
 
+    queryset = Handover.objects.none()  # for the schema only; get_queryset scopes to the caller
+    filterset_class = HandoverFilterSet
     lookup_field = "public_id"
     lookup_url_kwarg = "id"
     lookup_value_converter = "uuid"
 
     def get_queryset(self) -> QuerySet[Handover]:
-        params = self.request.query_params
-        flag = {"true": True, "1": True, "false": False, "0": False}
+        filters = self.query_filters
         return handover_list(
             user=self.request.user,
-            status=params.get("status") or None,
-            escalation_owner=self.request.user if flag.get(params.get("mine", ""), False) else None,
-            is_open=flag.get(params.get("open", "")),
+            status=filters.get("status"),
+            escalation_owner=self.request.user if filters.get("mine") else None,
+            is_open=filters.get("open"),
         )
 
     def get_serializer_class(self) -> type[BaseSerializer[Handover]]:
@@ -129,12 +124,14 @@ class HandoverViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Handover]):
 
     def _detail(self, handover: Handover, status_code: int = status.HTTP_200_OK, *, reload: bool = True) -> Response:
         """The detail shape; ``reload`` reads the handover again with everything prefetched (after a write)."""
+        redacted = getattr(handover, "redacted_sections", [])  # set by the write: what lost a secret
         if reload:
             fresh = handover_get(user=self.request.user, public_id=handover.public_id)
             assert fresh is not None
             handover = fresh
         conditions = handover_closing_conditions(handover=handover)
-        data = HandoverDetailSerializer(handover, context={"closing_conditions": conditions}).data
+        context = {"closing_conditions": conditions, "redacted_sections": redacted}
+        data = HandoverDetailSerializer(handover, context=context).data
         return Response(data, status=status_code)
 
     @extend_schema(
@@ -264,13 +261,12 @@ class HandoverViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[Handover]):
     @extend_schema(
         summary="Every earlier text of the sections (history of edits)",
         tags=TAG,
-        parameters=[OpenApiParameter("section", str, enum=Handover.Section.values)],
         responses={200: HandoverRevisionSerializer(many=True), 404: PROBLEMS[404]},
     )
-    @action(detail=True, methods=["get"], pagination_class=None)
+    @action(detail=True, methods=["get"], pagination_class=None, filterset_class=HandoverRevisionFilterSet)
     def revisions(self, request: Request, id: str) -> Response:
         handover = self.get_object()
-        revisions = handover_revision_list(handover=handover, section=request.query_params.get("section") or None)
+        revisions = handover_revision_list(handover=handover, section=self.query_filters.get("section"))
         return Response(HandoverRevisionSerializer(revisions, many=True).data)
 
     @extend_schema(

@@ -1,6 +1,6 @@
 """Handovers and next-run checks: scheduling on ``verifying``, resolving when they pass, reopening when they fail.
 
-- ``handover_checks_schedule`` asks ``runs.services.next_run_check_schedule`` for the check of each
+- ``handover_checks_schedule`` asks ``runs.checks.scheduling.next_run_check_schedule`` for the check of each
   run's target (requested by the handover) and links it to the run.
 - ``handover_resolve_if_settled`` resolves a verifying handover whose checks all passed or were waived.
 - ``handover_reopen_for_failed_check`` is the hook the next-run check follow-up calls for a failed

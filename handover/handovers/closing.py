@@ -1,4 +1,4 @@
-"""The closing conditions of a handover (DESIGN.md rule 6), each with the list of what is missing.
+"""The closing conditions of a handover (rule 6 in docs/architecture.md), each with the list of what is missing.
 
 1. ``reconciled`` — each run has a work ledger and none of its items is ``unverified``, ``absent``
    or ``uncertain`` unless a residual exception of this handover covers it.

@@ -14,6 +14,7 @@ from django.db.models.functions import RowNumber
 
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Job, SideEffect
+from runs.catalog.selectors import job_repeat_safety
 from runs.ledger.models import WorkItem
 from runs.timeline.models import TimelineEvent
 
@@ -28,21 +29,7 @@ NOTABLE_EVENT_KINDS = (
     "schedule_mismatch",
     "failure_class_confirmed",
 )
-# least safe first: a job's repeat safety is that of its least safe side effect (DESIGN.md)
-REPEAT_SAFETY_ORDER = (
-    SideEffect.RepeatSafety.UNKNOWN,
-    SideEffect.RepeatSafety.NOT_IDEMPOTENT,
-    SideEffect.RepeatSafety.IDEMPOTENT_WITH_KEY,
-    SideEffect.RepeatSafety.IDEMPOTENT,
-)
 ACTIVE_ATTEMPT_STATUSES = (Attempt.Status.QUEUED, Attempt.Status.RUNNING)
-
-
-def job_repeat_safety(side_effects: list[SideEffect]) -> str:
-    """The least safe repeat safety of ``side_effects``; ``unknown`` when the job lists none."""
-    if not side_effects:
-        return SideEffect.RepeatSafety.UNKNOWN
-    return min((s.repeat_safety for s in side_effects), key=REPEAT_SAFETY_ORDER.index)
 
 
 @dataclass

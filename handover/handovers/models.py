@@ -3,14 +3,15 @@
 - ``Handover`` holds the sections support reads at 3 a.m. (what definitely happened, what may have
   happened, what is safe to do next, ...), the owners, and the lifecycle ``draft`` → ``handed_over``
   → ``recovering`` → ``verifying`` → ``resolved`` → ``closed`` (``Handover.TRANSITIONS``; the one
-  function that moves it is ``handover.services.handover_transition``).
+  function that moves it is ``handover.handovers.services.handover_transition``).
 - ``HandoverRun`` links it to its runs and the execution (attempt) of each; it keeps its own
   ``is_open`` flag so "at most one open handover per run" is a partial unique constraint (a
   condition cannot reach across the join to the handover's status).
 - ``HandoverRevision`` keeps every text a section ever had: the previous text stays retrievable.
 - ``ResidualException`` is what is knowingly left over (items nobody can settle now, explained
   duplicates), each with a named owner and a due date.
-- ``HandoverNotification`` is the row written before an e-mail or chat message goes out (STYLE.md §6).
+- ``HandoverNotification`` is the row written before an e-mail or chat message goes out (rows first,
+  messages after commit).
 """
 
 from __future__ import annotations
@@ -66,9 +67,10 @@ class Handover(TimeStampedModel):
     Section = _HandoverSection
 
     OPEN_STATUSES = frozenset(_HandoverStatus.values) - {_HandoverStatus.CLOSED.value}
-    # action -> allowed source statuses -> target status (STYLE.md §4). ``resolve`` is the system's
-    # act (next-run checks passed or waived); ``close`` is a person's, once the closing conditions hold
-    # (from ``verifying`` when the checks have already passed but the sweep has not resolved it yet).
+    # action -> allowed source statuses -> target status (docs/architecture.md "State machines").
+    # ``resolve`` is the system's act (next-run checks passed or waived); ``close`` is a person's, once
+    # the closing conditions hold (from ``verifying`` when the checks have already passed but the sweep
+    # has not resolved it yet).
     TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
         "hand_over": (frozenset({Status.DRAFT}), Status.HANDED_OVER),
         "start_recovery": (frozenset({Status.HANDED_OVER}), Status.RECOVERING),

@@ -1,4 +1,4 @@
-"""Telling people about a handover: rows first, messages after commit (STYLE.md §6).
+"""Telling people about a handover: rows first, messages after commit (docs/architecture.md "Layout rules").
 
 ``handover_notifications_create`` writes one ``HandoverNotification`` per channel inside the
 caller's transaction and enqueues ``handover.handover_notification_send`` for each on commit. The

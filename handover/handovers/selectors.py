@@ -3,7 +3,7 @@
 A handover is visible to a person who may see *every* run it covers (a handover spanning two
 tenants must not show one tenant's support the other's records). Writing takes support on the
 tenant of every run, or technical ownership of the job; auditors and business owners read only;
-superusers do everything. Never a global group check (DESIGN.md "Who uses it").
+superusers do everything. Never a global group check (docs/architecture.md "Roles and permissions").
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from guardian.shortcuts import get_objects_for_user
 
 from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
 from runs.attempts.models import Run
-from runs.catalog.models import Job, JobTarget, Tenant
+from runs.catalog.models import Tenant
 from runs.ledger.models import WorkItem
 from runs.permissions import job_list_owned, run_visibility_filter
 
@@ -136,22 +136,6 @@ def runs_may_write(*, user: User, runs: Iterable[Run]) -> bool:
 def handover_may_write(*, user: User, handover: Handover) -> bool:
     """Whether ``user`` may edit and move ``handover`` (its runs should be prefetched: ``handover_get``)."""
     return runs_may_write(user=user, runs=[link.run for link in handover.links.all()])
-
-
-def job_may_pause(*, user: User, job: Job) -> bool:
-    """Whether ``user`` may pause or resume ``job``: its technical owner, or support on a tenant it runs
-    for (a target or a run of the job); superusers always. Queries: at most two."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if user.is_superuser:
-        return True
-    if job_list_owned(user=user).filter(pk=job.pk).exists():
-        return True
-    support = get_objects_for_user(user, "runs.act_as_support", klass=Tenant, accept_global_perms=False)
-    return support.filter(
-        Q(pk__in=JobTarget.objects.filter(job=job).values("tenant_id"))
-        | Q(pk__in=Run.objects.filter(job=job).values("tenant_id"))
-    ).exists()
 
 
 def run_get_brief(*, user: User, public_id: object) -> Run | None:

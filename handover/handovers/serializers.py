@@ -7,9 +7,11 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
+from handover.core.fields import NUL
 from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
 from runs.checks.models import NextRunCheck
 
+USERNAME_MAX_LENGTH = 150  # django.contrib.auth's username column
 SECTIONS = Handover.Section.values
 SECTION_CHOICES = Handover.Section.choices
 
@@ -19,10 +21,15 @@ def _username(user: Any) -> str | None:
 
 
 class UsernameField(serializers.SlugRelatedField):  # type: ignore[type-arg]
-    """An active person, by username."""
+    """An active person, by username (a value that cannot be one is a field error, never a database error)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(slug_field="username", queryset=get_user_model().objects.filter(is_active=True), **kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str) or NUL in data or len(data) > USERNAME_MAX_LENGTH:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data).replace(NUL, "\\x00")[:160])
+        return super().to_internal_value(data)
 
 
 class NextRunCheckBriefSerializer(serializers.ModelSerializer[NextRunCheck]):
@@ -155,6 +162,10 @@ class HandoverDetailSerializer(HandoverListSerializer):
     closed_by = serializers.CharField(source="closed_by.username", read_only=True, allow_null=True, default=None)
     reopened_by = serializers.CharField(source="reopened_by.username", read_only=True, allow_null=True, default=None)
     closing_conditions = serializers.SerializerMethodField()
+    redacted_sections = serializers.SerializerMethodField(
+        help_text="sections and fields of this write whose text lost what looked like a secret (stored as "
+        "‹redacted:…›); empty on reads"
+    )
     notifications = HandoverNotificationSerializer(many=True, read_only=True)
 
     class Meta(HandoverListSerializer.Meta):
@@ -169,6 +180,7 @@ class HandoverDetailSerializer(HandoverListSerializer):
             "supportability_ticket",
             "residual_exceptions",
             "closing_conditions",
+            "redacted_sections",
             "created_by",
             "handed_over_at",
             "handed_over_by",
@@ -189,6 +201,9 @@ class HandoverDetailSerializer(HandoverListSerializer):
         if job.paused_at is None:
             return None
         return {"paused_at": job.paused_at, "paused_by": _username(job.paused_by), "reason": job.pause_reason}
+
+    def get_redacted_sections(self, handover: Handover) -> list[str]:
+        return list(self.context.get("redacted_sections") or [])
 
     def get_closing_conditions(self, handover: Handover) -> list[dict[str, Any]]:
         conditions = self.context.get("closing_conditions") or []

@@ -2,8 +2,8 @@
 
 Every edit and transition writes a TimelineEvent on the timeline of each run the handover covers,
 with who and when. ``handover_transition`` is the one function that changes a handover's status
-(STYLE.md §4); the verbs (hand over, start recovery, verify, resolve, close, reopen) wrap it.
-Permissions are checked by the views (``handover.selectors.handover_may_write``).
+(docs/architecture.md "State machines"); the verbs (hand over, start recovery, verify, resolve, close, reopen) wrap it.
+Permissions are checked by the views (``handover.handovers.selectors.handover_may_write``).
 """
 
 from __future__ import annotations
@@ -68,9 +68,26 @@ def _name(user: AbstractBaseUser | None) -> str:
     return user.get_username() if user is not None else "the system"
 
 
-def _clean(text: str) -> str:
-    """Normalise line endings and trailing space, and redact secrets and personal data (rule 8)."""
-    return redact_text((text or "").replace("\r\n", "\n").strip())
+def _clean(text: str, *, label: str = "", redacted: list[str] | None = None) -> str:
+    """Normalise line endings and trailing space, and redact secrets and personal data (rule 8).
+
+    When redaction changed the text and ``redacted`` is given, ``label`` (what the person calls the
+    field) is added to it, so the page and the API can say what was removed.
+    """
+    plain = (text or "").replace("\r\n", "\n").strip()
+    clean = redact_text(plain)
+    if redacted is not None and clean != plain and label not in redacted:
+        redacted.append(label)
+    return clean
+
+
+def redacted_notice(labels: Iterable[str]) -> str:
+    """The sentence that tells a person what redaction removed: ``labels`` are sections or fields."""
+    names = [SECTION_WORDS.get(label, label.replace("_", " ")).lower() for label in labels]
+    if not names:
+        return ""
+    where = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"We removed what looked like a secret from {where}: it is stored as ‹redacted:…›."
 
 
 def handover_event_record(
@@ -115,7 +132,8 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
     sections (``prefill.GENERATED_SECTIONS``) are stored as revisions marked generated until a
     person confirms or edits them. Raises DomainError (400) for no runs or runs of several jobs,
     Conflict (409) when a run already has an open handover. Side effects: the handover, its run
-    links, one revision per generated section, and a ``handover_created`` event on each run.
+    links, one revision per generated section, and a ``handover_created`` event on each run. The
+    returned handover's ``redacted_sections`` lists the sections whose pre-filled text lost a secret.
     """
     runs = list({run.pk: run for run in runs}.values())
     if not runs:
@@ -135,8 +153,10 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
                 f" ({existing.handover.public_id})."
             )
         job_evidence, run_evidence = handover_evidence(runs=runs)
+        redacted: list[str] = []
         texts = {
-            section: _clean(text) for section, text in handover_prefill(job=job_evidence, runs=run_evidence).items()
+            section: _clean(text, label=section, redacted=redacted)
+            for section, text in handover_prefill(job=job_evidence, runs=run_evidence).items()
         }
         handover = Handover.objects.create(
             job=job_evidence.job,
@@ -164,9 +184,10 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
             kind="handover_created",
             summary=f"Handover drafted by {_name(actor)}: {handover.title}",
             actor=actor,
-            data={"generated_sections": list(texts)},
+            data={"generated_sections": list(texts), "redacted": redacted},
             occurred_at=now,
         )
+    handover.redacted_sections = redacted  # type: ignore[attr-defined]  # for this answer only
     return handover
 
 
@@ -193,7 +214,8 @@ def handover_update(
     closed handover (reopen first). Side effects: the row, the revisions, one ``handover_edited``
     event per run naming what changed (old → new for fields), and — when the escalation owner
     changes after the hand-over — a notification of the new owner (on commit). Returns the handover
-    (unchanged and without an event when nothing changed).
+    (unchanged and without an event when nothing changed); its ``redacted_sections`` lists the
+    sections and fields whose new text lost what looked like a secret (``redacted_notice`` words it).
     """
     sections = dict(sections or {})
     fields = dict(fields or {})
@@ -210,13 +232,15 @@ def handover_update(
         locked = Handover.objects.select_for_update().select_related("job").get(pk=handover.pk)
         if locked.status == Handover.Status.CLOSED:
             raise InvalidTransition("The handover is closed: reopen it before editing.")
-        changed = {s: _clean(t) for s, t in sections.items() if _clean(t) != getattr(locked, s)}
+        redacted: list[str] = []
+        cleaned = {s: _clean(t, label=s, redacted=redacted) for s, t in sections.items()}
+        changed = {s: t for s, t in cleaned.items() if t != getattr(locked, s)}
         generated = list(locked.generated_sections or [])
         confirmed = [s for s in confirm if s in generated and s not in changed]
         field_changes: dict[str, dict[str, Any]] = {}
         for name, value in fields.items():
             if isinstance(value, str) and name != "is_supportability_defect":
-                value = _clean(value)[:500]
+                value = _clean(value, label=name, redacted=redacted)[:500]
             current = getattr(locked, name)
             same = (
                 (getattr(current, "pk", None) == getattr(value, "pk", None))
@@ -226,6 +250,7 @@ def handover_update(
             if not same:
                 field_changes[name] = {"from": _field_value(current), "to": _field_value(value)}
                 setattr(locked, name, value)
+        locked.redacted_sections = redacted  # type: ignore[attr-defined]  # for this answer only
         if not changed and not confirmed and not field_changes:
             return locked
         for section, text in changed.items():
@@ -253,6 +278,7 @@ def handover_update(
                 "confirmed": confirmed,
                 "fields": field_changes,
                 "revisions": [r.pk for r in revisions if r.pk],
+                "redacted": redacted,
             },
             occurred_at=now,
         )
@@ -412,7 +438,7 @@ def handover_start_recovery(*, handover: Handover, actor: AbstractBaseUser) -> H
 def handover_verify(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
     """Move to ``verifying`` and schedule the next-run check of each run's target.
 
-    Uses ``runs.services.next_run_check_schedule`` (the first fire time after now; one check per
+    Uses ``runs.checks.scheduling.next_run_check_schedule`` (the first fire time after now; one check per
     target and fire time serves every requester) and links each check to its run. When every check
     has already passed or was waived, the handover is resolved at once. Raises InvalidTransition
     (409) when not ``recovering`` (a verifying handover is returned as it is) or when a run has no
@@ -512,9 +538,11 @@ def residual_exception_create(
     that is not there is refused (DomainError, 400, listing them). ``owner`` must be an active
     person who may see every run. The description is required. Raises InvalidTransition (409) for a
     closed handover. Side effects: the exception, its covered items, a ``residual_exception_added``
-    event per run. Returns the exception.
+    event per run. Returns the exception; its ``redacted_sections`` is ``["description"]`` when the
+    description lost what looked like a secret.
     """
-    description = _clean(description)
+    redacted: list[str] = []
+    description = _clean(description, label="description", redacted=redacted)
     if not description:
         raise DomainError("Describe what is left over.", errors={"description": ["This field is required."]})
     ids = list(dict.fromkeys(str(i).strip() for i in record_ids if str(i).strip()))
@@ -559,6 +587,7 @@ def residual_exception_create(
                 "due_date": due_date.isoformat() if due_date else None,
             },
         )
+    exception.redacted_sections = redacted  # type: ignore[attr-defined]  # for this answer only
     return exception
 
 

@@ -1,4 +1,7 @@
-"""Celery tasks of the handover app: sending notifications and the verifying sweep (STYLE.md §6)."""
+"""Celery tasks of the handover app: sending notifications and the verifying sweep.
+
+They follow the task rules of docs/architecture.md "Layout rules".
+"""
 
 from __future__ import annotations
 

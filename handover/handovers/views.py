@@ -48,6 +48,7 @@ from handover.handovers.services import (
     handover_start_recovery,
     handover_update,
     handover_verify,
+    redacted_notice,
     residual_exception_create,
     residual_exception_update,
 )
@@ -69,6 +70,13 @@ def _writable(request: HttpRequest, id: object) -> Handover:
     if not handover_may_write(user=request.user, handover=handover):
         raise PermissionDenied("You may read this handover but not change it.")
     return handover
+
+
+def _tell_redacted(request: HttpRequest, saved: object) -> None:
+    """Tell the person when what they saved lost something that looked like a secret (rule 8)."""
+    notice = redacted_notice(getattr(saved, "redacted_sections", []))
+    if notice:
+        messages.warning(request, notice)
 
 
 @login_required
@@ -145,6 +153,7 @@ def handover_new_view(request: HttpRequest) -> HttpResponse:
             messages.error(request, exc.detail)
         else:
             messages.success(request, "Handover drafted from the evidence: check the generated text.")
+            _tell_redacted(request, handover)
             return redirect("handover:handover-detail", id=handover.public_id)
     may_write = runs_may_write(user=request.user, runs=[run])
     return render(request, "handover/handovers/handover_new.html", {"run": run, "form": form, "may_write": may_write})
@@ -225,7 +234,7 @@ def handover_edit_view(request: HttpRequest, id: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            handover_update(
+            saved = handover_update(
                 handover=handover,
                 actor=request.user,
                 sections={s: data[s] for s in Handover.Section.values if data[s] != getattr(handover, s)},
@@ -236,6 +245,7 @@ def handover_edit_view(request: HttpRequest, id: str) -> HttpResponse:
             messages.error(request, exc.detail)
         else:
             messages.success(request, "Saved. Earlier text stays in the history.")
+            _tell_redacted(request, saved)
             return redirect("handover:handover-detail", id=handover.public_id)
     return render(request, "handover/handovers/handover_edit.html", {"handover": handover, "form": form})
 
@@ -285,7 +295,7 @@ def residual_exception_add_view(request: HttpRequest, id: str) -> HttpResponse:
     if form.is_valid():
         data = form.cleaned_data
         try:
-            residual_exception_create(
+            exception = residual_exception_create(
                 handover=handover,
                 actor=request.user,
                 description=data["description"],
@@ -294,6 +304,7 @@ def residual_exception_add_view(request: HttpRequest, id: str) -> HttpResponse:
                 due_date=data["due_date"],
             )
             messages.success(request, "Residual exception recorded.")
+            _tell_redacted(request, exception)
         except DomainError as exc:
             messages.error(request, exc.detail)
     else:

@@ -139,7 +139,7 @@ def utc(value: datetime | None) -> str:
     return f"{value.astimezone(zoneinfo.ZoneInfo('UTC')):%Y-%m-%d %H:%M:%S}Z"
 
 
-# Markdown export (templates/handover/export.md). Payload and people's text is untrusted: it must not add
+# Markdown export (templates/handover/handovers/export.md). Payload and people's text is untrusted: it must not add
 # links, images, HTML, code, headings, list items or table cells of its own to a document pasted into a ticket.
 _MD_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 # Inline syntax, escaped everywhere: code and fences (`` ` ~``), emphasis (``*``), links and images

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
+from runs.alerts.filters import AlertFilterSet
 from runs.alerts.models import Alert
 from runs.alerts.selectors import alert_get, alert_list
 from runs.alerts.serializers import AlertSerializer
@@ -19,27 +21,21 @@ from runs.alerts.triage import alert_reprocess
 
 
 @extend_schema_view(
-    list=extend_schema(
-        summary="List alerts",
-        tags=["alerts"],
-        parameters=[
-            OpenApiParameter("outcome", str, enum=Alert.Outcome.values),
-            OpenApiParameter("source", str, description="source slug, e.g. generic"),
-        ],
-    ),
+    list=extend_schema(summary="List alerts", tags=["alerts"]),
     retrieve=extend_schema(summary="One alert", tags=["alerts"]),
 )
-class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Alert]):
+class AlertViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Alert]):
     """Alerts the caller may see, newest first."""
 
+    queryset = Alert.objects.none()  # for the schema only; get_queryset scopes to the caller
+    filterset_class = AlertFilterSet
     serializer_class = AlertSerializer
     lookup_field = "public_id"
     lookup_url_kwarg = "id"
     lookup_value_converter = "uuid"
 
     def get_queryset(self) -> QuerySet[Alert]:
-        params = self.request.query_params
-        return alert_list(user=self.request.user, outcome=params.get("outcome"), source=params.get("source"))
+        return alert_list(user=self.request.user, **self.query_filters)
 
     def get_object(self) -> Alert:
         alert = alert_get(user=self.request.user, public_id=self.kwargs["id"])

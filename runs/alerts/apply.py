@@ -18,8 +18,9 @@ from runs.alerts.identity import (
     schedule_in_force,
 )
 from runs.alerts.models import Alert
-from runs.alerts.parsers.base import AlertKind, ParsedAlert
-from runs.alerts.redaction import redact_text
+from runs.alerts.parsers.base import AlertKind, ParsedAlert, storable_text
+from runs.alerts.records import column_fit, column_max_length
+from runs.alerts.redaction import record_redacted, redact_text
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
 from runs.catalog.models import Integration, IntegrationKey
@@ -36,6 +37,7 @@ def alert_finish(
     stale: bool = False,
 ) -> Alert:
     now = timezone.now()
+    reason = storable_text(reason)  # reasons may quote what the sender sent
     Alert.objects.filter(pk=alert.pk).update(
         outcome=outcome,
         reason=reason[:4000],
@@ -78,6 +80,9 @@ def alert_apply(*, alert: Alert, record: ParsedAlert, key: IntegrationKey, setti
 
 def alert_apply_in_transaction(alert: Alert, record: ParsedAlert, ctx: PostContext) -> Alert:
     """``alert_apply`` inside the caller's transaction, for an alert no one else can be applying."""
+    # Identity and free text as stored (deterministic tokens): a reprocessed body, stored redacted,
+    # names the same run and attempt.
+    record = record_redacted(record)
     received_at = alert.delivery.received_at
     integration = ctx.key.integration
 
@@ -140,16 +145,19 @@ def _apply_attempts(
         scheduled_at=record.scheduled_at or _reported_slot_time(record, ident),
         started_at=record.started_at,
         ended_at=record.ended_at,
-        error_summary=redact_text(record.error_summary),
-        correlation_ref=record.correlation_ref,
-        log_url=record.log_url,
-        config_version=record.config_version,
+        # Mended on receipt (records.record_mend); fitted again after redaction, which may lengthen text.
+        error_summary=column_fit(redact_text(record.error_summary), Attempt, "error_summary"),
+        correlation_ref=column_fit(record.correlation_ref, Attempt, "correlation_ref"),
+        log_url=record.log_url,  # redacted above: user info, e-mails, credential query parameters
+        config_version=column_fit(record.config_version, Attempt, "config_version"),
         slot_offset_seconds=placement.offset_seconds if placement else None,
         slot_tolerance_seconds=placement.tolerance_seconds if placement and placement.t else None,
         is_slot_late=bool(placement and placement.is_late),
         is_slot_inferred=bool(placement and placement.is_inferred),
         slot_hint=placement.hint if placement else "",
     )
+    if len(own.log_url) > (column_max_length(Attempt, "log_url") or len(own.log_url)):
+        own.log_url = ""  # a link is never cut
     related = [
         AttemptReport(
             execution_id=r.execution_id,
@@ -161,7 +169,7 @@ def _apply_attempts(
             ended_at=r.ended_at,
             error_summary=redact_text(r.error_summary),
             # the same object describes them: a Kubernetes Job's pods share its configuration
-            config_version=record.config_version,
+            config_version=own.config_version,
         )
         for r in record.related_attempts
     ]

@@ -13,12 +13,14 @@ from runs.catalog.models import IntegrationKey, Job, JobTarget, Tenant, normalis
 
 @dataclass
 class IngestResult:
-    """What one post produced: the delivery, its alerts in post order, and a format error if any."""
+    """What one post produced: the delivery, its alerts in post order, a format error if any, and
+    ``failure`` -- in words, when its processing failed and the sweep tries again ("" otherwise)."""
 
     delivery: Delivery
     alerts: list[Alert] = field(default_factory=list)
     error: FormatError | None = None
     response: dict[str, Any] = field(default_factory=dict)
+    failure: str = ""
 
 
 @dataclass

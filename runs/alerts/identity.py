@@ -14,7 +14,8 @@ from runs.alerts.parsers.base import AlertKind, ParsedAlert, parse_timestamp
 from runs.attempts.models import Run
 from runs.attempts.services import RUN_STATUS_FOR_ATTEMPT
 from runs.catalog.models import Job, JobTarget, Tenant
-from runs.checks.schedule.cron import ScheduleError
+from runs.checks.schedule.cron import ScheduleError, schedule_prepare
+from runs.checks.schedule.fire_times import next_fire_time, previous_fire_time
 from runs.checks.schedule.slots import SlotPlacement, SlotReport, TimeKind, placement_describe
 from runs.checks.schedule.windows import processing_window
 from runs.checks.slot_placement import report_place, slot_schedule
@@ -54,7 +55,7 @@ def _tenant_for(
         return None
     tenant = ctx.tenant(slug)
     if tenant is None:
-        # Unknown and unbound read the same, so a key cannot probe for tenants (DESIGN.md). The alias
+        # Unknown and unbound read the same, so a key cannot probe for tenants. The alias
         # hint depends only on the source's settings, never on whether the tenant exists.
         reason = NEUTRAL_TENANT_REASON.format(slug=slug)
         if "tenant_aliases" in settings:
@@ -114,8 +115,14 @@ def record_identity(
     received_at = received_at or timezone.now()
     job = ident.job
     rule = record.details.get("scheduled_for_rule")
-    if job is not None:
-        _place_in_window(ident, record, job, rule, ctx, received_at)
+    # The window is placed only once the tenant is known to be available to the key: the schedule in
+    # force depends on the tenant's target, and an unavailable tenant must read the same either way.
+    if job is not None and ident.tenant is not None:
+        try:
+            _place_in_window(ident, record, job, rule, ctx, received_at)
+        except (ValueError, OverflowError) as exc:  # ScheduleError is a ValueError
+            ident.window_start = ident.window_end = ident.scheduled_for = None
+            ident.problems.append(_unplaceable(record, job, ident, ctx, exc))
     # "No window" is a reason of its own whenever the alert names a job (registered or not) and neither
     # carries a window or scheduled time nor has a rule that derives one -- unless a parser problem already
     # says why (a garbled window or scheduled time). Without a job key there is nothing to place.
@@ -133,6 +140,41 @@ def record_identity(
             reason += " (a manual run, outside the approval process: no replay key)"
         ident.problems.append(reason)
     return ident
+
+
+def _fire_time_words(at: datetime | None) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z" if at is not None else "none"
+
+
+def _unplaceable(
+    record: ParsedAlert, job: Job, ident: RecordIdentity, ctx: PostContext, exc: ValueError | OverflowError
+) -> str:
+    """Why a record cannot be placed in a window, naming its time and the two nearest fire times.
+
+    A schedule that does not validate is named first ("the job's schedule is invalid: ..."); otherwise
+    the window came out empty (a time that is no fire time, aligned coarser than the schedule) or
+    beyond the calendar (the year 9999). Never raises.
+    """
+    cron, zone, kwargs = schedule_in_force(job, ident.tenant, ident.environment, ctx)
+    try:
+        schedule_prepare(cron, zone, kwargs["dst_gap"], kwargs["dst_overlap"])
+    except ScheduleError as invalid:
+        whose = "the job's" if cron == job.schedule and zone == job.timezone else "the target's"
+        return f"{whose} schedule is invalid: {invalid}"
+    at = record.scheduled_for or record.window_end
+    if at is None:
+        return f"no window can be placed: {exc}"
+    what = "scheduled time" if record.scheduled_for else "window end"
+    nearest = []
+    for find in (previous_fire_time, next_fire_time):
+        try:
+            nearest.append(_fire_time_words(find(cron, zone, at, **kwargs)))
+        except (ValueError, OverflowError):  # before the year 1 or after 9999
+            nearest.append("none")
+    return (
+        f"no window can be placed for the {what} {_fire_time_words(at)} with {cron!r} ({zone}): {exc}; "
+        f"the nearest fire times are {nearest[0]} and {nearest[1]}"
+    )
 
 
 def _slot_report(record: ParsedAlert, rule: str | None, received_at: datetime) -> SlotReport | None:

@@ -248,7 +248,7 @@ def _record_preview(mapped: MappedRecord, placement: _Placement) -> RecordPrevie
 def mapping_preview(*, mapping: Any, samples: Sequence[Sample]) -> MappingPreview:
     """Try ``mapping`` on each sample exactly as ingestion would, without writing anything.
 
-    Returns the mapping's own errors (``runs.alerts.parsers.custom.mapping_errors``: compile errors and
+    Returns the mapping's own errors (``runs.alerts.parsers.custom.compiler.mapping_errors``: compile errors and
     required fields neither mapped nor defaulted) and, per sample, a format error (not JSON, too many
     records) or its records with every field found, converted or failed, and where each would land
     (registered job, known tenant, window from the payload or the job's schedule). Reads jobs and
@@ -320,7 +320,7 @@ def integration_custom_create(
 ) -> Integration:
     """Create a ``custom`` integration with a mapping that compiles and maps every given sample.
 
-    ``mapping`` is the object described in ``runs/alerts/parsers/custom/__init__.py``. Raises ``MappingInvalid``
+    ``mapping`` is the object described in ``runs/alerts/parsers/custom/parser.py``. Raises ``MappingInvalid``
     (errors by path: ``mapping.fields.status``, ``samples.0``, ...) and ``Conflict`` when the name is
     taken. Issue its key with ``integration_key_create``. Writes one Integration row.
     """

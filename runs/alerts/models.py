@@ -28,13 +28,17 @@ class _DeliveryOutcome(models.TextChoices):
     RECEIVED = "received", "Received (not parsed yet)"
     PROCESSED = "processed", "Processed"
     REJECTED = "rejected", "Rejected"
+    FAILED = "failed", "Failed (its processing kept failing)"
 
 
 class Delivery(TimeStampedModel):
     """One authenticated HTTP post to an ingestion endpoint, stored before anything is parsed.
 
-    ``body`` is the raw body as text with secrets redacted; ``size_bytes`` and ``sha256`` describe the
-    bytes as received (computed before redaction).
+    ``body`` is the body as text (decoded by its declared charset, else its byte order mark, else as
+    UTF-8; what a text column cannot hold escaped) with secrets redacted; ``size_bytes`` and ``sha256``
+    describe the bytes as received (computed before decoding and redaction). A processing that fails
+    leaves it ``received`` with ``try_count``, ``last_error`` and ``next_try_at`` for the sweep, which
+    stores it ``failed`` after a few tries (``runs.alerts.receive.delivery_sweep_received``).
     """
 
     Outcome = _DeliveryOutcome
@@ -53,6 +57,13 @@ class Delivery(TimeStampedModel):
     notes = models.JSONField(default=dict, blank=True, help_text="facts about the post, e.g. truncated_alerts")
     response_status = models.PositiveSmallIntegerField(null=True, blank=True)
     response_body = models.JSONField(null=True, blank=True)
+    try_count = models.PositiveSmallIntegerField(
+        default=0, help_text="how often processing failed (the request, then the sweep's retries)"
+    )
+    next_try_at = models.DateTimeField(
+        null=True, blank=True, help_text="when the sweep tries a failed processing again (UTC); empty: not waiting"
+    )
+    last_error = models.TextField(blank=True, help_text="the last processing error, redacted")
 
     class Meta:
         verbose_name_plural = "deliveries"
@@ -60,7 +71,7 @@ class Delivery(TimeStampedModel):
         indexes = [
             # the integration page's "recent deliveries"
             models.Index(fields=["integration", "-received_at"], name="runs_delivery_recent_idx"),
-            # the sweep of deliveries a crash left unfinished (runs.services.delivery_sweep_received)
+            # the sweep of deliveries a crash left unfinished (runs.alerts.receive.delivery_sweep_received)
             models.Index(fields=["received_at"], condition=Q(outcome="received"), name="runs_delivery_received_idx"),
         ]
 
@@ -101,6 +112,11 @@ class Alert(TimeStampedModel):
     reason = models.TextField(blank=True)
     is_stale = models.BooleanField(default=False, help_text="a late, earlier-state report: kept, changes nothing")
     fields = models.JSONField(default=dict, blank=True, help_text="normalised fields, for display")
+    mend_notes = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="what was mended so the database could hold the record (a list of sentences)",
+    )
     job_key = models.CharField(max_length=300, blank=True)
     tenant_slug = models.CharField(max_length=300, blank=True)
     environment = models.CharField(max_length=100, blank=True)

@@ -1,10 +1,14 @@
 """One post: stored first, then parsed, its alerts recorded and applied in chunks (one transaction per
-chunk); the response kept; and the sweep that finishes a delivery a crash left ``received``."""
+chunk); the response kept; and the sweep that finishes a delivery a crash or a failed processing left
+``received`` -- with backoff, storing it ``failed`` after ``DELIVERY_MAX_TRIES`` (rule 9 in
+docs/architecture.md: every authenticated post ends ``processed``, ``rejected`` or ``failed``)."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
+import traceback
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
@@ -12,19 +16,29 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.db import DatabaseError, transaction
 from django.db.models import F, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from handover.core.errors import DomainError
+from handover.core.errors import DomainError, InvalidTransition
 from runs.alerts.apply import alert_apply_in_transaction
 from runs.alerts.context import IngestResult, PostContext, runner_reports_write
 from runs.alerts.models import Alert, AuthFailureCounter, Delivery
-from runs.alerts.parsers.base import FormatError, InvalidItem, ParsedAlert, merged_settings
+from runs.alerts.parsers.base import (
+    FormatError,
+    InvalidItem,
+    ParsedAlert,
+    decode_body,
+    merged_settings,
+    storable_data,
+    storable_text,
+)
 from runs.alerts.parsers.registry import get_adapter
-from runs.alerts.records import alert_record
+from runs.alerts.records import alert_record, record_mend
 from runs.alerts.redaction import (
     body_secret_values,
     integration_redact_names,
     redact_body,
+    redact_data,
     redact_text,
     redaction_scope,
 )
@@ -39,6 +53,15 @@ CHUNK_ALERTS = 100
 # ``IntegrationKey.last_used_at`` is refreshed at most this often: every post writing the key's row
 # would make it the hottest lock of the ingestion path. The integration page shows it to the minute.
 KEY_USED_RESOLUTION = timedelta(seconds=60)
+# A delivery whose processing fails (a bug, a database error the mending did not foresee) is tried again
+# by the sweep after 1, 2, 4 and 8 minutes, then stored ``failed`` with its error (shown in the inbox).
+DELIVERY_MAX_TRIES = 5
+DELIVERY_RETRY_BASE_SECONDS = 60
+# One sweep works through the due deliveries in batches of ``limit`` (failures are pushed back by their
+# backoff, so a later batch reaches the recoverable ones), up to this many batches or seconds.
+SWEEP_MAX_BATCHES = 10
+SWEEP_BUDGET_SECONDS = 45.0
+LAST_ERROR_MAX_CHARS = 2000
 
 
 def _json_safe(value: Any) -> Any:
@@ -60,12 +83,19 @@ def delivery_receive(
     size_bytes: int | None = None,
     is_body_truncated: bool = False,
     defer_outcome: bool = False,
+    unreadable_reason: str = "",
 ) -> IngestResult:
     """Store one authenticated post, then parse, record and apply every record in it.
 
     ``body`` is the raw bytes (for an oversized post: its first 64 KiB, with ``size_bytes`` the
     size announced or read and ``is_body_truncated`` set -- such a delivery is stored ``rejected``
-    and not parsed). Returns an ``IngestResult``; never raises for bad input. Side effects:
+    and not parsed; likewise a post whose body could not be read to its end, e.g. malformed chunked
+    framing: ``unreadable_reason`` says why and ``body`` is what was read). The bytes are hashed as
+    received, then decoded (``decode_body``: declared charset, else byte order mark, else UTF-8; what
+    a text column cannot hold escaped); parsers read that text as UTF-8, and it is stored redacted.
+    A processing that fails (any error: never answered as a server error) leaves the delivery
+    ``received`` with its first try counted, for the sweep (``result.failure`` says so). Returns an
+    ``IngestResult``; never raises for bad input. Side effects:
     Delivery, Alert, Run, Attempt, RunnerReport and TimelineEvent rows; the key's ``last_used_at``
     (at most once a minute). With ``defer_outcome`` the delivery's outcome is left for
     ``delivery_record_response`` to write together with the response (one UPDATE instead of two);
@@ -76,15 +106,22 @@ def delivery_receive(
     if adapter is None:  # an integration whose adapter was removed: keep the post anyway
         raise DomainError(f"No adapter for {integration.source!r}")
     received_at = received_at or timezone.now()
+    names = integration_redact_names(integration.settings)
+    decoded = decode_body(body, content_type)
+    text = decoded.text.encode()  # what the parsers read, now and when the stored body is parsed again
+    notes = decoded.notes()
+    if unreadable_reason:
+        notes["body_unreadable"] = unreadable_reason
     delivery = Delivery(
         integration=integration,
         key=key,
         received_at=received_at,
-        content_type=content_type[:200],
+        content_type=storable_text(content_type)[:200],
         size_bytes=size_bytes if size_bytes is not None else len(body),
         sha256=hashlib.sha256(body).hexdigest(),
-        body=redact_body(body, adapter.REDACT_PATHS, integration_redact_names(integration.settings)),
+        body=_body_redacted(text, adapter, names),
         is_body_truncated=is_body_truncated,
+        notes=notes,
     )
     # Store first: one INSERT in autocommit, committed before anything is parsed. The key's row is
     # not written in the same transaction (see KEY_USED_RESOLUTION).
@@ -93,12 +130,31 @@ def delivery_receive(
     result = IngestResult(delivery=delivery)
     # A secret of this post is redacted wherever it recurs in what is derived from it (error
     # summaries, alert fields, reasons), not only where the body holds it under a secret name.
-    names = integration_redact_names(integration.settings)
-    with redaction_scope(body_secret_values(body, adapter.REDACT_PATHS, names), names):
-        _delivery_process(result, adapter, body, key)
-    if not defer_outcome:
+    with redaction_scope(_body_secrets(text, adapter, names), names):
+        try:
+            _delivery_process(result, adapter, text, key)
+        except Exception as exc:  # noqa: BLE001 - rule 9: the post is stored; the sweep tries again
+            result.failure = _delivery_try_failed(delivery.pk, exc)
+    if not defer_outcome and not result.failure:
         _delivery_write(delivery)
     return result
+
+
+def _body_redacted(text: bytes, adapter: ModuleType, names: frozenset[str]) -> str:
+    """The body as stored: redacted. JSON nested too deep for the redaction's walk (refused by every
+    parser anyway) gets the free-text redaction only, instead of failing the post."""
+    try:
+        return redact_body(text, adapter.REDACT_PATHS, names)
+    except RecursionError:
+        return redact_text(text.decode())
+
+
+def _body_secrets(text: bytes, adapter: ModuleType, names: frozenset[str]) -> list[str]:
+    """The secret values of the body (``body_secret_values``); none for JSON nested too deep to walk."""
+    try:
+        return body_secret_values(text, adapter.REDACT_PATHS, names)
+    except RecursionError:
+        return []
 
 
 def _key_mark_used(key: IntegrationKey, at: datetime) -> None:
@@ -134,6 +190,11 @@ def _delivery_process(
         result.error = FormatError(f"The body is larger than {limit} bytes; its first 64 KiB are kept.")
         _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=result.error.message)
         return
+    unreadable = (delivery.notes or {}).get("body_unreadable")
+    if unreadable:
+        result.error = FormatError(f"The body could not be read to its end: {unreadable}", field="body")
+        _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=result.error.message)
+        return
     ctx = PostContext(key=key, settings=merged_settings(adapter.DEFAULT_SETTINGS, key.integration.settings))
     try:
         parsed = adapter.parse(body, settings=ctx.settings, received_at=delivery.received_at)
@@ -151,13 +212,25 @@ def _delivery_process(
 def _delivery_set_outcome(
     delivery: Delivery, outcome: str, *, reason: str = "", notes: dict[str, Any] | None = None
 ) -> None:
-    delivery.outcome, delivery.reason, delivery.notes = outcome, reason, notes or {}
+    """Set the outcome in memory; ``notes`` are laid over what the delivery noted when it was stored."""
+    delivery.outcome, delivery.reason = outcome, reason
+    delivery.notes = {**(delivery.notes or {}), **(notes or {})}
 
 
 def _delivery_write(delivery: Delivery, **response: Any) -> None:
-    """Write the delivery's outcome (set in memory while it was processed), and the response if given."""
+    """Write the delivery's outcome (set in memory while it was processed), and the response if given.
+
+    Reason, notes and response are made storable (NUL and lone surrogates as U+FFFD): they may echo
+    what the sender sent.
+    """
+    if "response_body" in response:
+        response["response_body"] = storable_data(response["response_body"])
     Delivery.objects.filter(pk=delivery.pk).update(
-        outcome=delivery.outcome, reason=delivery.reason, notes=delivery.notes, **response
+        outcome=delivery.outcome,
+        reason=storable_text(delivery.reason),
+        notes=storable_data(delivery.notes),
+        next_try_at=None,
+        **response,
     )
 
 
@@ -167,37 +240,114 @@ def delivery_record_response(*, delivery: Delivery, status: int, body: dict[str,
     Writes the delivery's outcome in the same UPDATE (``delivery_receive(defer_outcome=True)``
     left it to this call).
     """
+    body = redact_data(body)  # it may echo what the sender sent (PagerDuty's dedup_key)
     if delivery.outcome == Delivery.Outcome.RECEIVED:  # never processed here: the sweep finishes it
-        Delivery.objects.filter(pk=delivery.pk).update(response_status=status, response_body=body)
+        Delivery.objects.filter(pk=delivery.pk).update(response_status=status, response_body=storable_data(body))
         return
     _delivery_write(delivery, response_status=status, response_body=body)
 
 
 def delivery_sweep_received(*, older_than_seconds: int | None = None, limit: int = 100) -> int:
-    """Finish deliveries a crash left ``received`` (older than the given age). Returns how many were finished.
+    """Finish deliveries left ``received``: by a crash (older than the given age) or by a processing that
+    failed (once their backoff has passed). Returns how many reached a final outcome.
 
-    Each is claimed in a transaction of its own (``select_for_update(skip_locked=True)`` on
-    PostgreSQL; on SQLite the immediate transaction serialises writers and the outcome is re-read
-    inside it), its stored body is parsed again, the records that have no Alert yet are recorded and
-    applied (those committed before the crash are skipped by their index), and its outcome is
-    written -- all in that transaction, so a second sweep finds nothing left to do. The redacted
-    body parses like the raw one for everything an adapter reads for identity (DESIGN.md). A delivery
-    that fails is logged and tried again by the next sweep; the others go on.
+    Due deliveries are taken oldest first (by their next try, else their receipt), in batches of
+    ``limit``, for up to ``SWEEP_MAX_BATCHES`` batches or ``SWEEP_BUDGET_SECONDS``. Each is claimed in a
+    transaction of its own (``select_for_update(skip_locked=True)`` on PostgreSQL; on SQLite the
+    immediate transaction serialises writers and the outcome is re-read inside it), its stored body is
+    parsed again, the records that have no Alert yet are recorded and applied (those committed before
+    are skipped by their index), and its outcome is written -- all in that transaction, so a second
+    sweep finds nothing left to do. The redacted body parses like the raw one for everything an adapter
+    reads for identity (redaction never touches those fields).
+
+    A delivery whose processing fails again is rolled back and pushed back by its backoff
+    (``DELIVERY_RETRY_BASE_SECONDS`` doubled per try; ``try_count``, ``last_error`` redacted,
+    ``next_try_at``); after ``DELIVERY_MAX_TRIES`` it is stored ``failed`` with the error. Since a failure
+    leaves the due set until its next try, the next batch of the same sweep reaches the deliveries
+    behind it: a hundred poison posts never delay a recoverable one. Never raises for one delivery.
     """
     age = older_than_seconds if older_than_seconds is not None else django_settings.HANDOVER_PENDING_SWEEP_AFTER_SECONDS
-    cutoff = timezone.now() - timedelta(seconds=age)
-    due = list(
-        Delivery.objects.filter(outcome=Delivery.Outcome.RECEIVED, received_at__lt=cutoff)
-        .order_by("received_at", "id")
-        .values_list("pk", flat=True)[:limit]
-    )
+    now = timezone.now()
+    due = Delivery.objects.filter(
+        Q(next_try_at__isnull=True, received_at__lt=now - timedelta(seconds=age)) | Q(next_try_at__lte=now),
+        outcome=Delivery.Outcome.RECEIVED,
+    ).order_by(Coalesce("next_try_at", "received_at"), "id")
+    deadline = time.monotonic() + SWEEP_BUDGET_SECONDS
+    seen: set[int] = set()
     done = 0
-    for pk in due:
-        try:
-            done += _delivery_finish_received(pk)
-        except Exception:  # noqa: BLE001 - one broken delivery must not stop the sweep; it stays received
-            logger.exception("delivery %s: could not be finished; the next sweep tries again", pk)
+    for _ in range(SWEEP_MAX_BATCHES):
+        batch = list(due.exclude(pk__in=seen).values_list("pk", flat=True)[:limit])
+        if not batch:
+            break
+        for pk in batch:
+            seen.add(pk)
+            try:
+                done += _delivery_finish_received(pk)
+            except Exception as exc:  # noqa: BLE001 - one broken delivery must not stop the sweep
+                failure = _delivery_try_failed(pk, exc)
+                done += failure.startswith("failed")
+        if time.monotonic() > deadline:
+            break
     return done
+
+
+def _error_text(exc: BaseException) -> str:
+    """An error as stored and logged: its class and message, redacted, storable and cut (no traceback:
+    a message may quote a value, a traceback's locals never leave the process)."""
+    text = redact_text(f"{type(exc).__name__}: {exc}")
+    return storable_text(text)[:LAST_ERROR_MAX_CHARS]
+
+
+def _delivery_try_failed(pk: int, exc: BaseException) -> str:
+    """Count one failed processing of a ``received`` delivery: push it back by its backoff, or after
+    ``DELIVERY_MAX_TRIES`` store it ``failed`` with the error. Returns what happened, in words."""
+    error = _error_text(exc)
+    now = timezone.now()
+    with transaction.atomic():
+        delivery = Delivery.objects.select_for_update().filter(pk=pk, outcome=Delivery.Outcome.RECEIVED).first()
+        if delivery is None:  # finished meanwhile (a concurrent sweep)
+            return "finished elsewhere"
+        tries = delivery.try_count + 1
+        if tries >= DELIVERY_MAX_TRIES:
+            Delivery.objects.filter(pk=pk).update(
+                outcome=Delivery.Outcome.FAILED,
+                reason=f"processing failed {tries} times; the last error: {error}",
+                try_count=tries,
+                last_error=error,
+                next_try_at=None,
+            )
+            outcome = f"failed after {tries} tries"
+        else:
+            wait = DELIVERY_RETRY_BASE_SECONDS * 2 ** (tries - 1)
+            Delivery.objects.filter(pk=pk).update(
+                try_count=tries, last_error=error, next_try_at=now + timedelta(seconds=wait)
+            )
+            outcome = f"try {tries} failed; the sweep tries again in {wait} s"
+    logger.warning("delivery %s: processing %s: %s", pk, outcome, error)
+    logger.debug("delivery %s: where it failed:\n%s", pk, "".join(traceback.format_tb(exc.__traceback__)))
+    return outcome
+
+
+def delivery_reprocess(*, delivery: Delivery, actor: Any = None) -> Delivery:
+    """An admin's retry of a ``failed`` delivery: its tries start again and it is processed now.
+
+    Raises ``InvalidTransition`` for any other outcome. Processing as the sweep does
+    (``delivery_sweep_received``): a failure counts as its first new try and leaves it ``received``
+    for the sweep. Returns the delivery as it is afterwards. Side effects: those of processing the
+    stored body (alerts, runs, attempts, timeline events).
+    """
+    reset = Delivery.objects.filter(pk=delivery.pk, outcome=Delivery.Outcome.FAILED).update(
+        outcome=Delivery.Outcome.RECEIVED, reason="", try_count=0, next_try_at=None
+    )
+    if not reset:
+        raise InvalidTransition(f"Only failed deliveries can be reprocessed, not {delivery.outcome}.")
+    try:
+        _delivery_finish_received(delivery.pk)
+    except Exception as exc:  # noqa: BLE001 - the sweep takes over
+        _delivery_try_failed(delivery.pk, exc)
+    logger.info("delivery %s reprocessed by %s", delivery.public_id, getattr(actor, "pk", None))
+    delivery.refresh_from_db()
+    return delivery
 
 
 def _delivery_finish_received(pk: int) -> bool:
@@ -259,15 +409,22 @@ def _alerts_ingest(
 
 
 def _alert_ingest(delivery: Delivery, index: int, record: ParsedAlert | InvalidItem, ctx: PostContext) -> Alert:
-    """Record one parsed record and, when it is a new original, apply it (inside the caller's transaction)."""
-    alert, created = alert_record(delivery=delivery, index=index, record=record)
-    if created and alert.outcome == Alert.Outcome.PENDING and isinstance(record, ParsedAlert):
-        alert = alert_apply_in_transaction(alert, record, ctx)
+    """Record one parsed record and, when it is a new original, apply it (inside the caller's transaction).
+
+    A parsed record is mended first (``record_mend``): the alert stores and applies what the database
+    can hold, with a note per mend, or is ``rejected`` when an identity field cannot be stored exactly.
+    """
+    if isinstance(record, InvalidItem):
+        return alert_record(delivery=delivery, index=index, record=record)[0]
+    mend = record_mend(record)
+    alert, created = alert_record(delivery=delivery, index=index, record=mend.record, mend=mend)
+    if created and alert.outcome == Alert.Outcome.PENDING:
+        alert = alert_apply_in_transaction(alert, mend.record, ctx)
     return alert
 
 
 def delivery_refusal_count(*, source: str, integration: Integration | None = None) -> None:
-    """Count one refused post, which stores no Delivery (DESIGN: nothing authenticated is dropped).
+    """Count one refused post, which stores no Delivery (nothing authenticated is ever dropped).
 
     With the ``integration`` whose key was recognised (a bad signature), its ``refused_post_count``;
     without one (no key, an unknown key, a key of another source), the per-``source`` counter with

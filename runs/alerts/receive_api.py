@@ -10,6 +10,13 @@ authenticated; a per-key rate limit answers 429 with ``Retry-After`` (nothing st
 retries); an integration configured with a signing secret must sign each post (HMAC-SHA256 over
 ``<timestamp>:<body>``, stale timestamps refused, constant-time compare; see ``runs.alerts.signatures``).
 Request headers are never stored: the Delivery keeps the content type only.
+
+Every authenticated post ends ``processed``, ``rejected`` or ``failed`` and is answered without a
+server error (rule 9 in docs/architecture.md): a body that cannot be read to its end (malformed chunked
+framing, a connection closed before its Content-Length) is stored ``rejected`` with 400, and a
+processing that fails is answered 202 and left to the sweep. A body that never ends (an unterminated
+chunked post) is the front proxy's and gunicorn's to cut off: docs/production.md ("Request buffering
+and worker timeouts").
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from handover.core.errors import problem, problem_response
 from handover.core.serializers import ProblemSerializer
 from handover.env import env
 from runs.alerts.context import IngestResult
+from runs.alerts.parsers.base import storable_data
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.ratelimit import rate_limit_take
 from runs.alerts.receive import delivery_receive, delivery_record_response, delivery_refusal_count
@@ -55,20 +63,38 @@ class RawBodyParser(BaseParser):
 
 @dataclass(frozen=True)
 class BodyRead:
-    """What was read of a post: the kept bytes, the size seen, and whether it was over the limit."""
+    """What was read of a post: the kept bytes, the size seen, whether it was over the limit, and why
+    it could not be read to its end (``unreadable``, "" when it could)."""
 
     body: bytes
     size: int
     oversized: bool
     length_required: bool = False
+    unreadable: str = ""
+
+
+def _unreadable_reason(exc: Exception) -> str:
+    """Why a body could not be read, in words: gunicorn's parse errors (``InvalidChunkSize``,
+    ``ChunkMissingTerminator``, ...) are malformed chunked framing; anything else (a read timeout, a
+    connection closed early: ``OSError``) is a failed read."""
+    malformed = type(exc).__module__.startswith("gunicorn.http") and not isinstance(exc, OSError)
+    kind = "the chunked framing is malformed" if malformed else "reading failed"
+    detail = f" ({str(exc)[:200]})" if str(exc) else ""
+    return f"{kind}: {type(exc).__name__}{detail}"
 
 
 def _read_stream(stream: Any, limit: int) -> BodyRead:
-    """Read ``stream`` in chunks, stopping one chunk past ``limit`` (never the whole oversized post)."""
+    """Read ``stream`` in chunks, stopping one chunk past ``limit`` (never the whole oversized post).
+
+    A read that fails (broken framing) ends the reading: what was read is kept, with the reason.
+    """
     chunks: list[bytes] = []
     size = 0
     while True:
-        chunk = stream.read(READ_CHUNK)
+        try:
+            chunk = stream.read(READ_CHUNK)
+        except Exception as exc:  # noqa: BLE001 - OSError (a timeout, a closed connection) or the server's framing errors
+            return BodyRead(b"".join(chunks), size, False, unreadable=_unreadable_reason(exc))
         if not chunk:
             break
         chunks.append(chunk)
@@ -96,7 +122,11 @@ def read_body(request: Request) -> BodyRead:
         except ValueError:
             declared = 0
         if declared > limit:
-            return BodyRead(raw.read(settings.HANDOVER_KEPT_OVERSIZE_BYTES), declared, True)
+            try:
+                head = raw.read(settings.HANDOVER_KEPT_OVERSIZE_BYTES)
+            except Exception:  # noqa: BLE001 - refused as oversized either way; keep what there is
+                head = b""
+            return BodyRead(head, declared, True)
         return _read_stream(raw, limit)
     if "chunked" in meta.get("HTTP_TRANSFER_ENCODING", "").lower():
         if meta.get("wsgi.input_terminated"):
@@ -135,7 +165,8 @@ class AlertIngestView(APIView):
         summary="Post alerts from a monitoring system",
         description=(
             "Authenticate with `Authorization: Bearer <integration key>`. The body is the source's own "
-            "format (`generic`: see docs/formats). Answers 202 with each alert's outcome: `accepted`, "
+            "format (`generic`: see runs/demo/alerts/generic/FORMAT.md). Answers 202 with each alert's "
+            "outcome: `accepted`, "
             "`duplicate`, `unmatched` (kept for triage) or `rejected`. Integrations configured with a "
             "signing secret also need `X-Handover-Signature` (hex HMAC-SHA256 of `<timestamp>:<body>`) "
             "and `X-Handover-Timestamp` (UNIX seconds, within the integration's tolerance)."
@@ -196,8 +227,12 @@ class AlertIngestView(APIView):
             size_bytes=size,
             is_body_truncated=oversized,
             defer_outcome=True,  # written with the response below: one UPDATE of the delivery, not two
+            unreadable_reason=read.unreadable,
         )
         status, payload = self._answer(adapter, result, oversized)
+        # What echoes the sender (PagerDuty's dedup_key, reasons) may hold a lone surrogate, which no
+        # JSON answer encodes as UTF-8: the answer says U+FFFD there, as the stored rows do.
+        payload = storable_data(payload)
         delivery_record_response(delivery=result.delivery, status=status, body=payload)
         response = Response(payload, status=status)
         if status >= 400 and not hasattr(adapter, "render_response"):
@@ -309,4 +344,7 @@ class AlertIngestView(APIView):
                 errors=error.errors or None,
                 extra={"delivery": delivery_id},
             )
+        if result.failure:  # stored; the sweep finishes it (rule 9: never a server error)
+            detail = "Processing failed and is retried; the alerts recorded so far are listed."
+            return 202, {"delivery": delivery_id, "alerts": _alert_rows(result), "detail": detail}
         return 202, {"delivery": delivery_id, "alerts": _alert_rows(result), **result.response}

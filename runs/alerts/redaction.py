@@ -1,143 +1,131 @@
-"""Redaction of secrets and personal data before anything is stored, shown or logged (DESIGN.md rule 8).
+"""Redaction of secrets and personal data before anything is stored, shown or logged (rule 8 in docs/architecture.md).
 
-Two passes: by JSON field path per source (routing keys, tokens, passwords, authorization values,
-and any key whose name says it is a secret), then in free text (bearer tokens, Luhn-valid card
-numbers, e-mail addresses). Values are replaced in the raw text, so the rest of the body stays
-byte-for-byte as sent and can be parsed again for reprocessing. Dedup keys and hashes are
-computed from the raw bytes before this runs.
+A secret becomes a deterministic token, ``‹redacted:<8 hex>›``: the first 8 hex digits of
+HMAC-SHA256(the redaction key, the secret). The same secret gives the same token everywhere, so an
+identity field that held one still groups and correlates; the key is derived from Django's
+``SECRET_KEY`` (``redaction_key``), so nobody without it can confirm a guess from a token. Dedup keys
+and hashes are computed from the raw values before anything here runs.
+
+Where (the shapes: ``runs.alerts.secret_shapes``; the list and its limits: docs/security.md "Redaction"):
+
+1. Structured data (``redact_body``, ``redact_data``): the whole value at a source's field paths
+   (``REDACT_PATHS``), under a secret-looking key name anywhere (``secret_name``; every value of a
+   container under one), in ``{"name": <secret-looking>, "value": …}`` pairs, and under the
+   integration's extra redaction names.
+2. Free text (``redact_text``), in every string, keys included: the secrets found by 1 in the same
+   post (``redaction_scope``), PEM private key blocks, URLs (user info, Apprise URLs, chat webhook and
+   URL-key paths), provider key shapes (detect-secrets' pattern plugins), ``name=value`` and
+   ``"name": "value"`` pairs with secret-looking names (query strings too; a bare ``key=`` only when
+   its value looks random), ``Bearer``/``Basic``/``Token`` values, e-mail addresses and Luhn-valid
+   card numbers.
+
+A body that is not JSON (a cut 413 head, a form post) goes through the free-text rules whole, whose
+pair rule also reads ``"routing_key": "…"`` in broken JSON. Rules compiled per set of an integration's
+extra names are cached (``text_rules``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import hmac
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote, unquote_plus
 
-REDACTED = "[REDACTED]"
+from django.conf import settings
 
-# Keys whose values are secrets wherever they appear in a payload.
-SECRET_KEY_NAMES = re.compile(
-    r"^(password|passwd|secret|client_secret|token|access_token|refresh_token|api_key|apikey|"
-    r"authorization|routing_key|integration_key|private_key|x-api-key)$",
-    re.IGNORECASE,
+from runs.alerts.parsers.base import AttemptState, ParsedAlert
+from runs.alerts.secret_shapes import (
+    APPRISE_URL,
+    AUTH_VALUE,
+    BASIC_AUTH,
+    CARD,
+    CREDENTIAL_PATHS,
+    EMAIL,
+    PAIR_NAME_WORDS,
+    PRIVATE_KEY_BLOCK,
+    SHAPES,
+    TOKEN_TAIL,
+    USER_INFO,
+    looks_random,
+    luhn_valid,
+    secret_name,
+    weak_secret_name,
 )
-# ``{"name": "DB_PASSWORD", "value": "..."}`` pairs (Kubernetes container env, many APIs' tag lists):
-# the secret is named by a sibling field, not by the key holding it.
-SECRET_NAME_VALUES = re.compile(r"(?i)(pass(word|wd)?|secret|token|api[_-]?key|private[_-]?key|credential|auth)")
-_BEARER = re.compile(r"(?i)\b(bearer|token)\s+[A-Za-z0-9\-._~+/]{12,}=*")
-_EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
-# 13-19 digits, optionally grouped by spaces or dashes. Cards start with 2-6 (Mastercard 2-series,
-# Amex 3, Visa 4, Mastercard 5, Discover 6); epoch milliseconds (1.7e12 today) start with 1.
-_CARD = re.compile(r"(?<![\d])([2-6]\d{3}(?:[ -]?\d){9,15})(?![\d])")
+
+TOKEN_PATTERN = re.compile(r"‹redacted:[0-9a-f]{8}›")
+LEGACY_REDACTED = "[REDACTED]"  # what rows written before deterministic tokens hold
+MIN_SECRET_LENGTH = 8  # a post's secret shorter than this is not searched for in its free text ("on", "prod")
+_MIN_TEXT_LENGTH = 6  # no rule matches fewer characters (``a@b.io``)
 
 
-def luhn_valid(digits: str) -> bool:
-    """True when ``digits`` (only 0-9) passes the Luhn checksum (ISO/IEC 7812-1)."""
-    total = 0
-    for position, char in enumerate(reversed(digits)):
-        value = int(char)
-        if position % 2 == 1:
-            value *= 2
-            if value > 9:
-                value -= 9
-        total += value
-    return total % 10 == 0
+# --- tokens -----------------------------------------------------------------------------------------
 
 
-def _card(match: re.Match[str]) -> str:
-    digits = re.sub(r"[ -]", "", match.group(1))
-    if 13 <= len(digits) <= 19 and luhn_valid(digits):
-        return REDACTED
-    return match.group(0)
+@lru_cache(maxsize=4)
+def _derived_key(secret_key: str) -> bytes:
+    return hmac.new(secret_key.encode(), b"handover.redaction.v1", hashlib.sha256).digest()
 
 
-# While a post is processed (``redaction_scope``): the secret values found in it, which redact_text
-# replaces too (a password that also appears in an error message is gone from the error summary),
-# and the integration's extra redaction names, which ``redact_secret_keys`` applies.
-_SCOPE: ContextVar[tuple[tuple[str, ...], frozenset[str]]] = ContextVar(
-    "handover_redaction_scope", default=((), frozenset())
-)
-MIN_SECRET_LENGTH = 8  # shorter values ("on", "prod") would redact ordinary words
+def redaction_key() -> bytes:
+    """The HMAC key of redaction tokens: derived from ``SECRET_KEY`` (rotating it changes every new token)."""
+    return _derived_key(str(settings.SECRET_KEY))
+
+
+def redaction_token(value: str) -> str:
+    """``‹redacted:<8 hex>›`` for ``value``: the same value gives the same token (HMAC-SHA256, 32 bits shown)."""
+    digest = hmac.new(redaction_key(), value.encode("utf-8", errors="surrogatepass"), hashlib.sha256).hexdigest()
+    return f"‹redacted:{digest[:8]}›"
+
+
+def is_redacted(value: str) -> bool:
+    """True when ``value`` is a redaction token (or the marker older rows hold): it is never redacted again."""
+    return value == LEGACY_REDACTED or TOKEN_PATTERN.fullmatch(value) is not None
+
+
+def _token(value: str) -> str:
+    return value if not value or is_redacted(value) else redaction_token(value)
+
+
+# --- the post being processed -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Scope:
+    values: tuple[str, ...] = ()
+    names: frozenset[str] = frozenset()
+
+
+_NO_SCOPE = _Scope()
+_SCOPE: ContextVar[_Scope | None] = ContextVar("handover_redaction_scope", default=None)
+
+
+def _scope() -> _Scope:
+    return _SCOPE.get() or _NO_SCOPE
 
 
 @contextmanager
 def redaction_scope(values: Iterable[str], names: Iterable[str] = ()) -> Iterator[None]:
     """Within the block, ``redact_text`` also replaces each of ``values`` (8 characters or more) and
-    ``redact_secret_keys`` also redacts the keys ``names`` (casefolded)."""
-    outer_values, outer_names = _SCOPE.get()
-    wanted = {v for v in values if len(v) >= MIN_SECRET_LENGTH} | set(outer_values)
-    token = _SCOPE.set((tuple(sorted(wanted, key=len, reverse=True)), outer_names | {n.casefold() for n in names}))
+    every rule also treats the key ``names`` (an integration's extra redaction names, any case) as secret."""
+    outer = _scope()
+    wanted = {v for v in values if len(v) >= MIN_SECRET_LENGTH and not is_redacted(v)} | set(outer.values)
+    scope = _Scope(
+        values=tuple(sorted(wanted, key=len, reverse=True)),
+        names=outer.names | {n.casefold() for n in names if n},
+    )
+    token = _SCOPE.set(scope)
     try:
         yield
     finally:
         _SCOPE.reset(token)
-
-
-def redact_text(text: str) -> str:
-    """Redact bearer tokens, e-mail addresses and Luhn-valid card numbers in free text, and the
-    secret values of the post being processed (``redaction_scope``)."""
-    for value in _SCOPE.get()[0]:
-        if value in text:
-            text = text.replace(value, REDACTED)
-    # The token and e-mail patterns cannot match without their word or an "@": a substring test is
-    # ten times cheaper than letting the regex try every position (most strings hold neither).
-    # ``lower()`` folds what IGNORECASE does for these letters (the Kelvin sign K included).
-    lowered = text.lower()
-    if "bearer" in lowered or "token" in lowered:
-        text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    if "@" in text:
-        text = _EMAIL.sub(REDACTED, text)
-    return _CARD.sub(_card, text)
-
-
-@lru_cache(maxsize=1024)
-def _is_secret_key(name: str) -> bool:
-    """True for a key whose value is a secret wherever it appears (memoised: payloads repeat their keys)."""
-    return SECRET_KEY_NAMES.match(name) is not None
-
-
-def _still_matching(patterns: list[tuple[str, ...]], depth: int, key: str) -> list[tuple[str, ...]]:
-    """The patterns whose part ``depth`` accepts ``key`` (``*`` or equal), of those that matched so far."""
-    return [p for p in patterns if len(p) > depth and p[depth] in ("*", key)]
-
-
-def _collect(node: Any, key: str | None, patterns: list[tuple[str, ...]], depth: int, found: list[str]) -> None:
-    """Add the secret values under ``node`` to ``found``.
-
-    ``key`` is the node's own key (None for the document itself); ``patterns`` are the dotted paths
-    whose first ``depth`` parts match the path to the node, so a subtree no path reaches is walked
-    with an empty list (only the key-name and name/value rules, which apply at any depth, remain).
-    """
-    if isinstance(node, dict):
-        name, value = node.get("name"), node.get("value")
-        if isinstance(name, str) and isinstance(value, str) and value and SECRET_NAME_VALUES.search(name):
-            found.append(value)
-        for child_key, child in node.items():
-            child_key = str(child_key)
-            below = _still_matching(patterns, depth, child_key) if patterns else patterns
-            _collect(child, child_key, below, depth + 1, found)
-    elif isinstance(node, list):
-        for index, child in enumerate(node):
-            # An index never matches a secret key name, so it matters only to the path patterns.
-            below = _still_matching(patterns, depth, str(index)) if patterns else patterns
-            _collect(child, "", below, depth + 1, found)
-    elif key is not None and isinstance(node, (str, int)) and not isinstance(node, bool):
-        if _is_secret_key(key) or any(len(p) == depth for p in patterns):
-            text = str(node)
-            if text and text != REDACTED:
-                found.append(text)
-
-
-def secret_values(document: Any, paths: Iterable[str]) -> list[str]:
-    """The string values in ``document`` at any of ``paths``, under a secret-looking key name, or
-    in a ``{"name": <secret-looking>, "value": ...}`` pair."""
-    found: list[str] = []
-    _collect(document, None, [tuple(p.split(".")) for p in paths], 0, found)
-    return found
 
 
 def integration_redact_names(settings: Any) -> frozenset[str]:
@@ -148,79 +136,416 @@ def integration_redact_names(settings: Any) -> frozenset[str]:
     return frozenset(n.casefold() for n in names if isinstance(n, str) and n)
 
 
-def named_values(document: Any, names: Iterable[str]) -> list[str]:
-    """The values in ``document`` under any of ``names`` (any case, any depth), or in a
-    ``{"name": <one of names>, "value": ...}`` pair: an integration's own redaction names."""
-    wanted = frozenset(n.casefold() for n in names)
-    found: list[str] = []
-    if not wanted:
-        return found
-    stack = [document]
-    while stack:
-        node = stack.pop()
+# --- free text ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TextRules:
+    """The free-text rules for one set of extra names: the compiled pair pattern and the name test."""
+
+    names: frozenset[str]
+    pair: re.Pattern[str]
+
+    def is_secret_name(self, name: str) -> bool:
+        """True for a built-in secret-looking name or one of ``names`` (any case)."""
+        return name.casefold() in self.names or secret_name(name)
+
+
+@lru_cache(maxsize=256)
+def text_rules(names: frozenset[str] = frozenset()) -> TextRules:
+    """The free-text rules with an integration's extra names, compiled once per set of names."""
+    words = [re.escape(w) for w in PAIR_NAME_WORDS] + [re.escape(n) for n in sorted(names, key=len, reverse=True)]
+    pair = re.compile(
+        # the name: a word holding one of ``words``, optionally quoted (also JSON-escaped quotes)
+        r"(?i)(?<![\w.\-])(?P<name>[\w.\-]{0,40}?(?:" + "|".join(words) + r")[\w.\-]{0,40})"
+        r"(?:\\?[\"'])?\]?[ \t]*(?::=|=>|==?|:)[ \t]*"
+        r"(?:(?P<scheme>bearer|basic|token|digest)[ \t]+)?"
+        # the value: double-quoted (JSON escapes inside), inside an escaped JSON string, single-quoted,
+        # or bare; a quoted value cut by the end of a line or of the text (a 413 head) runs to there
+        r"(?:\"(?P<dq>(?:[^\"\\\r\n]|\\.)*)(?:\"|(?=[\r\n])|$)"
+        r"|\\\"(?P<eq>(?:(?!\\\")[^\r\n])*)(?:\\\"|(?=[\r\n])|$)"
+        r"|'(?P<sq>[^'\r\n]*)(?:'|(?=[\r\n])|$)"
+        r"|(?P<v>[^\s,;&\"'<>(){}\[\]\\]+))"
+    )
+    return TextRules(names=names, pair=pair)
+
+
+def _group_token(group: int) -> Callable[[re.Match[str]], str]:
+    """A replacement that tokenises ``group`` of the match and keeps the rest of it."""
+
+    def replace(match: re.Match[str]) -> str:
+        start, end = match.span(group)
+        whole_start = match.start()
+        text = match.group(0)
+        secret = text[start - whole_start : end - whole_start]
+        return text[: start - whole_start] + _token(secret) + text[end - whole_start :]
+
+    return replace
+
+
+_LONG_RUN = re.compile(r"[0-9A-Za-z_\-+/=.]{11}")
+_SHAPE_EDGE = frozenset(" \t\r\n=:\"'")
+
+
+def _shape_pass(text: str) -> str:
+    """Replace provider key shapes: the plugin's match (its secret group when it has one), run on to
+    the end of the token, cut at the first blank (a pattern ending in ``.+`` stops at the token)."""
+    if _LONG_RUN.search(text) is None:  # every shape needs a run of 11 token characters or more
+        return text
+    for shape in SHAPES:
+        if shape.hint and shape.hint not in text:
+            continue
+        if shape.regex.search(text) is None:
+            continue
+        pieces: list[str] = []
+        position = 0
+        for match in shape.regex.finditer(text):
+            group = (
+                shape.group if shape.group and match.group(shape.group) and len(match.group(shape.group)) >= 8 else 0
+            )
+            start, end = match.span(group)
+            while start < end and text[start] in _SHAPE_EDGE:  # a pattern that takes its separator
+                start += 1
+            if start < position:
+                continue
+            blank = re.search(r"[\s\"']", text[start:end])
+            if blank is not None:
+                end = start + blank.start()
+            tail = TOKEN_TAIL.match(text, end)
+            if tail is not None:
+                end = tail.end()
+            while end > start and text[end - 1] == ".":  # a sentence's full stop
+                end -= 1
+            secret = text[start:end]
+            if not secret or "‹" in secret or is_redacted(secret) or not shape.accept(secret):
+                continue
+            pieces += [text[position:start], _token(secret)]
+            position = end
+        text = "".join(pieces) + text[position:]
+    return text
+
+
+def _pair_replace(rules: TextRules) -> Callable[[re.Match[str]], str]:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group("name")
+        group = next((g for g in ("dq", "eq", "sq", "v") if match.group(g) is not None), "v")
+        value = match.group(group) or ""
+        if not value or "‹" in value or is_redacted(value):
+            return match.group(0)
+        if weak_secret_name(name) and name.casefold() not in rules.names:
+            if not looks_random(value):
+                return match.group(0)
+        elif not rules.is_secret_name(name):
+            return match.group(0)
+        start, end = match.span(group)
+        offset = match.start()
+        whole = match.group(0)
+        return whole[: start - offset] + _token(value) + whole[end - offset :]
+
+    return replace
+
+
+def _auth_value(match: re.Match[str]) -> str:
+    scheme, value = match.group(1), match.group(2)
+    if "‹" in value or (scheme.lower() == "token" and (len(value) < 16 or not any(c.isdigit() for c in value))):
+        return match.group(0)  # "token expired": prose, not a credential
+    return f"{scheme} {_token(value)}"
+
+
+def _card(match: re.Match[str]) -> str:
+    digits = re.sub(r"[ -]", "", match.group(1))
+    if 13 <= len(digits) <= 19 and luhn_valid(digits):
+        return match.group(0).replace(match.group(1), _token(digits))
+    return match.group(0)
+
+
+# A query or fragment parameter whose value is percent-encoded: ``?q=password%3Dhunter2%20…``.
+_ENCODED_PARAM = re.compile(r"([?&#;][^=&#\s\"'<>\\]{1,100}=)([^&#\s\"'<>\\]*%[0-9A-Fa-f]{2}[^&#\s\"'<>\\]*)")
+
+
+def _encoded_param(match: re.Match[str]) -> str:
+    """Redact a percent-encoded parameter value as the text it encodes; encode the result again."""
+    decoded = unquote_plus(match.group(2))
+    redacted = redact_text(decoded)
+    if redacted == decoded:
+        return match.group(0)
+    # tokens stay readable; the text around them is encoded again
+    parts = TOKEN_PATTERN.split(redacted)
+    tokens = TOKEN_PATTERN.findall(redacted)
+    encoded = "".join(quote(part, safe="") + (tokens[i] if i < len(tokens) else "") for i, part in enumerate(parts))
+    return match.group(1) + encoded
+
+
+def redact_text(text: str, names: Iterable[str] = ()) -> str:
+    """Redact secrets and personal data in free text (rule 2 of the module docstring).
+
+    ``names``: extra secret key names (an integration's) on top of those of the current
+    ``redaction_scope``. Deterministic and idempotent: a token is never redacted again. Returns the
+    text with each secret replaced by its ``‹redacted:…›`` token.
+    """
+    if not text:
+        return text
+    scope = _scope()
+    extra = frozenset(scope.names | {n.casefold() for n in names if n}) if names else scope.names
+    return _redact_text(text, scope.values, text_rules(extra), redaction_key())
+
+
+def _redact_text(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str:
+    """``redact_text`` with the scope's values, the rules and the redaction key already looked up."""
+    for value in values:
+        if value in text:
+            text = text.replace(value, redaction_token(value))
+    if len(text) < _MIN_TEXT_LENGTH:
+        return text
+    clean_key = (text, rules.names, key) if len(text) <= _CLEAN_MAX_LENGTH else None
+    if clean_key is not None and clean_key in _CLEAN:
+        return text
+    redacted = _redact_rules(text, rules)
+    if redacted == text and clean_key is not None:
+        _remember_clean(clean_key)
+    return redacted
+
+
+# Texts the rules left unchanged, remembered (bounded, oldest out first): payloads repeat their label
+# values, URLs and names post after post, and most text holds no secret. Only text found clean is
+# kept, so the cache never holds a secret the rules found.
+_CLEAN: dict[tuple[str, frozenset[str], bytes], None] = {}
+_CLEAN_SIZE = 20_000
+_CLEAN_MAX_LENGTH = 2_000
+
+
+def _remember_clean(key: tuple[str, frozenset[str], bytes]) -> None:
+    _CLEAN[key] = None
+    if len(_CLEAN) > _CLEAN_SIZE:
+        try:
+            del _CLEAN[next(iter(_CLEAN))]
+        except (KeyError, StopIteration, RuntimeError):  # another thread evicted it first
+            pass
+
+
+def _redact_rules(text: str, rules: TextRules) -> str:
+    """The free-text rules after the post's own secrets (``redact_text``), in their order."""
+    lowered = text.lower()
+    if "private key" in lowered or "putty-user-key" in lowered:
+        text = PRIVATE_KEY_BLOCK.sub(lambda m: _token(m.group(0)), text)
+    if "://" in text:
+        text = APPRISE_URL.sub(_group_token(1), text)
+        text = BASIC_AUTH.sub(_group_token(1), text)
+        text = USER_INFO.sub(_group_token(1), text)
+        for path in CREDENTIAL_PATHS:
+            text = path.sub(_group_token(1), text)
+        if "%" in text:
+            text = _ENCODED_PARAM.sub(_encoded_param, text)
+    elif "/hooks/" in text or "/k/" in text:
+        for path in CREDENTIAL_PATHS:
+            text = path.sub(_group_token(1), text)
+    text = _shape_pass(text)
+    if "=" in text or ":" in text:
+        text = rules.pair.sub(_pair_replace(rules), text)
+    if "bearer" in lowered or "basic" in lowered or "token" in lowered or "digest" in lowered:
+        text = AUTH_VALUE.sub(_auth_value, text)
+    if "@" in text or "%40" in text:
+        text = EMAIL.sub(lambda m: _token(m.group(0)), text)
+    return CARD.sub(_card, text)
+
+
+# --- structured data ------------------------------------------------------------------------------------
+
+_PAIR_NAME_KEYS = ("name", "Name", "key", "Key")
+_PAIR_VALUE_KEYS = ("value", "Value")
+
+
+@dataclass
+class _Walk:
+    """One walk over parsed data: the rules, and what it found or changed."""
+
+    rules: TextRules
+    free_text: bool
+    values: tuple[str, ...] = ()  # the scope's secret values, for the free-text rules
+    key: bytes = b""  # the redaction key, looked up once per walk
+    found: list[str] = field(default_factory=list)
+    changed: dict[str, str] = field(default_factory=dict)
+    needs_rewrite: bool = False
+
+    def secret_pair(self, node: dict[str, Any]) -> str | None:
+        """The value key of a ``{"name": <secret-looking>, "value": …}`` pair (tags, container env)."""
+        for name_key in _PAIR_NAME_KEYS:
+            name = node.get(name_key)
+            if isinstance(name, str) and self.rules.is_secret_name(name):
+                for value_key in _PAIR_VALUE_KEYS:
+                    if value_key in node:
+                        return value_key
+        return None
+
+    def string(self, value: str, secret: bool) -> str:
+        if secret:
+            new = _token(value)
+        elif self.free_text:
+            new = _redact_text(value, self.values, self.rules, self.key)
+        else:
+            return value
+        if new != value:
+            self.changed[value] = new
+        return new
+
+    def node(self, node: Any, patterns: list[tuple[str, ...]], depth: int, secret: bool) -> Any:
         if isinstance(node, dict):
-            name, value = node.get("name"), node.get("value")
-            if isinstance(name, str) and isinstance(value, str) and value and name.casefold() in wanted:
-                found.append(value)
+            pair_value = self.secret_pair(node)
+            out: dict[Any, Any] = {}
             for key, child in node.items():
-                if str(key).casefold() in wanted and isinstance(child, (str, int)) and not isinstance(child, bool):
-                    if str(child) and str(child) != REDACTED:
-                        found.append(str(child))
-                else:
-                    stack.append(child)
-        elif isinstance(node, list):
-            stack.extend(node)
-    return found
+                name = str(key)
+                below = [p for p in patterns if len(p) > depth and p[depth] in ("*", name)] if patterns else patterns
+                child_secret = (
+                    secret
+                    or name == pair_value
+                    or self.rules.is_secret_name(name)
+                    or (bool(below) and any(len(p) == depth + 1 for p in below))
+                )
+                new_key = self.string(key, False) if isinstance(key, str) else key
+                out[new_key] = self.node(child, below, depth + 1, child_secret)
+            return out
+        if isinstance(node, list):
+            items = []
+            for index, child in enumerate(node):
+                if not patterns:
+                    items.append(self.node(child, patterns, depth + 1, secret))
+                    continue
+                below = [p for p in patterns if len(p) > depth and p[depth] in ("*", str(index))]
+                items.append(self.node(child, below, depth + 1, secret or any(len(p) == depth + 1 for p in below)))
+            return items
+        if isinstance(node, str):
+            if secret and node and not is_redacted(node):
+                self.found.append(node)
+            return self.string(node, secret)
+        if secret and isinstance(node, (int, float)) and not isinstance(node, bool):
+            self.found.append(str(node))
+            self.needs_rewrite = True  # a number becomes a string: the JSON text cannot be patched in place
+            return _token(str(node))
+        return node
 
 
-def body_secret_values(raw: bytes, paths: Iterable[str] = (), names: Iterable[str] = ()) -> list[str]:
-    """The secret values a JSON body holds (source paths, secret key names, ``names``); none if not JSON."""
+def _walk(document: Any, paths: Iterable[str], names: Iterable[str], *, free_text: bool) -> tuple[Any, _Walk]:
+    scope = _scope()
+    rules = text_rules(frozenset(scope.names | {n.casefold() for n in names if n}))
+    walk = _Walk(rules=rules, free_text=free_text, values=scope.values, key=redaction_key())
+    result = walk.node(document, [tuple(p.split(".")) for p in paths], 0, False)
+    return result, walk
+
+
+def secret_values(document: Any, paths: Iterable[str], names: Iterable[str] = ()) -> list[str]:
+    """The values in parsed ``document`` that are secrets by structure: at ``paths`` (dotted, ``*`` for
+    any key or index), under a secret-looking key name or one of ``names``, or in a secret
+    ``{"name", "value"}`` pair. Numbers are given as their text."""
+    return _walk(document, paths, names, free_text=False)[1].found
+
+
+def _loads(text: str) -> tuple[bool, Any]:
     try:
-        document = json.loads(raw.decode("utf-8", errors="replace"))
-    except ValueError:
-        return []
-    return secret_values(document, paths) + named_values(document, names)
+        return True, json.loads(text)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def body_secret_values(raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str] = ()) -> list[str]:
+    """The secret values a JSON body holds by structure (``secret_values``); none when it is not JSON."""
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+    ok, document = _loads(text)
+    return secret_values(document, paths, names) if ok else []
+
+
+def redact_body(raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str] = ()) -> str:
+    """Return a post's body as text with secrets and personal data replaced by tokens.
+
+    ``raw`` is bytes (decoded as UTF-8, invalid bytes replaced) or already decoded text. When it is
+    JSON, every string (keys too) is redacted where it stands: whole under ``paths``, secret-looking
+    names and ``names`` (an integration's extra names), the free-text rules elsewhere, with the
+    post's own secrets replaced wherever they recur. The changed strings are replaced in the text as
+    sent, so the rest stays byte for byte and parses again for reprocessing; when that cannot be done
+    exactly (a number under a secret name, a short secret, an escape spelled another way) the
+    redacted document is written out whole. Not JSON (a cut 413 head, a form post): the free-text
+    rules run over the whole text, their pair rule reading ``"name": "value"`` as well.
+    """
+    text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+    ok, document = _loads(text)
+    if not ok:
+        return redact_text(text, names)
+    found = secret_values(document, paths, names)
+    with redaction_scope(found, names):
+        redacted, walk = _walk(document, paths, names, free_text=True)
+    if not walk.changed and not walk.needs_rewrite:
+        return text
+    rewrite = walk.needs_rewrite
+    patched = text
+    if not rewrite:
+        for original in sorted(walk.changed, key=len, reverse=True):
+            spellings = {json.dumps(original), json.dumps(original, ensure_ascii=False)}
+            hits = [s for s in spellings if s in patched]
+            if len(original) < MIN_SECRET_LENGTH or not hits:
+                rewrite = True
+                break
+            replacement = json.dumps(walk.changed[original], ensure_ascii=False)
+            for spelling in hits:
+                patched = patched.replace(spelling, replacement)
+    if not rewrite and ("\\u" in text or "\\/" in text):
+        # one string may be spelled two ways: make sure the patched text says what was redacted
+        rewrite = _loads(patched) != (True, redacted)
+    if rewrite:
+        return json.dumps(redacted, ensure_ascii=False)
+    return patched
+
+
+def redact_data(value: Any, names: Iterable[str] = ()) -> Any:
+    """Parsed data (dicts, lists, strings) with the structural rules and the free-text rules applied.
+
+    Keys are redacted like values. ``names``: extra secret names on top of the current scope's.
+    """
+    return _walk(value, (), names, free_text=True)[0]
 
 
 def redact_secret_keys(value: Any) -> Any:
-    """Parsed data (dicts, lists) with the values under secret key names -- built-in, or the extra
-    names of the post being processed -- and those of secret ``{"name", "value"}`` pairs replaced."""
-    names = _SCOPE.get()[1]
-    if isinstance(value, dict):
-        name = value.get("name")
-        pair = isinstance(name, str) and isinstance(value.get("value"), str)
-        secret_pair = pair and bool(SECRET_NAME_VALUES.search(name) or name.casefold() in names)
-        out = {}
-        for key, child in value.items():
-            text_key = str(key)
-            secret = secret_pair and key == "value"
-            if isinstance(child, (str, int)) and not isinstance(child, bool):
-                secret = secret or SECRET_KEY_NAMES.match(text_key) is not None or text_key.casefold() in names
-            out[key] = REDACTED if secret else redact_secret_keys(child)
-        return out
-    if isinstance(value, list):
-        return [redact_secret_keys(child) for child in value]
-    return value
+    """Parsed data with the values under secret key names (built-in, and the extra names of the current
+    ``redaction_scope``) and those of secret ``{"name", "value"}`` pairs replaced by tokens."""
+    return _walk(value, (), (), free_text=False)[0]
 
 
-def redact_body(raw: bytes, paths: Iterable[str] = (), names: Iterable[str] = ()) -> str:
-    """Return the body as text with secrets and personal data replaced by ``[REDACTED]``.
+# --- a parsed record ------------------------------------------------------------------------------------
 
-    ``raw`` is decoded as UTF-8 (invalid bytes replaced). When it is JSON, values at ``paths``
-    (dotted, ``*`` for any key or index), under secret key names and under ``names`` (an
-    integration's extra redaction names, any case) are replaced where they occur
-    as JSON strings; free-text redaction then runs over the whole text.
+_RECORD_TEXT_FIELDS = (
+    "job_key",
+    "tenant",
+    "environment",
+    "execution_id",
+    "error_summary",
+    "correlation_ref",
+    "log_url",
+    "config_version",
+    "replay_key",
+    "group_ref",
+    "summary",
+)
+
+
+def _redact_optional(value: str | None) -> str | None:
+    return redact_text(value) if value else value
+
+
+def record_redacted(record: ParsedAlert) -> ParsedAlert:
+    """A copy of ``record`` with every text field redacted (identity fields too: a token is
+    deterministic, so a reprocessed body -- stored redacted -- names the same run and attempt).
+
+    ``dedup_key`` stays raw: its hash is computed from the raw values; only its display is
+    redacted (``runs.alerts.records``). ``details`` and ``problems`` are redacted as data and text.
     """
-    text = raw.decode("utf-8", errors="replace")
-    try:
-        document = json.loads(text)
-    except ValueError:
-        document = None
-    if document is not None:
-        found = set(secret_values(document, paths)) | set(named_values(document, names))
-        for value in sorted(found, key=len, reverse=True):
-            for encoded in {json.dumps(value), json.dumps(value, ensure_ascii=False)}:
-                text = text.replace(encoded, json.dumps(REDACTED))
-            if len(value) >= 8:  # the same secret repeated inside free text
-                text = text.replace(value, REDACTED)
-    return redact_text(text)
+    values: dict[str, Any] = {name: _redact_optional(getattr(record, name)) for name in _RECORD_TEXT_FIELDS}
+    values["related_attempts"] = [
+        dataclasses.replace(
+            state,
+            execution_id=redact_text(state.execution_id),
+            error_summary=redact_text(state.error_summary),
+        )
+        for state in record.related_attempts
+        if isinstance(state, AttemptState)
+    ]
+    values["problems"] = [redact_text(p) for p in record.problems]
+    values["details"] = redact_data(record.details)
+    return dataclasses.replace(record, **values)

@@ -1,8 +1,9 @@
-"""The alert inbox and integrations: alerts a person may see, deliveries (recent, rejected), and
-what an integration's alerts carry (completeness, issue 9)."""
+"""The alert inbox and integrations: alerts a person may see, deliveries (recent, rejected, failed),
+and what an integration's alerts carry (completeness)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -142,7 +143,7 @@ def delivery_list_recent(*, integration: Integration, limit: int = 25) -> QueryS
     )
 
 
-# What support needs from an alert (issue 9): the share of an integration's alerts that carried each.
+# What support needs from an alert: the share of an integration's alerts that carried each.
 # Alert.fields holds only the values a parser found (empty ones are left out), so "carried" is a key test.
 COMPLETENESS_FIELDS: dict[str, tuple[str, Q]] = {
     "execution_id": ("an execution id", ~Q(execution_id="")),
@@ -250,6 +251,29 @@ def delivery_list_rejected(*, limit: int = 20) -> QuerySet[Delivery]:
     )
 
 
-def delivery_count_rejected() -> int:
-    """How many posts were rejected in all (the inbox's "rejected posts" figure)."""
-    return Delivery.objects.filter(outcome=Delivery.Outcome.REJECTED).count()
+def delivery_count_by_outcome() -> dict[str, int]:
+    """How many posts are ``rejected`` and how many ``failed`` (the inbox's figures), in one grouped
+    query: ``{outcome: count}``, an outcome with none left out."""
+    rows = (
+        Delivery.objects.filter(outcome__in=[Delivery.Outcome.REJECTED, Delivery.Outcome.FAILED])
+        .order_by()
+        .values("outcome")
+        .annotate(n=Count("id"))
+    )
+    return {row["outcome"]: row["n"] for row in rows}
+
+
+def delivery_list_failed(*, limit: int = 20) -> QuerySet[Delivery]:
+    """The newest ``failed`` posts (any integration; their processing kept failing), for admins:
+    with their last error, the integration joined, the body left out."""
+    return (
+        Delivery.objects.filter(outcome=Delivery.Outcome.FAILED)
+        .select_related("integration")
+        .defer("body")
+        .order_by("-received_at", "-id")[:limit]
+    )
+
+
+def delivery_get_failed(*, public_id: uuid.UUID | str) -> Delivery | None:
+    """One ``failed`` delivery by its public id (None when missing or not failed)."""
+    return Delivery.objects.filter(public_id=public_id, outcome=Delivery.Outcome.FAILED).first()

@@ -34,6 +34,7 @@ class AlertSerializer(serializers.ModelSerializer[Alert]):
             "execution_id",
             "summary",
             "fields",
+            "mend_notes",
             "run",
             "attempt",
             "created_at",

@@ -15,6 +15,8 @@ from runs.alerts.models import Alert
 from runs.alerts.parsers.base import FormatError, ParsedAlert, merged_settings
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.receive import delivery_sweep_received
+from runs.alerts.records import record_mend
+from runs.alerts.redaction import redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -43,9 +45,14 @@ def alert_reprocess(*, alert: Alert, actor: AbstractBaseUser | None = None) -> A
     record = parsed.alerts[alert.index] if alert.index < len(parsed.alerts) else None
     if not isinstance(record, ParsedAlert):
         raise InvalidTransition("The stored body no longer holds this alert.")
-    Alert.objects.filter(pk=alert.pk, outcome=alert.outcome).update(outcome=Alert.Outcome.PENDING)
-    alert.outcome = Alert.Outcome.PENDING
-    result = alert_apply(alert=alert, record=record, key=key, settings=settings)
+    mend = record_mend(record)  # as when it was received: what the database cannot hold is mended
+    Alert.objects.filter(pk=alert.pk, outcome=alert.outcome).update(
+        outcome=Alert.Outcome.PENDING, mend_notes=mend.notes
+    )
+    alert.outcome, alert.mend_notes = Alert.Outcome.PENDING, mend.notes
+    if mend.refusal:  # a changed mapping now reads an identity the database cannot hold
+        return alert_finish(alert, Alert.Outcome.REJECTED, reason=mend.refusal)
+    result = alert_apply(alert=alert, record=mend.record, key=key, settings=settings)
     logger.info("alert %s reprocessed: %s", alert.public_id, result.outcome)
     return result
 
@@ -87,4 +94,7 @@ def alert_sweep_pending(*, older_than_seconds: int | None = None, limit: int = 5
             done += 1
         except InvalidTransition as exc:
             alert_finish(alert, Alert.Outcome.REJECTED, reason=str(exc))
+        except Exception as exc:  # noqa: BLE001 - one broken alert must not stop the others; the next sweep retries
+            error = redact_text(f"{type(exc).__name__}: {exc}")
+            logger.warning("alert %s: reprocessing failed: %s", alert.public_id, error)
     return done

@@ -1,4 +1,4 @@
-"""The alert inbox and one alert; admins reprocess or ignore an unmatched alert."""
+"""The alert inbox and one alert; admins reprocess or ignore an unmatched alert, and reprocess a failed post."""
 
 from __future__ import annotations
 
@@ -13,29 +13,45 @@ from django.views.decorators.http import require_POST
 from handover.core.errors import DomainError
 from handover.core.views import form_post
 from runs.alerts.forms import AlertIgnoreForm
-from runs.alerts.selectors import alert_get, alert_inbox, delivery_count_rejected, delivery_list_rejected
+from runs.alerts.models import Delivery
+from runs.alerts.receive import delivery_reprocess
+from runs.alerts.selectors import (
+    alert_get,
+    alert_inbox,
+    delivery_count_by_outcome,
+    delivery_get_failed,
+    delivery_list_failed,
+    delivery_list_rejected,
+)
 from runs.alerts.triage import alert_ignore, alert_reprocess
 
 
 @login_required
 def alert_inbox_view(request: HttpRequest) -> HttpResponse:
-    """Alert outcomes at a glance: counts, then original alerts with the unmatched ones first."""
+    """Alert outcomes at a glance: counts (failed posts too), then original alerts with the unmatched ones
+    first; admins also see the latest rejected and failed posts (a post names no tenant)."""
     alerts, counts = alert_inbox(user=request.user)
     page = Paginator(alerts, 50).get_page(request.GET.get("page"))
-    template = "runs/alerts/_inbox_rows.html" if request.htmx else "runs/alerts/alert_inbox.html"
+    polled = bool(request.htmx)  # django-htmx's middleware sets it
+    template = "runs/alerts/_inbox_rows.html" if polled else "runs/alerts/alert_inbox.html"
     order = ["unmatched", "pending", "accepted", "duplicate", "rejected", "ignored"]
-    rejected = delivery_list_rejected(limit=20) if request.user.is_staff else None
-    return render(
-        request,
-        template,
-        {
-            "page": page,
-            "counts": [(o, counts.get(o, 0)) for o in order],
-            "ignore_form": AlertIgnoreForm(),
-            "rejected_deliveries": list(rejected) if rejected is not None else None,
-            "rejected_delivery_count": delivery_count_rejected() if rejected is not None else 0,
-        },
-    )
+    context = {
+        "page": page,
+        "counts": [(o, counts.get(o, 0)) for o in order],
+        "ignore_form": AlertIgnoreForm(),
+    }
+    if not polled:  # the polled rows show no posts: their queries are the full page's only
+        staff = request.user.is_staff
+        posts = delivery_count_by_outcome()  # rejected and failed, one grouped query
+        failed = posts.get(Delivery.Outcome.FAILED, 0)
+        context |= {
+            "rejected_deliveries": list(delivery_list_rejected(limit=20)) if staff else None,
+            "rejected_delivery_count": posts.get(Delivery.Outcome.REJECTED, 0),
+            # listed only when there are any (the usual page has none: no query for them)
+            "failed_deliveries": (list(delivery_list_failed(limit=20)) if failed else []) if staff else None,
+            "failed_delivery_count": failed,
+        }
+    return render(request, template, context)
 
 
 @login_required
@@ -77,3 +93,22 @@ def alert_ignore_view(request: HttpRequest, id: str) -> HttpResponse:
         success=lambda _: "Alert ignored.",
         done=redirect("runs:alert-detail", id=alert.public_id),
     )
+
+
+@staff_member_required
+@require_POST
+def delivery_reprocess_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: process a failed post again from its stored body (after the cause was fixed)."""
+    delivery = delivery_get_failed(public_id=id)
+    if delivery is None:
+        raise Http404("No such failed delivery")
+    try:
+        delivery = delivery_reprocess(delivery=delivery, actor=request.user)
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    else:
+        if delivery.outcome == delivery.Outcome.RECEIVED:
+            messages.error(request, f"Processing failed again ({delivery.last_error}); the sweep retries it.")
+        else:
+            messages.success(request, f"Delivery {delivery.public_id} reprocessed: {delivery.outcome}.")
+    return redirect("runs:alert-inbox")

@@ -6,19 +6,21 @@ from uuid import UUID
 
 from django.db.models import QuerySet
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
 from runs.attempts.corrections import (
     attempt_correction_require,
     attempt_duplicate_trigger_explain,
     attempt_replace_slot,
 )
+from runs.attempts.filters import RunFilterSet
 from runs.attempts.models import Attempt, Run
 from runs.attempts.selectors import run_get, run_list
 from runs.attempts.serializers import (
@@ -43,36 +45,20 @@ CORRECTION_PROBLEMS = {
 
 
 @extend_schema_view(
-    list=extend_schema(
-        summary="List runs",
-        tags=["runs"],
-        parameters=[
-            OpenApiParameter("job", str, description="job key"),
-            OpenApiParameter("tenant", str, description="tenant slug (case-insensitive)"),
-            OpenApiParameter("environment", str),
-            OpenApiParameter("status", str, enum=Run.Status.values),
-            OpenApiParameter("search", str, description="execution id or correlation reference"),
-        ],
-    ),
+    list=extend_schema(summary="List runs", tags=["runs"]),
     retrieve=extend_schema(summary="One run with its attempts and timeline", tags=["runs"]),
 )
-class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Run]):
+class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Run]):
     """Runs the caller may see; newest window first. A run the caller may not see answers 404."""
 
+    queryset = Run.objects.none()  # for the schema only; get_queryset scopes to the caller
+    filterset_class = RunFilterSet
     lookup_field = "public_id"
     lookup_url_kwarg = "id"
     lookup_value_converter = "uuid"
 
     def get_queryset(self) -> QuerySet[Run]:
-        params = self.request.query_params
-        return run_list(
-            user=self.request.user,
-            job=params.get("job"),
-            tenant=params.get("tenant"),
-            environment=params.get("environment"),
-            status=params.get("status"),
-            search=params.get("search"),
-        )
+        return run_list(user=self.request.user, **self.query_filters)
 
     def get_object(self) -> Run:
         run = run_get(user=self.request.user, public_id=self.kwargs["id"])

@@ -136,7 +136,8 @@ class Attempt(TimeStampedModel):
     Trigger = _AttemptTrigger
     Status = _AttemptStatus
 
-    # action -> allowed source statuses -> target status (STYLE.md §4). Terminal states never move.
+    # action -> allowed source statuses -> target status (docs/architecture.md "State machines").
+    # Terminal states never move.
     TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.TIMED_OUT, Status.ABANDONED})
     TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
         "queue": (frozenset(), Status.QUEUED),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from handover.core.fields import HttpUrlOrNullField
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.timeline.serializers import TimelineEventSerializer
 
@@ -20,6 +21,7 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
     runner_reports = RunnerReportSerializer(many=True, read_only=True)
     duplicate_trigger = serializers.BooleanField(source="is_duplicate_trigger", read_only=True)
     duplicate_explained_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    log_url = HttpUrlOrNullField(help_text="the (restricted) log link: an http(s) URL, or null when there is none")
 
     class Meta:
         model = Attempt

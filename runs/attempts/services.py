@@ -147,7 +147,7 @@ def attempt_report_apply(
     An event's time is the report's own (end, start or scheduled time for the status), else
     ``occurred_at`` (when the source says the reported thing happened), else ``received_at``.
     An attempt that starts running records any overlap with an earlier run of its target
-    (``runs.checks.attempt_overlap_record``).
+    (``runs.checks.overlaps.attempt_overlap_record``).
     """
     fallback = occurred_at or received_at
     # The run's row lock orders every report on it: the ordinal and the duplicate-trigger decision

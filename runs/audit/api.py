@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, serializers, viewsets
 
+from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
+from runs.audit.filters import AuditEventFilterSet
 from runs.audit.models import AuditEvent
 from runs.audit.selectors import audit_event_list, audit_is_readable
 
@@ -48,7 +50,6 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
     list=extend_schema(
         summary="List audit events (admins; auditors see their tenants')",
         tags=["audit"],
-        parameters=[OpenApiParameter("action", str, enum=AuditEvent.Action.values)],
         responses={
             200: AuditEventSerializer(many=True),
             401: OpenApiResponse(ProblemSerializer),
@@ -56,12 +57,13 @@ class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
         },
     ),
 )
-class AuditEventViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[AuditEvent]):
+class AuditEventViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericViewSet[AuditEvent]):
     """Role grants, key changes, admin edits and retention purges, newest first."""
 
+    queryset = AuditEvent.objects.none()  # for the schema only; get_queryset scopes to the caller
+    filterset_class = AuditEventFilterSet
     serializer_class = AuditEventSerializer
     permission_classes = [permissions.IsAuthenticated, CanReadAudit]
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
-        action = self.request.query_params.get("action")
-        return audit_event_list(user=self.request.user, action=action if action in AuditEvent.Action.values else None)
+        return audit_event_list(user=self.request.user, **self.query_filters)

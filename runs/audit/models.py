@@ -1,4 +1,5 @@
-"""The audit trail of site administration: role grants, key changes, admin edits, retention purges.
+"""The audit trail of site administration: role grants, key changes, admin edits, retention purges,
+stored text redacted again.
 
 Separate from the timeline, which is the chronology of jobs and runs: an audit event need not
 belong to a job (a key bound to all tenants, a person's account). Append-only: written by
@@ -30,6 +31,7 @@ class _AuditEventAction(models.TextChoices):
     INTEGRATION_UPDATE = "integration_update", "Integration settings changed"
     ADMIN_EDIT = "admin_edit", "Admin edit"
     RETENTION_PURGE = "retention_purge", "Retention purge"
+    REDACTION_RERUN = "redaction_rerun", "Stored text redacted again"
 
 
 class AuditEvent(models.Model):

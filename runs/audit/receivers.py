@@ -1,6 +1,7 @@
 """Audit receivers: record permission and admin changes however they were made.
 
-Signals are for decoupled chores (STYLE.md §2); the audit trail is one. Role grants may be made by
+Signals are for decoupled chores, never domain flow (docs/architecture.md "Layout rules"); the
+audit trail is one. Role grants may be made by
 ``runs.catalog.services.role_grant``, on guardian's admin pages or from the shell, and admin edits
 go through Django's admin: the one place that sees all of them is the row written, so the
 receivers below record them. The acting person comes from ``runs.audit.services.audit_actor``.

@@ -1,4 +1,4 @@
-"""Retention: purge raw delivery bodies and work-ledger items past their age (DESIGN.md rule 8).
+"""Retention: purge raw delivery bodies and work-ledger items past their age (rule 8 in docs/architecture.md).
 
 What goes and what stays:
 

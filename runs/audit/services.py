@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import models
 from django.utils import timezone
 
+from runs.alerts.redaction import redact_text
 from runs.audit.models import AuditEvent
 from runs.catalog.models import IntegrationKey, Job, Tenant
 
@@ -91,7 +93,8 @@ def audit_record(
 
     ``actor`` None means the system (a beat task, the shell). ``tenants`` are the tenants the act
     concerns; their auditors may read it. ``obj`` names the object acted on (its type and public id,
-    or ``object_ref``). ``data`` must hold no secret. ``summary`` is cut to 500 characters.
+    or ``object_ref``). ``data`` must hold no secret. ``summary`` is redacted (``runs.alerts.redaction``)
+    and cut to 500 characters.
     Side effects: one AuditEvent row and its tenant links.
     """
     if actor is not None and not actor.is_authenticated:
@@ -104,7 +107,7 @@ def audit_record(
         actor=actor,
         actor_name=actor.get_username()[:150] if actor is not None else "",
         action=action,
-        summary=summary[:500] or action,
+        summary=redact_text(summary)[:500] or action,
         subject=subject,
         is_all_tenants=is_all_tenants,
         job=job,
@@ -118,12 +121,18 @@ def audit_record(
     return event
 
 
-def audit_key_change(*, key: IntegrationKey, actor: AbstractBaseUser | None, action: str) -> AuditEvent:
+def audit_key_change(
+    *, key: IntegrationKey, actor: AbstractBaseUser | None, action: str, grace_ended_at: datetime | None = None
+) -> AuditEvent:
     """Record a key's creation, rotation or revocation: by prefix, never the secret.
 
     The event concerns the key's tenants (or all tenants), so their auditors read it.
+    ``grace_ended_at``: for a revocation that cut a rotation's grace short, the revocation time the
+    key had (UTC; in ``data`` as ``grace_was_until``).
     """
     verb = {"key_create": "created", "key_rotate": "issued (rotation)", "key_revoke": "revoked"}.get(action, action)
+    if grace_ended_at is not None and action == "key_revoke":
+        verb = f"revoked now, ending its rotation grace early (it ran until {grace_ended_at:%Y-%m-%d %H:%M:%S}Z)"
     tenants = list(key.tenants.all())
     binding = "all tenants" if key.all_tenants else ", ".join(sorted(t.slug for t in tenants)) or "no tenant"
     data: dict[str, Any] = {
@@ -135,6 +144,8 @@ def audit_key_change(*, key: IntegrationKey, actor: AbstractBaseUser | None, act
     }
     if key.revoked_at is not None:
         data["revoked_at"] = key.revoked_at.isoformat()
+    if grace_ended_at is not None:
+        data["grace_was_until"] = grace_ended_at.isoformat()
     return audit_record(
         actor=actor,
         action=action,

@@ -56,7 +56,9 @@ def integration_key_authenticate(key: str | None) -> IntegrationKey | None:
     wanted = hash_secret(key)
     candidates = (
         IntegrationKey.objects.select_related("integration")
-        # A rotated key stays valid until its (future) revocation time: the grace period.
+        # A rotated key stays valid until its (future) revocation time: the grace period. Revoking
+        # it moves that time to now (``integration_key_revoke``): read per post, never cached, so a
+        # post that starts after the revocation commits is refused.
         .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gt=timezone.now()), prefix=key[:PREFIX_LENGTH])
         .filter(Q(integration__is_active=True))
     )

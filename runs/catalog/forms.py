@@ -8,9 +8,9 @@ from typing import Any
 
 from django import forms
 
-from runs.catalog.models import Tenant
+from runs.catalog.models import Tenant, environment_is_valid
 
-# --- custom integrations (issue 9) ----------------------------------------------------------------
+# --- custom integrations (docs/custom-integrations.md) ----------------------------------------------
 
 
 class _KeyFields(forms.Form):
@@ -50,6 +50,12 @@ class _JsonObjectField(forms.CharField):
             raise forms.ValidationError(f"Not valid JSON: {exc}") from exc
         if not isinstance(document, dict):
             raise forms.ValidationError("Give a JSON object.")
+        defaults = document.get("defaults")
+        environment = defaults.get("environment") if isinstance(defaults, dict) else None
+        if environment is not None and not environment_is_valid(environment):
+            raise forms.ValidationError(
+                f"defaults.environment {environment!r} is not an environment: use letters, digits, '-' and '_' (1-50)."
+            )
         return text
 
 

@@ -1,5 +1,5 @@
 """Integrations (admins): list and detail, keys issued once, and custom integrations' mapping editor,
-export and reprocess (issue 9)."""
+export and reprocess."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "settings": sorted((k, v) for k, v in effective.items() if not (is_custom and k == "mapping")),
             "keys": keys,
             "deliveries": delivery_list_recent(integration=integration),
-            # issue 9: custom mappings, completeness, keys issued from the page
+            # custom mappings, completeness, keys issued from the page
             "is_custom": is_custom,
             "mapping_json": _pretty(effective.get("mapping") or {}) if is_custom else "",
             "completeness": alert_completeness(integration=integration),

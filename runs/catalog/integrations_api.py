@@ -1,7 +1,7 @@
 """``/api/v1/integrations/``: integrations with their settings in force, keys (prefixes only) and recent deliveries.
 
 Admins only (staff): integrations are site configuration, not tenant data. Custom integrations
-(issue 9) are created and changed here too: their mapping is validated and tried on samples before
+are created and changed here too: their mapping is validated and tried on samples before
 it is saved, ``test`` maps a sample without saving, ``mapping`` exports and imports it as JSON, and
 ``reprocess`` re-applies the integration's unmatched alerts after a fix.
 """
@@ -27,6 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from handover.core.errors import InvalidTransition
+from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
 from runs.alerts.mapping import (
     MappingPreview,
@@ -43,7 +44,7 @@ from runs.alerts.parsers.base import merged_settings
 from runs.alerts.parsers.custom.parser import SOURCE
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.selectors import delivery_list_recent, integration_list
-from runs.catalog.models import Integration, IntegrationKey, Tenant, normalise_slug
+from runs.catalog.models import Integration, IntegrationKey, Tenant, environment_is_valid, normalise_slug
 from runs.catalog.services import IssuedKey
 
 
@@ -126,7 +127,7 @@ class IntegrationDetailSerializer(IntegrationSerializer):
         return DeliverySummarySerializer(delivery_list_recent(integration=integration), many=True).data  # type: ignore[return-value]
 
 
-# --- custom integrations (issue 9) ---------------------------------------------------------------
+# --- custom integrations (docs/custom-integrations.md) ---------------------------------------------
 
 MAX_SAMPLES = 20
 JSON_OBJECT = {"type": "object", "additionalProperties": True}
@@ -142,8 +143,28 @@ class _JsonObjectField(serializers.JSONField):
         return value
 
 
+class _MappingField(_JsonObjectField):
+    """A custom integration's mapping: a JSON object whose default environment, if any, is a slug."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        problem = mapping_environment_problem(value)
+        if problem:
+            raise ValidationError(problem)
+        return value
+
+
+def mapping_environment_problem(mapping: dict[str, Any]) -> str | None:
+    """Why the mapping's ``defaults.environment`` cannot be stored as an environment; None when it can."""
+    defaults = mapping.get("defaults")
+    environment = defaults.get("environment") if isinstance(defaults, dict) else None
+    if environment is None or environment_is_valid(environment):
+        return None
+    return f"defaults.environment {environment!r} is not an environment: use letters, digits, '-' and '_' (1-50)."
+
+
 # OpenAPI: a JSON object with any keys (a mapping is documented in runs/alerts/parsers/custom/ and on the editor page).
-MappingObjectField = extend_schema_field(JSON_OBJECT)(_JsonObjectField)
+MappingObjectField = extend_schema_field(JSON_OBJECT)(_MappingField)
 
 
 class IntegrationKeyCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
@@ -343,13 +364,16 @@ def _test_result(preview: MappingPreview) -> dict[str, Any]:
         responses={200: IntegrationDetailSerializer, **ADMIN_ERRORS, 404: PROBLEM},
     ),
 )
-class IntegrationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Integration]):
+class IntegrationViewSet(
+    StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Integration]
+):
     """Integrations, their keys (prefix and last use; never the secret) and recent deliveries.
 
     Custom integrations are created, changed, tested, exported/imported and reprocessed here too.
     """
 
     permission_classes = [IsAdmin]
+    queryset = Integration.objects.none()  # for the schema only; get_queryset reads the caller's
     lookup_field = "public_id"
     lookup_url_kwarg = "id"
     lookup_value_converter = "uuid"

@@ -2,19 +2,93 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 import uuid
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
 from handover.core.models import TimeStampedModel, choices_check, validate_time_zone
+from runs.checks.schedule.cron import alignment_problem, cron_problem, dst_both_problem, timezone_problem
+
+# An environment is a plain slug (``prod``, ``staging``): the pattern and length the API documents for
+# every ``environment`` it answers (Run and JobTarget store it in a SlugField of this length).
+ENVIRONMENT_MAX_LENGTH = 50
+ENVIRONMENT_PATTERN = r"^[-a-zA-Z0-9_]+$"
+_ENVIRONMENT_RE = re.compile(r"[-a-zA-Z0-9_]+")
+
+
+def environment_is_valid(value: object) -> bool:
+    """Whether ``value`` may be stored as an environment: ASCII letters, digits, ``-`` and ``_``, 1 to 50 long.
+
+    Every write path that stores an environment checks it (ingestion refuses a record whose environment
+    fails it), so an answer never breaks the documented pattern ``ENVIRONMENT_PATTERN``.
+    """
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= ENVIRONMENT_MAX_LENGTH
+        and _ENVIRONMENT_RE.fullmatch(value) is not None
+    )
 
 
 def normalise_slug(value: str) -> str:
     """NFC-normalise a tenant slug (Unicode allowed); its casefolded form is the unique key."""
     return unicodedata.normalize("NFC", value.strip())
+
+
+def schedule_validate(*, job: Job, target: JobTarget | None = None) -> None:
+    """Check the schedule in force for ``job`` (all its saved targets) or for one ``target`` of it.
+
+    What is checked, on the job's values with each target's overrides laid over them: the cron
+    (cronsim's own message for a bad field; "can never fire" for ``0 0 30 2 *``), the IANA zone, a
+    window alignment no coarser than the shortest gap of the schedule, and the DST overlap policy
+    ``both`` only with the alignment ``none`` or ``hour``. Called by ``Job.clean`` and
+    ``JobTarget.clean``, so every save path that validates (admin forms, ``job_get_or_create``,
+    ``job_target_get_or_create``, the demo loader) refuses the same schedules.
+
+    Raises Django's ValidationError keyed by the model fields at fault (``schedule``, ``timezone``,
+    ``window_alignment``, ``dst_overlap_policy``; for a target ``schedule_override``,
+    ``timezone_override``, ``dst_overlap_override``); an existing target's override that the job's
+    new alignment does not fit is reported on ``window_alignment``, naming the target.
+    """
+    errors: dict[str, list[str]] = {}
+
+    def add(field: str, message: str | None) -> None:
+        if message:
+            errors.setdefault(field, []).append(message)
+
+    job_cron_problem = cron_problem(job.schedule)
+    if target is None:
+        add("schedule", job_cron_problem)
+        add("timezone", timezone_problem(job.timezone))
+        if job_cron_problem is None:
+            add("window_alignment", alignment_problem(job.schedule, job.window_alignment))
+        add("dst_overlap_policy", dst_both_problem(job.dst_overlap_policy, job.window_alignment))
+        targets = list(job.targets.select_related("tenant")) if job.pk else []
+        for existing in targets:
+            existing.job = job  # the values being saved, not the stored ones
+            try:
+                schedule_validate(job=job, target=existing)
+            except ValidationError as exc:
+                for messages in exc.message_dict.values():
+                    for message in messages:
+                        add("window_alignment", f"Target {existing}: {message}")
+    else:
+        label = {"schedule": "schedule_override", "timezone": "timezone_override"}
+        if target.schedule_override:
+            problem = cron_problem(target.schedule_override)
+            add(label["schedule"], problem)
+            if problem is None:
+                add(label["schedule"], alignment_problem(target.schedule_override, job.window_alignment))
+        if target.timezone_override:
+            add(label["timezone"], timezone_problem(target.timezone_override))
+        if target.dst_overlap_override:
+            add("dst_overlap_override", dst_both_problem(target.dst_overlap_override, job.window_alignment))
+    if errors:
+        raise ValidationError(errors)
 
 
 class Tenant(TimeStampedModel):
@@ -129,6 +203,11 @@ class Job(TimeStampedModel):
     def __str__(self) -> str:
         return self.key
 
+    def clean(self) -> None:
+        """The schedule in force, for the job and each of its saved targets (``schedule_validate``)."""
+        super().clean()
+        schedule_validate(job=self)
+
 
 class _SideEffectRepeatSafety(models.TextChoices):
     IDEMPOTENT = "idempotent", "Idempotent"
@@ -180,6 +259,12 @@ class JobTarget(TimeStampedModel):
 
     def __str__(self) -> str:
         return f"{self.job.key} / {self.tenant.slug} / {self.environment}"
+
+    def clean(self) -> None:
+        """The target's overrides against its job's schedule and alignment (``schedule_validate``)."""
+        super().clean()
+        if self.job_id is not None:
+            schedule_validate(job=self.job, target=self)
 
 
 class Integration(TimeStampedModel):

@@ -16,7 +16,7 @@ def job_pause(*, job: Job, actor: AbstractBaseUser, reason: str) -> Job:
 
     The UPDATE is guarded on the job not being paused, so pausing a paused job changes nothing and
     returns it as it is (the first pause, its reason and actor stay). ``reason`` is required
-    (``DomainError``, 400). While paused, no replay is dispatched (DESIGN.md rule 3) and the
+    (``DomainError``, 400). While paused, no replay is dispatched (rule 3 in docs/architecture.md) and the
     missed-run sweep skips the job's targets. Returns the job with the pause fields set.
     """
     reason = (reason or "").strip()

@@ -12,12 +12,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
-from handover.handovers.selectors import job_may_pause
 from runs.catalog.models import Job
 from runs.catalog.pause import job_pause, job_resume
 from runs.catalog.pause_serializers import JobPauseInputSerializer, JobPauseSerializer, JobResumeInputSerializer
-from runs.catalog.selectors import job_get
+from runs.catalog.selectors import job_get, job_may_pause
 
 PROBLEMS = {
     400: OpenApiResponse(ProblemSerializer),
@@ -35,7 +35,7 @@ def _job_for_pause(request: Request, id: str) -> Job:
     return job
 
 
-class JobPauseView(APIView):
+class JobPauseView(StrictQueryMixin, APIView):
     """Pause a job: replays are blocked and the pause shows wherever the job appears."""
 
     @extend_schema(
@@ -53,7 +53,7 @@ class JobPauseView(APIView):
         return Response(JobPauseSerializer(Job.objects.select_related("paused_by").get(pk=job.pk)).data)
 
 
-class JobResumeView(APIView):
+class JobResumeView(StrictQueryMixin, APIView):
     """Resume a paused job."""
 
     @extend_schema(

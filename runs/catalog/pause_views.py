@@ -11,11 +11,10 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from handover.core.errors import DomainError
-from handover.handovers.selectors import job_may_pause
 from runs.catalog.models import Job
 from runs.catalog.pause import job_pause, job_resume
 from runs.catalog.pause_forms import JobPauseForm, JobResumeForm
-from runs.catalog.selectors import job_get
+from runs.catalog.selectors import job_get, job_may_pause
 
 
 def _job(request: HttpRequest, id: str) -> Job:

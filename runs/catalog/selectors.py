@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.db.models import Count, Prefetch, Q, QuerySet
+from guardian.shortcuts import get_objects_for_user
 
 from runs.attempts.models import Attempt, Run
-from runs.catalog.models import Job, JobTarget
+from runs.catalog.models import Job, JobTarget, SideEffect, Tenant
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import missed_slots
 from runs.permissions import JOB_READ_PERMS, TENANT_READ_PERMS, User, job_list_owned, tenant_list_visible
@@ -168,3 +169,35 @@ def target_outage_list(*, target: JobTarget, now: datetime, days: int = 30, limi
             )
         )
     return outages
+
+
+# least safe first: a job's repeat safety is that of its least safe side effect
+REPEAT_SAFETY_ORDER = (
+    SideEffect.RepeatSafety.UNKNOWN,
+    SideEffect.RepeatSafety.NOT_IDEMPOTENT,
+    SideEffect.RepeatSafety.IDEMPOTENT_WITH_KEY,
+    SideEffect.RepeatSafety.IDEMPOTENT,
+)
+
+
+def job_repeat_safety(side_effects: list[SideEffect]) -> str:
+    """The least safe repeat safety of ``side_effects``; ``unknown`` when the job lists none."""
+    if not side_effects:
+        return SideEffect.RepeatSafety.UNKNOWN
+    return min((s.repeat_safety for s in side_effects), key=REPEAT_SAFETY_ORDER.index)
+
+
+def job_may_pause(*, user: User, job: Job) -> bool:
+    """Whether ``user`` may pause or resume ``job``: its technical owner, or support on a tenant it runs
+    for (a target or a run of the job); superusers always. Queries: at most two."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    if user.is_superuser:
+        return True
+    if job_list_owned(user=user).filter(pk=job.pk).exists():
+        return True
+    support = get_objects_for_user(user, "runs.act_as_support", klass=Tenant, accept_global_perms=False)
+    return support.filter(
+        Q(pk__in=JobTarget.objects.filter(job=job).values("tenant_id"))
+        | Q(pk__in=Run.objects.filter(job=job).values("tenant_id"))
+    ).exists()

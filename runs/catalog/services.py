@@ -8,7 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
@@ -48,16 +49,45 @@ def tenant_get_or_create(*, slug: str, name: str = "") -> tuple[Tenant, bool]:
 
 
 def job_get_or_create(*, key: str, defaults: dict[str, Any]) -> tuple[Job, bool]:
-    """Return the job with ``key``, creating it with ``defaults`` (schedule, timezone, ...) when missing."""
-    job, created = Job.objects.get_or_create(key=key, defaults=defaults)
-    if created:
-        job.full_clean()
-    return job, created
+    """Return the job with ``key``, creating it with ``defaults`` (schedule, timezone, ...) when missing.
+
+    A new job is validated before it is written (``Job.full_clean``: field rules and
+    ``schedule_validate`` -- cron, zone, never-fires, alignment against the schedule's shortest gap,
+    DST ``both``). Raises Django's ValidationError keyed by field, and writes nothing, when it fails.
+    """
+    existing = Job.objects.filter(key=key).first()
+    if existing is not None:
+        return existing, False
+    job = Job(key=key, **defaults)
+    job.full_clean(validate_unique=False)
+    try:
+        with transaction.atomic():
+            job.save()
+    except IntegrityError:  # a concurrent caller created it first: theirs is the job
+        return Job.objects.get(key=key), False
+    return job, True
 
 
-def job_target_get_or_create(*, job: Job, tenant: Tenant, environment: str = "prod") -> tuple[JobTarget, bool]:
-    """Return the (job, tenant, environment) target, creating an active one when missing."""
-    return JobTarget.objects.get_or_create(job=job, tenant=tenant, environment=environment)
+def job_target_get_or_create(
+    *, job: Job, tenant: Tenant, environment: str = "prod", defaults: dict[str, Any] | None = None
+) -> tuple[JobTarget, bool]:
+    """Return the (job, tenant, environment) target, creating an active one (with ``defaults``) when missing.
+
+    A new target is validated before it is written: the environment is a slug (``environment_is_valid``)
+    and its overrides fit the job (``schedule_validate``). Raises Django's ValidationError keyed by
+    field, and writes nothing, when it fails.
+    """
+    existing = JobTarget.objects.filter(job=job, tenant=tenant, environment=environment).first()
+    if existing is not None:
+        return existing, False
+    target = JobTarget(job=job, tenant=tenant, environment=environment, **(defaults or {}))
+    target.full_clean(validate_unique=False)
+    try:
+        with transaction.atomic():
+            target.save()
+    except IntegrityError:  # a concurrent caller created it first
+        return JobTarget.objects.get(job=job, tenant=tenant, environment=environment), False
+    return target, True
 
 
 def integration_get_or_create(*, source: str, name: str = "", settings: dict[str, Any] | None = None) -> Integration:
@@ -121,16 +151,24 @@ def integration_key_revoke(
 ) -> IntegrationKey:
     """Revoke a key now, or at ``at`` (UTC; a rotation's grace period); from then posts with it get 401.
 
-    Idempotent: a key already revoked keeps its time and nothing is recorded. Side effects: the
-    key's ``revoked_at``; an AuditEvent (``key_revoke``) attributed to ``actor``.
+    Revoking now is immediate whatever the grace: a key whose revocation time is still in the future
+    (a rotation's grace period) is revoked now too, so a post that starts after this commits is refused.
+    Idempotent: a key already revoked at or before the wanted time keeps its time and nothing is
+    recorded. Side effects: the key's ``revoked_at``; an AuditEvent (``key_revoke``) attributed to
+    ``actor``, also when only the grace is cut short.
     """
+    when = at or timezone.now()
     with transaction.atomic():
-        changed = IntegrationKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(
-            revoked_at=at or timezone.now()
+        before = IntegrationKey.objects.filter(pk=key.pk).values_list("revoked_at", flat=True).first()
+        # null, or later than wanted (in a grace period): a guarded UPDATE, so two revokes record one event
+        changed = (
+            IntegrationKey.objects.filter(pk=key.pk)
+            .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gt=when))
+            .update(revoked_at=when, updated_at=timezone.now())
         )
         key.refresh_from_db()
         if changed:
-            audit_key_change(key=key, actor=actor, action="key_revoke")
+            audit_key_change(key=key, actor=actor, action="key_revoke", grace_ended_at=before)
     return key
 
 

@@ -12,17 +12,20 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from handover.core.fields import BlankAsNullChoiceField, BoundedDateTimeField
+from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
 from runs.attempts.selectors import run_get
 from runs.catalog.selectors import target_list_visible, target_may_act
 from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
+from runs.checks.filters import NextRunCheckFilterSet
 from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import next_run_check_schedule
 from runs.checks.selectors import check_get, check_list
@@ -47,10 +50,13 @@ class NextRunCheckSerializer(serializers.ModelSerializer[NextRunCheck]):
         source="late_success_attempt.public_id", read_only=True, allow_null=True, default=None
     )
     is_awaiting_confirmation = serializers.BooleanField(read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    confirmed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    waived_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    waiver_owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    failure_reason = BlankAsNullChoiceField(
+        choices=NextRunCheck.FailureReason.choices, help_text="why the check failed; null unless failed"
+    )
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    confirmed_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    waived_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    waiver_owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = NextRunCheck
@@ -99,7 +105,9 @@ class NextRunCheckCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
 
     target = serializers.UUIDField(required=False, help_text="job target public id")
     run = serializers.UUIDField(required=False, help_text="the failed run being recovered")
-    after = serializers.DateTimeField(required=False, help_text="the check expects the first fire time after this")
+    after = BoundedDateTimeField(
+        required=False, help_text="the check expects the first fire time after this (1970 up to 2200)"
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs.get("target") and not attrs.get("run"):
@@ -125,12 +133,6 @@ READ_ERRORS = {401: PROBLEM, 403: PROBLEM}
     list=extend_schema(
         summary="List next-run checks",
         tags=["checks"],
-        parameters=[
-            OpenApiParameter("status", str, enum=NextRunCheck.Status.values),
-            OpenApiParameter("job", str, description="job key"),
-            OpenApiParameter("tenant", str, description="tenant slug (case-insensitive)"),
-            OpenApiParameter("target", str, description="job target public id"),
-        ],
         responses={200: NextRunCheckSerializer(many=True), 400: PROBLEM, **READ_ERRORS},
     ),
     retrieve=extend_schema(
@@ -140,30 +142,23 @@ READ_ERRORS = {401: PROBLEM, 403: PROBLEM}
     ),
 )
 class NextRunCheckViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet[NextRunCheck]
+    StrictQueryMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    viewsets.GenericViewSet[NextRunCheck],
 ):
     """Next-run checks of the targets the caller may see, earliest deadline first."""
 
+    queryset = NextRunCheck.objects.none()  # for the schema only; get_queryset scopes to the caller
+    filterset_class = NextRunCheckFilterSet
     serializer_class = NextRunCheckSerializer
     lookup_field = "public_id"
     lookup_url_kwarg = "id"
     lookup_value_converter = "uuid"
 
     def get_queryset(self) -> QuerySet[NextRunCheck]:
-        params = self.request.query_params
-        target = params.get("target")
-        if target:
-            try:
-                serializers.UUIDField().to_internal_value(target)
-            except ValidationError as exc:
-                raise ValidationError({"target": ["Not a valid UUID."]}) from exc
-        return check_list(
-            user=self.request.user,
-            status=params.get("status"),
-            job=params.get("job"),
-            tenant=params.get("tenant"),
-            target=target,
-        )
+        return check_list(user=self.request.user, **self.query_filters)
 
     def get_object(self) -> NextRunCheck:
         check = check_get(user=self.request.user, public_id=self.kwargs["id"])

@@ -41,7 +41,7 @@ def _runs_for_check() -> QuerySet[Run]:
 def _qualifying_successes(run_ref: OuterRef) -> QuerySet[Attempt]:
     """Succeeded, schedule-triggered attempts of a run whose success came through a key bound to its tenant.
 
-    DESIGN.md rule 7: the ``attempt_succeeded`` timeline event names the alert that reported the
+    Rule 7 (docs/architecture.md): the ``attempt_succeeded`` timeline event names the alert that reported the
     success; that alert's delivery key must be bound to the run's tenant (or to all tenants, an
     admin's explicit choice). Earliest success first.
     """

@@ -58,7 +58,7 @@ def next_run_check_follow_ups_resend(*, now: datetime | None = None, batch_size:
 def handover_reopen_for_failed_check(*, check: NextRunCheck) -> None:
     """Reopen the open handover of the recovered run to ``recovering`` (the hook for the handover app).
 
-    Delegates to ``handover.services.handover_reopen_for_failed_check`` when the handover app
+    Delegates to ``handover.handovers.checks.handover_reopen_for_failed_check`` when the handover app
     provides it (imported here, lazily: the handover app imports this module); does nothing
     otherwise. Idempotent on both sides: the follow-up task may run twice.
     """

@@ -1,8 +1,8 @@
 """Next-run checks: after a recovery, the target's next normal run must happen and must not duplicate anything.
 
-A check is one expected fire time of one job target (DESIGN.md "Next-run check"): ``expected_at`` is
+A check is one expected fire time of one job target (docs/architecture.md "Vocabulary"): ``expected_at`` is
 the DST-correct fire time in UTC, ``deadline_at`` adds the job's grace. Its ``status`` moves only
-through ``NextRunCheck.TRANSITIONS`` (``runs.checks.next_run_check_transition``); the
+through ``NextRunCheck.TRANSITIONS`` (``runs.checks.transitions.next_run_check_transition``); the
 evidence columns (the attempt that satisfied it, a late success, whether duplicates could be
 checked, a person's confirmation) are written beside the status, never instead of it.
 """
@@ -49,8 +49,8 @@ class NextRunCheck(TimeStampedModel):
     """One expected fire time of a target that must run, succeed and re-emit nothing.
 
     ``requested_by_kind`` / ``requested_by_ref`` name the handover or replay request that asked for
-    the check (their public ids). They are plain text until those models exist (the handover and
-    approvals issues); those issues may add real foreign keys beside them.
+    the check (their public ids). They are plain text: ``runs`` may not point at the ``handover`` and ``approvals``
+    apps' models (docs/architecture.md "Layout rules").
     """
 
     Status = _NextRunCheckStatus
@@ -58,9 +58,9 @@ class NextRunCheck(TimeStampedModel):
     DuplicateCheck = _NextRunCheckDuplicateCheck
     RequesterKind = _NextRunCheckRequesterKind
 
-    # action -> allowed source statuses -> target status (STYLE.md §4). Passed, failed and waived
-    # are final: a failed check is not waived afterwards (close with its late-success evidence, or
-    # schedule a check of the following fire time).
+    # action -> allowed source statuses -> target status (docs/architecture.md "State machines").
+    # Passed, failed and waived are final: a failed check is not waived afterwards (close with its
+    # late-success evidence, or schedule a check of the following fire time).
     TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
         "pass": (frozenset({Status.SCHEDULED}), Status.PASSED),
         "fail": (frozenset({Status.SCHEDULED}), Status.FAILED),

@@ -1,4 +1,4 @@
-"""The one transition function of next-run checks (STYLE.md §4): a guarded bulk UPDATE, the
+"""The one transition function of next-run checks (docs/architecture.md "State machines"): a guarded bulk UPDATE, the
 timeline events, and the follow-ups of failed checks enqueued on commit."""
 
 from __future__ import annotations

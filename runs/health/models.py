@@ -1,7 +1,7 @@
 """Heartbeats: the last tick of a periodic process, one row per name (the Celery beat's for ``/healthz``).
 
 A row, not a file: web, workers and beat may run on different hosts, and the database is the one
-thing they all share (STYLE.md §0). Each tick upserts its row, so the table never grows.
+thing they all share. Each tick upserts its row, so the table never grows.
 """
 
 from __future__ import annotations

@@ -14,22 +14,24 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import Http404
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from handover.core.errors import problem, problem_response
-from handover.core.pagination import DefaultPagination
+from handover.core.fields import BlankAsNullChoiceField
+from handover.core.filters import StrictQueryMixin
+from handover.core.pagination import DefaultPagination, page_number_read
+from handover.core.parsers import FormParser, MultiPartParser
 from handover.core.serializers import ProblemSerializer
 from runs.attempts.models import Run
 from runs.ledger.common import run_ledger_require_writer
 from runs.ledger.failure_class import run_failure_class_confirm
 from runs.ledger.files import LedgerInputError
+from runs.ledger.filters import WorkItemChangeFilterSet, WorkItemFilterSet, WorkItemSearchFilterSet
 from runs.ledger.items import work_item_change, work_item_verify
 from runs.ledger.loads import (
     ID_COLUMN_OPTIONS,
@@ -64,7 +66,7 @@ PROBLEMS = {
     **_problem(404, "no such run, or not visible to the caller"),
 }
 READ_PROBLEMS = {
-    **_problem(400, "invalid query parameter (page_size)"),
+    **_problem(400, "an invalid or unknown query parameter"),
     **_problem(401, "not authenticated"),
     **_problem(404, "no such run (or page), or not visible to the caller"),
 }
@@ -74,15 +76,22 @@ READ_PROBLEMS = {
 
 
 class _StrictPageSize:
-    """``page_size`` must be one integer (the schema says so); zero or less falls back to the default."""
+    """``page_size`` must be a whole number of 1 or more (the schema says so); above the cap it is capped."""
 
+    page_size: int
     page_size_query_param = "page_size"
+    max_page_size = 200
 
     def get_page_size(self, request: Request) -> int | None:
-        values = request.query_params.getlist("page_size")
-        if len(values) > 1 or (values and not values[0].strip().lstrip("+-").isdigit()):
-            raise ValidationError({"page_size": ["Give one whole number."]})
-        return super().get_page_size(request)  # type: ignore[misc]
+        size = page_number_read(request, self.page_size_query_param)
+        return self.page_size if size is None else min(size, self.max_page_size)
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)  # type: ignore[misc]
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"] = {"type": "integer", "minimum": 1}
+        return parameters
 
 
 class WorkItemCursorPagination(_StrictPageSize, CursorPagination):
@@ -103,8 +112,8 @@ class WorkItemChangeCursorPagination(_StrictPageSize, CursorPagination):
     max_page_size = 200
 
 
-class WorkItemPagePagination(_StrictPageSize, DefaultPagination):
-    """The default page-number pages (search results, loads), with a strictly read ``page_size``."""
+class WorkItemPagePagination(DefaultPagination):
+    """The default page-number pages (search results, loads)."""
 
 
 # --- serializers ----------------------------------------------------------------------------------
@@ -114,7 +123,13 @@ class WorkItemSerializer(serializers.ModelSerializer[WorkItem]):
     """One work item with its facts and the evidence for its outcome; people by username."""
 
     is_eligible = serializers.BooleanField(read_only=True)
-    evidence_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    runner_status = BlankAsNullChoiceField(
+        choices=WorkItem.RunnerStatus.choices, help_text="what the runner reported; null when it reported nothing"
+    )
+    evidence_kind = BlankAsNullChoiceField(
+        choices=WorkItem.EvidenceKind.choices, help_text="where the outcome comes from; null before any evidence"
+    )
+    evidence_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     evidence_summary = serializers.CharField(read_only=True)
 
     class Meta:
@@ -273,12 +288,6 @@ class WorkItemLoadCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
         return attrs
 
 
-class WorkItemSearchQuerySerializer(serializers.Serializer[dict[str, Any]]):
-    record_id = serializers.CharField(
-        min_length=1, max_length=300, trim_whitespace=False, help_text="exact record id, e.g. INV-1003"
-    )
-
-
 class WorkItemChangeInputSerializer(serializers.Serializer[dict[str, Any]]):
     record_id = serializers.CharField(max_length=300)
     outcome = serializers.ChoiceField(choices=WorkItem.Outcome.choices)
@@ -300,7 +309,13 @@ class RunLedgerSerializer(serializers.ModelSerializer[Run]):
 
     id = serializers.UUIDField(source="public_id", read_only=True)
     is_reconciled = serializers.SerializerMethodField()
-    failure_class_confirmed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    failure_class_suggested = BlankAsNullChoiceField(
+        choices=Run.FailureClass.choices, help_text="the app's suggestion; null before there is one"
+    )
+    failure_class = BlankAsNullChoiceField(
+        choices=Run.FailureClass.choices, help_text="confirmed by a person; null until then"
+    )
+    failure_class_confirmed_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = Run
@@ -375,36 +390,23 @@ def _input_problem(exc: LedgerInputError) -> Response:
 @extend_schema(
     summary="List a run's work items, paged by record id",
     tags=["work ledger"],
-    parameters=[
-        OpenApiParameter("outcome", str, enum=WorkItem.Outcome.values),
-        OpenApiParameter("possible_duplicate", bool, description="only (or no) possible duplicates"),
-        OpenApiParameter("record_id", str, description="exact record id"),
-    ],
     responses={200: WorkItemSerializer(many=True), **READ_PROBLEMS},
 )
-class WorkItemListView(generics.ListAPIView[WorkItem]):
+class WorkItemListView(StrictQueryMixin, generics.ListAPIView[WorkItem]):
     """A run's items in record-id order, with keyset (cursor) pages."""
 
     queryset = WorkItem.objects.none()  # for the schema only; get_queryset scopes to the caller
     serializer_class = WorkItemSerializer
     pagination_class = WorkItemCursorPagination
+    filterset_class = WorkItemFilterSet
 
     def get_queryset(self) -> QuerySet[WorkItem]:
-        run = _run(self.request, self.kwargs["id"])
-        params = self.request.query_params
-        duplicate = params.get("possible_duplicate")
-        return work_item_list(
-            run=run,
-            outcome=params.get("outcome") or None,
-            possible_duplicate=None if duplicate in (None, "") else duplicate.lower() in ("1", "true", "yes"),
-            record_id=params.get("record_id") or None,
-        )
+        return work_item_list(run=_run(self.request, self.kwargs["id"]), **self.query_filters)
 
 
 @extend_schema(
     summary="What happened to a record? Find it by id across the runs you may see",
     tags=["work ledger"],
-    parameters=[WorkItemSearchQuerySerializer],
     responses={
         200: WorkItemSearchSerializer(many=True),
         **_problem(400, "no record id given, or an invalid page_size"),
@@ -412,36 +414,34 @@ class WorkItemListView(generics.ListAPIView[WorkItem]):
         **_problem(404, "no such page"),
     },
 )
-class WorkItemSearchView(generics.ListAPIView[WorkItem]):
+class WorkItemSearchView(StrictQueryMixin, generics.ListAPIView[WorkItem]):
     """Every visible item with exactly this record id, newest window first."""
 
     queryset = WorkItem.objects.none()  # for the schema only; get_queryset scopes to the caller
     serializer_class = WorkItemSearchSerializer
     pagination_class = WorkItemPagePagination
+    filterset_class = WorkItemSearchFilterSet
 
     def get_queryset(self) -> QuerySet[WorkItem]:
-        query = WorkItemSearchQuerySerializer(data=self.request.query_params)
-        query.is_valid(raise_exception=True)
-        return work_item_search(user=self.request.user, record_id=query.validated_data["record_id"])
+        return work_item_search(user=self.request.user, record_id=self.query_filters["record_id"])
 
 
 @extend_schema(
     summary="A run's item history (people's changes and provider lookups), newest first",
     tags=["work ledger"],
-    parameters=[OpenApiParameter("record_id", str, description="one item's history")],
     responses={200: WorkItemChangeSerializer(many=True), **READ_PROBLEMS},
 )
-class WorkItemChangeListView(generics.ListAPIView[WorkItemChange]):
+class WorkItemChangeListView(StrictQueryMixin, generics.ListAPIView[WorkItemChange]):
     queryset = WorkItemChange.objects.none()  # for the schema only; get_queryset scopes to the caller
     serializer_class = WorkItemChangeSerializer
     pagination_class = WorkItemChangeCursorPagination
+    filterset_class = WorkItemChangeFilterSet
 
     def get_queryset(self) -> QuerySet[WorkItemChange]:
-        run = _run(self.request, self.kwargs["id"])
-        return work_item_change_list(run=run, record_id=self.request.query_params.get("record_id") or None)
+        return work_item_change_list(run=_run(self.request, self.kwargs["id"]), **self.query_filters)
 
 
-class WorkItemChangeView(APIView):
+class WorkItemChangeView(StrictQueryMixin, APIView):
     """A person changes one item's outcome, saying why (kept in its history and on the timeline)."""
 
     @extend_schema(
@@ -462,7 +462,7 @@ class WorkItemChangeView(APIView):
         return Response(WorkItemSerializer(item).data)
 
 
-class WorkItemVerifyView(APIView):
+class WorkItemVerifyView(StrictQueryMixin, APIView):
     """Record a provider lookup for one uncertain (or unverified) item."""
 
     @extend_schema(
@@ -483,7 +483,7 @@ class WorkItemVerifyView(APIView):
         return Response(WorkItemSerializer(item).data)
 
 
-class WorkItemLoadListCreateView(generics.ListAPIView[WorkItemLoad]):
+class WorkItemLoadListCreateView(StrictQueryMixin, generics.ListAPIView[WorkItemLoad]):
     """A run's uploads (newest first), and a new upload of one file per kind."""
 
     queryset = WorkItemLoad.objects.none()  # for the schema only; get_queryset scopes to the caller
@@ -545,7 +545,7 @@ class WorkItemLoadListCreateView(generics.ListAPIView[WorkItemLoad]):
         return Response(body, status=status.HTTP_201_CREATED if committed else status.HTTP_202_ACCEPTED)
 
 
-class WorkItemLoadDetailView(APIView):
+class WorkItemLoadDetailView(StrictQueryMixin, APIView):
     """One load, with its progress while it runs (poll this)."""
 
     @extend_schema(
@@ -560,7 +560,7 @@ class WorkItemLoadDetailView(APIView):
         return Response(WorkItemLoadSerializer(load).data)
 
 
-class WorkItemLoadRetryView(APIView):
+class WorkItemLoadRetryView(StrictQueryMixin, APIView):
     """Queue again an upload that failed unexpectedly (not one with bad input: fix and upload that)."""
 
     @extend_schema(
@@ -583,7 +583,7 @@ class WorkItemLoadRetryView(APIView):
         return Response(WorkItemLoadSerializer(load).data, status=status.HTTP_202_ACCEPTED)
 
 
-class RunLedgerView(APIView):
+class RunLedgerView(StrictQueryMixin, APIView):
     """A run's ledger totals and failure class."""
 
     @extend_schema(
@@ -595,7 +595,7 @@ class RunLedgerView(APIView):
         return Response(RunLedgerSerializer(_run(request, id)).data)
 
 
-class RunFailureClassConfirmView(APIView):
+class RunFailureClassConfirmView(StrictQueryMixin, APIView):
     """A person confirms the run's failure class (the app only suggests it)."""
 
     @extend_schema(

@@ -1,6 +1,6 @@
 """Reading work-ledger files: record ids (plus a few named columns) out of CSV or JSON lines.
 
-A pure parser, like the alert adapters in ``runs/ingest/``: bytes in, rows out, no ORM. Every
+A pure parser, like the alert parsers in ``runs/alerts/parsers/``: bytes in, rows out, no ORM. Every
 refusal is a :class:`LedgerInputError` naming the line (1-based) and, where there is one, the
 column, so a person can fix the file and load it again. What is refused, and why:
 

@@ -54,7 +54,7 @@ class WorkItem(models.Model):
     EvidenceKind = _WorkItemEvidenceKind
     RunnerStatus = _WorkItemRunnerStatus
 
-    # Outcomes that count as "unresolved" in the run totals (DESIGN.md Run totals).
+    # Outcomes that count as "unresolved" in the run totals (docs/architecture.md "Vocabulary").
     UNRESOLVED = frozenset({Outcome.UNVERIFIED, Outcome.ABSENT, Outcome.UNCERTAIN})
 
     # No database foreign keys on the two references of a work item: PostgreSQL checks a foreign

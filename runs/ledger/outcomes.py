@@ -1,5 +1,5 @@
 """The outcome rules as SQL: one ``CASE`` per derived column of an item, given SQL for its facts
-(the rules are listed in the package docstring)."""
+(the rules are listed in docs/architecture.md, "Package notes")."""
 
 from __future__ import annotations
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
-from runs.checks.tasks import logger
+logger = logging.getLogger(__name__)
 
 
 @shared_task(name="runs.work_item_load_run", soft_time_limit=1800, time_limit=1900)

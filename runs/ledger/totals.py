@@ -13,7 +13,7 @@ from runs.ledger.models import WorkItem, WorkItemLoad
 
 @dataclass
 class RunTotals:
-    """A run's ledger totals (DESIGN.md Run totals), with the parts of ``unresolved``."""
+    """A run's ledger totals (docs/architecture.md "Vocabulary": Run totals), with the parts of ``unresolved``."""
 
     eligible: int = 0
     attempted: int = 0

@@ -1,4 +1,4 @@
-"""The run's work ledger (issue 4): its section on the run page, loads and their progress, a person's
+"""The run's work ledger (docs/work-ledger.md): its section on the run page, loads and their progress, a person's
 changes, verifications and failure class, and "what happened to this record?"."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0009_audit_api_token_actions'),
+        ('runs', '0013_redact_stored_text'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -26,6 +26,6 @@ def restore(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 
 class Migration(migrations.Migration):
-    dependencies = [("runs", "0010_job_slot_settings_attempt_flags_missed_streak")]
+    dependencies = [("runs", "0014_job_slot_settings_attempt_flags_missed_streak")]
 
     operations = [migrations.RunPython(renumber, restore)]

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0011_attempt_number_source_number'),
+        ('runs', '0015_attempt_number_source_number'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

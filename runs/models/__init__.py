@@ -1,4 +1,4 @@
-"""Models of the runs app, split by sub-domain (STYLE.md §1 growth rule) and re-exported here."""
+"""Models of the runs app, gathered for Django's registry (they live in the slices)."""
 
 from __future__ import annotations
 

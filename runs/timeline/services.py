@@ -9,6 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from runs.alerts.models import Alert
+from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration, Job, Tenant
 from runs.timeline.models import TimelineEvent
@@ -31,7 +32,8 @@ def timeline_event_build(
     """Build one unsaved event, for ``timeline_events_record`` (several at once).
 
     ``occurred_at`` (UTC) defaults to now; the actor is the person, else the integration, else the
-    system. ``summary`` is cut to 500 characters.
+    system. ``summary`` is redacted (secrets and personal data become ``‹redacted:…›`` tokens,
+    ``runs.alerts.redaction``) and cut to 500 characters.
     """
     now = timezone.now()
     if run is not None and tenant is None:
@@ -50,7 +52,7 @@ def timeline_event_build(
         attempt=attempt,
         alert=alert,
         kind=kind,
-        summary=summary[:500],
+        summary=redact_text(summary)[:500],
         occurred_at=occurred_at or now,
         recorded_at=now,
         actor_kind=actor_kind,
@@ -77,7 +79,7 @@ def timeline_event_record(
     """Append one event. Call inside the transaction of the change it records.
 
     ``occurred_at`` (UTC) defaults to now; the actor is the person, else the integration, else the
-    system. ``summary`` is cut to 500 characters. Returns the new row.
+    system. ``summary`` is redacted and cut to 500 characters (``timeline_event_build``). Returns the new row.
     """
     event = timeline_event_build(
         job=job,

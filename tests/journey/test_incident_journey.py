@@ -1,4 +1,4 @@
-"""The whole incident journey in a real browser (issue 10): from the first alert to a closed handover.
+"""The whole incident journey in a real browser: from the first alert to a closed handover.
 
 Three people, each with their own login and browser — support (``sam``), the business owner of the
 tenant (``bella``) and the technical owner of the job (``tom``) — plus the monitoring system and the
@@ -173,7 +173,7 @@ class Worker:
 
 @pytest.fixture
 def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
-    """Capture what the pages and services enqueue (per task, no global eager mode: STYLE.md §9)."""
+    """Capture what the pages and services enqueue (per task, no global eager mode)."""
     from approvals.replays import tasks as approval_tasks
     from handover.handovers import tasks as handover_tasks
     from runs.checks import tasks as check_tasks

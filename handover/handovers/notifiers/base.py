@@ -37,7 +37,7 @@ def handover_message(handover: Handover) -> tuple[str, str]:
     """Subject and plain text announcing ``handover`` to its escalation owner.
 
     Uses only the handover's own fields and its job (already loaded); free text is redacted again
-    (DESIGN.md rule 8), and nothing beyond names and the handover's sections is included.
+    (rule 8 in docs/architecture.md), and nothing beyond names and the handover's sections is included.
     """
     owner = handover.escalation_owner.get_username() if handover.escalation_owner_id else "nobody yet"
     subject = f"[Handover] {handover.title}"

@@ -2,7 +2,7 @@
 
 Only the URL an admin set (``HANDOVER_CHAT_WEBHOOK_URL``) is called; https in production; no
 loopback, private or link-local address unless its host is in
-``HANDOVER_CHAT_WEBHOOK_ALLOWED_HOSTS``; at most 4 KiB of the answer is kept (DESIGN.md).
+``HANDOVER_CHAT_WEBHOOK_ALLOWED_HOSTS``; at most 4 KiB of the answer is kept.
 ``deliver`` is the network boundary (tests replace it).
 """
 

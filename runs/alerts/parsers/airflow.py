@@ -25,7 +25,6 @@ task level ``sha256(["task", dag_id, run_id, task_id, map_index, try_number, sta
 
 from __future__ import annotations
 
-import hashlib
 import json
 import unicodedata
 from collections.abc import Mapping
@@ -40,7 +39,9 @@ from runs.alerts.parsers.base import (
     ParsedAlert,
     ParseResult,
     dig,
+    load_json,
     read_timestamp,
+    sha256_text,
     summarise_error,
 )
 
@@ -110,7 +111,7 @@ def _finish(alert: ParsedAlert, problems: list[str]) -> ParseResult:
 
 def _hash_key(kind: str, parts: list[Any]) -> str:
     canonical = json.dumps([kind, *parts], ensure_ascii=False, separators=(",", ":"))
-    return f"{kind}:{hashlib.sha256(canonical.encode()).hexdigest()}"
+    return f"{kind}:{sha256_text(canonical)}"
 
 
 def _tags(doc: Mapping[str, Any]) -> list[str]:
@@ -202,7 +203,7 @@ def _require(doc: Mapping[str, Any], path: str, kind: type, errors: dict[str, li
 def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) -> ParseResult:
     """Parse one callback context into one record (aware UTC times); ``FormatError`` on a broken shape."""
     try:
-        doc = json.loads(body)
+        doc = load_json(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise FormatError(f"the body is not valid JSON: {exc}") from exc
     if not isinstance(doc, dict):

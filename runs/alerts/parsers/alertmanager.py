@@ -13,7 +13,6 @@ a repeat or HA re-send of the same firing alert is a duplicate; ``groupKey`` pla
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -28,6 +27,7 @@ from runs.alerts.parsers.base import (
     TimeFormatError,
     describe_label_path,
     http_link,
+    load_json,
     parse_timestamp,
     sha256_json,
     summarise_error,
@@ -105,7 +105,7 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
 
 def _load_object(body: bytes) -> dict[str, Any]:
     try:
-        data = json.loads(body)
+        data = load_json(body)
     except ValueError as exc:
         raise FormatError(f"the body is not valid JSON ({exc})", field="") from exc
     if not isinstance(data, dict):

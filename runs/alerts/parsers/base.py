@@ -1,13 +1,14 @@
 """The contract between the ingestion mechanism and the per-source parsers.
 
-A source is a pure parser module ``runs/ingest/<source>.py`` (or a package of that name, like
-``custom/``; no ORM, no settings access) plus declarative integration settings. Each module exposes:
+A source is a pure parser module ``runs/alerts/parsers/<source>.py`` (or a package, like ``custom/``,
+whose ``parser`` module is registered; no ORM, no settings access) plus declarative integration
+settings. Each module exposes:
 
 - ``SOURCE: str`` -- the API slug (``POST /api/v1/alerts/<SOURCE>/``).
 - ``DEFAULT_SETTINGS: dict`` -- per-source defaults (which label carries the tenant, ...);
   an integration's own ``settings`` JSON is laid over them (see ``merged_settings``).
 - ``REDACT_PATHS: tuple[str, ...]`` -- dotted JSON paths (``*`` matches any key or list index)
-  whose values are secrets and are replaced before the body is stored (DESIGN.md rule 8).
+  whose values are secrets and are replaced before the body is stored (rule 8 in docs/architecture.md).
 - ``parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) -> ParseResult``
   -- raises ``FormatError`` when the post as a whole breaks the source's own format (the
   mechanism answers 400 and stores the Delivery ``rejected``). A record that is valid for the
@@ -22,15 +23,20 @@ Optional hooks:
 - ``render_response(*, delivery_id, alerts: list[dict], error: FormatError | None) -> tuple[int, dict]``
   -- for senders that expect their own response shape (PagerDuty Events v2).
 
-Shared helpers: timestamps, integers and dotted paths (``dig``); ``PathReader`` for the sources whose
-conventions are read through configured dotted paths (Alertmanager and Grafana labels and annotations,
-PagerDuty custom details); ``http_link`` and ``sha256_json`` for links and dedup keys.
+Shared helpers: ``load_json``, the one JSON loader every parser uses (depth-limited, finite numbers
+only); ``decode_body``, how a post's bytes become the text parsers and the stored body share;
+``unstorable_characters`` and ``storable_text`` for what a database text column cannot hold;
+timestamps, integers and dotted paths (``dig``); ``PathReader`` for the sources whose conventions are
+read through configured dotted paths (Alertmanager and Grafana labels and annotations, PagerDuty custom
+details); ``http_link`` and ``sha256_json`` for links and dedup keys.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +44,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 ERROR_SUMMARY_MAX_CHARS = 2000
+# Containers nested deeper than this are refused (400): real payloads stay under 15 levels, and deeper
+# ones would exhaust the recursion of whatever walks them after parsing (redaction, display, JSON columns).
+MAX_JSON_DEPTH = 64
 
 
 class AlertKind:
@@ -85,7 +94,7 @@ class AttemptState:
 
 @dataclass
 class ParsedAlert:
-    """One record parsed out of a post, in Handover's vocabulary (DESIGN.md).
+    """One record parsed out of a post, in Handover's vocabulary (docs/architecture.md "Vocabulary").
 
     All datetimes are aware (UTC or with the sender's offset); the mechanism stores them in UTC.
     ``dedup_key`` is the source's key *including the alert's state* (each adapter documents its
@@ -144,6 +153,139 @@ class ParseResult:
     response: dict[str, Any] = field(default_factory=dict)  # extra fields for a source's own response
 
 
+# --- the body: decoding and the one JSON loader -----------------------------------------------------
+
+
+class JsonLoadError(ValueError):
+    """A body (or an embedded document) that is not JSON Handover accepts: invalid, nested deeper than
+    ``MAX_JSON_DEPTH``, or holding a number that is not finite (``NaN``, ``Infinity``, ``1e400``)."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonLoadError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _not_a_number(text: str) -> float:
+    raise JsonLoadError(f"{text} is not a JSON number")
+
+
+def json_depth_exceeds(document: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when ``document`` nests lists and objects more than ``limit`` levels (the document is level 1).
+
+    Iterative (a stack, not recursion), so any depth is measured safely.
+    """
+    if not isinstance(document, (dict, list)):
+        return False
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def load_json(body: bytes | str) -> Any:
+    """Parse a JSON body (or a JSON string inside one) the way every parser must.
+
+    ``body`` as bytes is decoded as ``json.loads`` does (UTF-8, or UTF-16/32 by their byte pattern); the
+    mechanism hands parsers the UTF-8 text ``decode_body`` made. Raises ``JsonLoadError`` (a
+    ``ValueError``, which the parsers turn into their own 400) for invalid JSON, containers nested more
+    than ``MAX_JSON_DEPTH`` levels (also when the nesting is too deep for the decoder itself), and
+    numbers that are not finite. Returns the document.
+    """
+    try:
+        document = json.loads(body, parse_float=_finite_float, parse_constant=_not_a_number)
+    except RecursionError:
+        raise JsonLoadError(f"the document is nested more than {MAX_JSON_DEPTH} levels deep") from None
+    except JsonLoadError:
+        raise
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise JsonLoadError(str(exc)) from exc
+    if isinstance(document, (dict, list)) and json_depth_exceeds(document):
+        raise JsonLoadError(f"the document is nested more than {MAX_JSON_DEPTH} levels deep")
+    return document
+
+
+# What a database text column cannot hold: NUL (PostgreSQL refuses it in text and JSON) and lone
+# surrogates (no UTF-8 spelling; a str holds them only as unpaired halves, e.g. from a JSON "\ud800").
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def unstorable_characters(text: str) -> list[str]:
+    """The distinct characters of ``text`` a database text column cannot hold, as ``U+XXXX`` names."""
+    return sorted({f"U+{ord(char):04X}" for char in _UNSTORABLE.findall(text)})
+
+
+def storable_text(text: str) -> str:
+    """``text`` with NUL and lone surrogates replaced by U+FFFD (the replacement character)."""
+    return _UNSTORABLE.sub(REPLACEMENT, text) if _UNSTORABLE.search(text) else text
+
+
+_BOMS = (  # longest first: the UTF-32 LE mark begins with the UTF-16 LE one
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_CHARSET = re.compile(r";\s*charset\s*=\s*\"?([^\s;\"]+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class DecodedBody:
+    """A post's body as text, and how it was decoded."""
+
+    text: str
+    encoding: str  # the codec used ("utf-8", "utf-16", "iso8859-1", ...)
+    source: str  # "declared" (Content-Type charset), "bom", or "default" (UTF-8)
+    is_escaped: bool  # undecodable bytes or NUL characters were written as ``\xNN``
+
+    def notes(self) -> dict[str, Any]:
+        """What the delivery notes about the decoding: nothing for plain UTF-8."""
+        if self.source == "default" and not self.is_escaped:
+            return {}
+        return {"body_encoding": self.encoding, "body_encoding_from": self.source, "body_escaped": self.is_escaped}
+
+
+def decode_body(raw: bytes, content_type: str = "") -> DecodedBody:
+    """Decode a post's bytes: by the declared charset (``Content-Type: ...; charset=``), else by a byte
+    order mark (UTF-8/16/32), else as UTF-8.
+
+    An unknown charset falls back to BOM detection and UTF-8. Bytes the codec cannot decode and NUL
+    characters (which no database text column holds) are written as ``\\xNN`` -- still invalid JSON,
+    as the raw bytes were. A leading byte order mark is dropped. Pure: the caller hashes the raw bytes.
+    """
+    encoding, source = "", "default"
+    match = _CHARSET.search(content_type or "")
+    if match:
+        try:
+            encoding, source = codecs.lookup(match.group(1)).name, "declared"
+        except LookupError:
+            encoding = ""
+    if not encoding:
+        for bom, codec in _BOMS:
+            if raw.startswith(bom):
+                encoding, source = codec, "bom"
+                break
+    encoding = encoding or "utf-8"
+    escaped = False
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError:
+        text, escaped = raw.decode(encoding, errors="backslashreplace"), True
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\x00" in text:
+        text, escaped = text.replace("\x00", "\\x00"), True
+    return DecodedBody(text=text, encoding=encoding, source=source, is_escaped=escaped)
+
+
 # --- helpers shared by parsers -------------------------------------------------------------------
 
 _FRACTION = re.compile(r"(\.\d{1,6})\d*")
@@ -178,13 +320,16 @@ def parse_timestamp(value: Any) -> datetime | None:
         raise TimeFormatError(f"{text!r} is not an RFC 3339 timestamp") from exc
     if parsed.tzinfo is None:
         raise TimeFormatError(f"{text!r} has no UTC offset, so it cannot be placed in time")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:00-05:00 is in the year 10000 in UTC
+        raise TimeFormatError(f"{text!r} is outside the years 1 to 9999 in UTC") from None
 
 
 def parse_epoch(value: Any, *, unit: str = "auto") -> datetime:
     """Parse epoch seconds or milliseconds (``unit`` = ``s``, ``ms`` or ``auto``: > 10^11 means ms).
 
-    Raises ``TimeFormatError``. Returns an aware datetime in UTC.
+    Raises ``TimeFormatError`` (also for a number outside the years 1 to 9999). Returns an aware datetime in UTC.
     """
     try:
         number = float(value)
@@ -192,7 +337,10 @@ def parse_epoch(value: Any, *, unit: str = "auto") -> datetime:
         raise TimeFormatError(f"{value!r} is not an epoch number") from exc
     if unit == "ms" or (unit == "auto" and abs(number) > 1e11):
         number /= 1000.0
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=number)
+    try:
+        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=number)
+    except (OverflowError, ValueError):  # beyond the years 1 to 9999, or not a number (NaN)
+        raise TimeFormatError(f"{value!r} is not an epoch time between the years 1 and 9999") from None
 
 
 def summarise_error(text: Any) -> str:
@@ -236,7 +384,10 @@ def read_integer(value: Any, name: str, problems: list[str]) -> int | None:
     if isinstance(value, int):
         return value
     if isinstance(value, str) and value.strip().lstrip("+").isdigit():
-        return int(value.strip())
+        try:
+            return int(value.strip())
+        except ValueError:  # digits int() does not read ("²"), or more than Python converts
+            pass
     problems.append(f"{name} {value!r} is not an integer")
     return None
 
@@ -376,13 +527,29 @@ class PathReader:
 
 
 def http_link(value: Any) -> str:
-    """Keep only http(s) links (DESIGN: links from payloads are shown only if http(s)); ``""`` is no link."""
+    """Keep only http(s) links (links taken from payloads are shown only if http(s)); ``""`` is no link."""
     if isinstance(value, str) and value.strip().lower().startswith(("https://", "http://")):
         return value.strip()
     return ""
 
 
+def sha256_text(text: str) -> str:
+    """SHA-256 hex of ``text`` as UTF-8; a lone surrogate (from a JSON ``"\\ud800"``) is hashed as its
+    own code unit (``surrogatepass``), so such text still has its one key and never fails."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def sha256_json(parts: Any) -> str:
     """SHA-256 hex of ``parts`` as canonical JSON (sorted keys, no whitespace, UTF-8): a dedup key."""
-    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return sha256_text(json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+
+
+def storable_data(value: Any) -> Any:
+    """JSON-ready ``value`` (dicts, lists, strings; keys too) with ``storable_text`` applied to every string."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable_data(k) if isinstance(k, str) else k: storable_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable_data(v) for v in value]
+    return value

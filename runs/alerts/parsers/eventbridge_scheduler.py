@@ -21,7 +21,6 @@ failed invocation, so the state needs no field of its own.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -34,9 +33,11 @@ from runs.alerts.parsers.base import (
     ParsedAlert,
     ParseResult,
     TimeFormatError,
+    load_json,
     parse_epoch,
     read_integer,
     read_timestamp,
+    sha256_text,
     summarise_error,
 )
 
@@ -182,7 +183,7 @@ def _is_json(body: Any) -> bool:
     if not isinstance(body, str):
         return False
     try:
-        json.loads(body)
+        load_json(body)
     except ValueError:
         return False
     return True
@@ -191,7 +192,7 @@ def _is_json(body: Any) -> bool:
 def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) -> ParseResult:
     """Parse a ReceiveMessage response or a Lambda SQS event; an empty receive (``{}``) has no records."""
     try:
-        doc = json.loads(body)
+        doc = load_json(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise FormatError(f"the body is not valid JSON: {exc}") from exc
     if not isinstance(doc, dict):
@@ -216,6 +217,6 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
             canonical = json.dumps(message, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
             message_id = message.get(_WRAPPERS[key][0]) if isinstance(message, Mapping) else None
             item_key = f"sqs-message:{message_id}" if isinstance(message_id, str) and message_id else ""
-            item_key = item_key or f"invalid:{hashlib.sha256(canonical.encode()).hexdigest()}"
+            item_key = item_key or f"invalid:{sha256_text(canonical)}"
             alerts.append(InvalidItem(field=exc.field, message=exc.message, dedup_key=item_key))
     return ParseResult(alerts=alerts, notes={"wrapper": "lambda" if key == "Records" else "receive_message"})

@@ -11,7 +11,6 @@ Dedup key: the sender's ``dedup_key`` when given, else ``job`` + ``tenant`` + ``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -23,6 +22,7 @@ from runs.alerts.parsers.base import (
     ParsedAlert,
     ParseResult,
     TimeFormatError,
+    load_json,
     parse_timestamp,
     summarise_error,
 )
@@ -146,7 +146,7 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
     an ``InvalidItem`` naming ``alerts.<index>.<field>``.
     """
     try:
-        document = json.loads(body)
+        document = load_json(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise FormatError(f"The body is not valid JSON: {exc}", field="body") from exc
     if isinstance(document, Mapping) and "alerts" in document and "schema" not in document:

@@ -15,7 +15,6 @@ re-evaluated count changed (A=1 -> A=2) is a new failure, a byte-identical re-se
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -30,6 +29,7 @@ from runs.alerts.parsers.base import (
     TimeFormatError,
     describe_label_path,
     http_link,
+    load_json,
     parse_timestamp,
     read_integer,
     sha256_json,
@@ -81,7 +81,7 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
     an ``InvalidItem``. The deprecated ``title``, ``state`` and ``message`` are template-driven: never read.
     """
     try:
-        data = json.loads(body)
+        data = load_json(body)
     except ValueError as exc:
         raise FormatError(f"the body is not valid JSON ({exc})", field="") from exc
     if not isinstance(data, dict):

@@ -13,7 +13,8 @@ Public documentation:
 A Job is one scheduled run; its attempts are pods, which the Job only counts. Attempts are inferred as
 ``<job uid>#<n>``: the record's own attempt is the newest pod, n = ``failed`` + ``succeeded`` + ``active``,
 and pods 1 … ``failed`` (below n) are failed ``related_attempts`` (valid while the Job runs one pod at a
-time). A CronJob is the job definition (kind ``DEFINITION``). A ``JobList`` (re-list) gives a record per item.
+time; at most ``MAX_RELATED_PODS`` of them, the rest only counted). A CronJob is the job definition
+(kind ``DEFINITION``). A ``JobList`` (re-list) gives a record per item.
 
 Dedup key (before redaction, includes the state): a Job ``sha256(["job", uid, terminal condition or "",
 active, succeeded, failed])`` -- a bare object and its watch wrapper give the same key, ``resourceVersion``
@@ -23,7 +24,6 @@ is not part of it; a CronJob ``sha256(["cronjob", uid, resourceVersion])``; a wa
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime
@@ -37,8 +37,10 @@ from runs.alerts.parsers.base import (
     ParsedAlert,
     ParseResult,
     dig,
+    load_json,
     parse_epoch,
     read_timestamp,
+    sha256_text,
 )
 
 SOURCE = "kubernetes"
@@ -67,6 +69,8 @@ DEFAULT_SETTINGS: dict[str, Any] = {
 REDACT_PATHS: tuple[str, ...] = ()
 
 _MANUAL_ANNOTATION = "cronjob.kubernetes.io/instantiate"  # "manual": kubectl create job --from=cronjob/…
+# Earlier failed pods listed as attempts of one Job, at most (see _job).
+MAX_RELATED_PODS = 50
 _TERMINAL = ("Complete", "Failed")  # FailureTarget / SuccessCriteriaMet precede these and never count alone
 
 
@@ -78,7 +82,7 @@ class _ItemError(Exception):
 
 def _key(kind: str, parts: list[Any]) -> str:
     canonical = json.dumps([kind, *parts], ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-    return f"{kind}:{hashlib.sha256(canonical.encode()).hexdigest()}"
+    return f"{kind}:{sha256_text(canonical)}"
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -186,7 +190,10 @@ def _name_suffix_time(meta: Mapping[str, Any]) -> str | None:
     suffix = str(meta.get("name") or "").rsplit("-", 1)[-1]
     if not suffix.isdigit() or not _read({"metadata": meta}, "owner:CronJob"):
         return None
-    return parse_epoch(int(suffix) * 60, unit="s").isoformat()
+    try:
+        return parse_epoch(int(suffix) * 60, unit="s").isoformat()
+    except ValueError:  # not a time (TimeFormatError), or too many digits for an int: nothing to show
+        return None
 
 
 def _job(obj: Mapping[str, Any], settings: Mapping[str, Any], at: str) -> ParsedAlert:
@@ -234,7 +241,13 @@ def _job(obj: Mapping[str, Any], settings: Mapping[str, Any], at: str) -> Parsed
     alert.started_at = start if newest == 1 else None  # startTime is the Job's, i.e. pod 1's
     alert.ended_at = ended
     alert.occurred_at = ended or alert.started_at  # None: "at receipt", the object has no pod times
-    for number in range(1, min(failed, newest - 1) + 1):
+    # A Job's retries are few (backoffLimit defaults to 6); a larger count is listed only up to
+    # MAX_RELATED_PODS attempts (the rest are counted in ``pods``), so one post never writes thousands.
+    earlier = min(failed, newest - 1)
+    listed = min(earlier, MAX_RELATED_PODS)
+    if listed < earlier:
+        alert.details["related_attempts_cut"] = f"pods 1-{listed} are attempts; {earlier - listed} more counted only"
+    for number in range(1, listed + 1):
         alert.related_attempts.append(
             AttemptState(
                 execution_id=f"{uid}#{number}",
@@ -275,7 +288,7 @@ def _watch_error(doc: Mapping[str, Any], status: Mapping[str, Any]) -> ParsedAle
     # "too old resource version: 48213377 (48299102)": events after the first number may have been missed.
     since = message.split("resource version:", 1)[-1].split()[0] if "resource version:" in message else None
     what = f"after resourceVersion {since}" if since else "since the watch broke"
-    alert = ParsedAlert(dedup_key=f"watch-error:{hashlib.sha256(canonical.encode()).hexdigest()}")
+    alert = ParsedAlert(dedup_key=f"watch-error:{sha256_text(canonical)}")
     alert.summary = f"watch ERROR {code} {reason}: {message}"
     alert.details = {"event": "ERROR", "code": code, "reason": reason, "message": message}
     alert.problems = [
@@ -302,7 +315,7 @@ def _object(obj: Any, settings: Mapping[str, Any], at: str) -> ParsedAlert:
 def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) -> ParseResult:
     """Parse a Job/CronJob object, a watch event or a list into records; ``FormatError`` on a broken shape."""
     try:
-        doc = json.loads(body)
+        doc = load_json(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise FormatError(f"the body is not valid JSON: {exc}") from exc
     if not isinstance(doc, dict):

@@ -17,7 +17,6 @@ is the event without ``routing_key``, as JSON with sorted keys and no whitespace
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -29,6 +28,7 @@ from runs.alerts.parsers.base import (
     ParseResult,
     PathReader,
     http_link,
+    load_json,
     read_timestamp,
     sha256_json,
     summarise_error,
@@ -72,7 +72,7 @@ _KINDS = {"trigger": AlertKind.ATTEMPT, "acknowledge": AlertKind.ACKNOWLEDGE, "r
 def credential_from_body(body: bytes) -> str | None:
     """Return the event's ``routing_key`` (the integration key), or None; never raises."""
     try:
-        data = json.loads(body)
+        data = load_json(body)
     except ValueError:
         return None
     key = data.get("routing_key") if isinstance(data, dict) else None
@@ -89,7 +89,7 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
     would echo: the sender's, or for a trigger without one a key generated from the body, as PagerDuty does.
     """
     try:
-        event = json.loads(body)
+        event = load_json(body)
     except ValueError as exc:
         raise FormatError(f"the body is not valid JSON ({exc})", field="") from exc
     if not isinstance(event, dict):

@@ -14,7 +14,7 @@ _MODULES = {
     "airflow": "runs.alerts.parsers.airflow",
     "pagerduty": "runs.alerts.parsers.pagerduty",
     "kubernetes": "runs.alerts.parsers.kubernetes",
-    # any other format, mapped by each integration's own configuration (JMESPath; issue 9)
+    # any other format, mapped by each integration's own configuration (JMESPath; docs/custom-integrations.md)
     "custom": "runs.alerts.parsers.custom.parser",
 }
 

@@ -1,5 +1,9 @@
 """Cron expressions, time zones and policies: the errors, the policy enums, and validation and
-coercion of every input the schedule functions take (cases rules 1 and 4)."""
+coercion of every input the schedule functions take (cases rules 1 and 4).
+
+The schedule package's semantics (cron dialect, DST policies, the traps of aware datetimes) are in
+docs/architecture.md, "Package notes"; "cases rule N" and "C01"... refer to tests/data/cases-README.md.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ class ScheduleError(ValueError):
 
 
 class DstGapPolicy(StrEnum):
-    """What a fixed-time slot inside a spring-forward gap does (DESIGN "Policies"; cases rule 3, C01)."""
+    """What a fixed-time slot inside a spring-forward gap does (docs/architecture.md "Vocabulary"; C01)."""
 
     NEXT_EXISTING = "next_existing"  # Debian cron, cronsim, Dagster: once, at the first instant after the gap
     SKIP = "skip"  # EventBridge Scheduler, robfig/cron (Kubernetes), Spring, node-cron
@@ -40,7 +44,7 @@ class DstOverlapPolicy(StrEnum):
 
 
 class MissedRunPolicy(StrEnum):
-    """Which missed slots an executor starts after an outage (DESIGN "Policies"; C08)."""
+    """Which missed slots an executor starts after an outage (docs/architecture.md "Vocabulary": Policies; C08)."""
 
     CATCH_UP_ALL = "catch_up_all"
     LATEST_ONLY = "latest_only"
@@ -48,7 +52,7 @@ class MissedRunPolicy(StrEnum):
 
 
 class WindowAlignment(StrEnum):
-    """The unit a derived processing window is floored to, in the job's zone (DESIGN "Window")."""
+    """The unit a derived processing window is floored to, in the job's zone (docs/architecture.md "Vocabulary")."""
 
     NONE = "none"
     HOUR = "hour"
@@ -171,3 +175,114 @@ def schedule_prepare(
         policy_coerce(DstGapPolicy, dst_gap, "DST gap policy"),
         policy_coerce(DstOverlapPolicy, dst_overlap, "DST overlap policy"),
     )
+
+
+# --- validation where a schedule is saved (a job, a target's override) --------------------------------------
+
+# The window alignments from the finest to the coarsest (docs/architecture.md "Vocabulary": Window).
+ALIGNMENT_ORDER = (WindowAlignment.NONE, WindowAlignment.HOUR, WindowAlignment.DAY, WindowAlignment.MONTH)
+# A calendar walk long enough to meet every day-of-month/day-of-week combination of a month, starting in a
+# leap year (so 29 February is met too).
+_WALK_START = datetime(2000, 1, 1)
+_WALK_END = datetime(2001, 1, 1)
+
+
+def cron_problem(expr: str) -> str | None:
+    """Why ``expr`` cannot be a job's schedule, in words; None when it is a usable five-field cron.
+
+    Uses cronsim's own message for a bad field ("Bad minute", "Bad day-of-month", ...) and says so
+    separately when every field is valid but no date matches (``0 0 30 2 *``: it can never fire).
+    """
+    if not isinstance(expr, str) or not expr.strip():
+        return "A cron expression is required, e.g. '30 2 * * *'."
+    fields = expr.split()
+    if fields[0].startswith("@"):
+        return f"Macros like {fields[0]!r} are not supported: write the five fields (e.g. '0 0 * * *' for @daily)."
+    if len(fields) != 5:
+        return (
+            f"A cron expression has five fields (minute hour day-of-month month day-of-week); "
+            f"{expr.strip()!r} has {len(fields)}."
+        )
+    text = " ".join(fields)
+    try:
+        slots = CronSim(text, _WALK_START)
+    except CronSimError as exc:
+        if str(exc) == "Bad day-of-month" and _parses(" ".join([*fields[:3], "*", fields[4]])):
+            return f"The cron expression {text!r} can never fire: none of its months has that day of the month."
+        return f"{exc} in the cron expression {text!r} (cronsim: minute hour day-of-month month day-of-week)."
+    try:
+        next(slots)
+    except StopIteration:
+        return f"The cron expression {text!r} can never fire."
+    return None
+
+
+def _parses(expr: str) -> bool:
+    try:
+        CronSim(expr, _WALK_START)
+    except CronSimError:
+        return False
+    return True
+
+
+def alignment_problem(expr: str, alignment: WindowAlignment | str) -> str | None:
+    """Why ``alignment`` is coarser than the shortest gap of ``expr``, in words; None when it fits.
+
+    A derived window is floored to the alignment in the job's zone, so two fire times inside one hour
+    (``hour``), one day (``day``) or one calendar month (``month``) would get the same, or an empty,
+    window. The test is on wall-clock slots: every listed minute fires in each hour the cron fires, and
+    every listed hour on each day; months are walked over a leap year. ``expr`` must be valid.
+    """
+    unit = policy_coerce(WindowAlignment, alignment, "window alignment")
+    if unit == WindowAlignment.NONE:
+        return None
+    cron = CronSim(" ".join(expr.split()), _WALK_START)
+    twice: str | None = None
+    if len(cron.minutes) > 1:
+        twice = "hour"
+    elif len(cron.hours) > 1 and unit != WindowAlignment.HOUR:
+        twice = "day"
+    elif unit == WindowAlignment.MONTH:
+        previous: datetime | None = None
+        for slot in cron:
+            if slot >= _WALK_END:
+                break
+            if previous is not None and (previous.year, previous.month) == (slot.year, slot.month):
+                twice = "month"
+                break
+            previous = slot
+    if twice is None:
+        return None
+    finest = {"hour": "'none'", "day": "'hour' or 'none'", "month": "'day', 'hour' or 'none'"}[twice]
+    return (
+        f"A window alignment of {unit.value!r} is coarser than the schedule: {expr.strip()!r} fires more than "
+        f"once in one {twice}, so those runs would share a window. Use {finest}, or a schedule that fires at "
+        f"most once per {unit.value}."
+    )
+
+
+def dst_both_problem(dst_overlap: DstOverlapPolicy | str, alignment: WindowAlignment | str) -> str | None:
+    """Why the DST overlap policy ``both`` does not fit ``alignment``; None when it does.
+
+    Under ``both`` a repeated wall time is two slots (docs/architecture.md "Vocabulary": Slot, rule 7),
+    which only windows aligned to ``none`` or ``hour`` keep apart.
+    """
+    overlap = policy_coerce(DstOverlapPolicy, dst_overlap, "DST overlap policy")
+    unit = policy_coerce(WindowAlignment, alignment, "window alignment")
+    if overlap == DstOverlapPolicy.BOTH and unit not in (WindowAlignment.NONE, WindowAlignment.HOUR):
+        return (
+            f"The DST overlap policy 'both' runs a repeated hour twice; it needs a window alignment of "
+            f"'none' or 'hour', not {unit.value!r}."
+        )
+    return None
+
+
+def timezone_problem(name: str) -> str | None:
+    """Why ``name`` is not a usable IANA zone, in words (``validate_timezone``'s message); None when it is."""
+    try:
+        validate_timezone(name)
+    except ScheduleError as exc:
+        return str(exc)
+    except ValueError:  # e.g. a NUL character in the name
+        return f"Unknown time zone {name!r}. Use an IANA name like 'Europe/Berlin' or 'UTC'."
+    return None

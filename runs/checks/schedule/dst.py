@@ -1,7 +1,7 @@
 """Wall-clock slots to real instants: cronsim walks the naive local calendar, this module maps each
 slot to zero, one or two UTC instants under the DST policies (cases rule 3; C01, C02, C03).
 
-See the package docstring for the DST traps: every comparison here is on UTC datetimes."""
+See docs/architecture.md "Package notes" for the DST traps: every comparison here is on UTC datetimes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Processing windows: ``[previous fire time, fire time)`` floored to the job's window alignment
-(DESIGN "Window"), and the fire time that closes a window a payload gives."""
+(docs/architecture.md "Vocabulary": Window), and the fire time that closes a window a payload gives."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def processing_window(
 
     ``[previous fire time, fire_time)``, computed on real instants (C01.C: the 2027-03-28 03:00 CEST
     gap-day run of ``30 2 * * *`` Berlin gets [01:30Z, 01:00Z), 23 h 30 min), then both ends floored
-    to ``alignment`` on the job zone's wall clock (DESIGN "Window"): ``0 2 * * *`` Berlin at
+    to ``alignment`` on the job zone's wall clock (docs/architecture.md "Vocabulary"): ``0 2 * * *`` Berlin at
     2026-11-28T02:00+01:00 with ``day`` gives [2026-11-27T00:00+01:00, 2026-11-28T00:00+01:00).
     ``fire_time`` should be a slot of the schedule; the window ends at it as given.
 

@@ -328,7 +328,9 @@ def test_the_list_filters_by_run_status_and_open(world: World, make_request: Mak
     assert listed("open=true") == [str(open_one.public_id)]
     assert listed("status=cancelled") == [str(closed.public_id)]
     assert listed("run=00000000-0000-0000-0000-000000000000") == []
-    assert listed("run=not-a-uuid") == []
+    malformed = client.get("/api/v1/replays/?run=not-a-uuid")  # a filter that is not a UUID is a 400, not "none"
+    assert malformed.status_code == 400
+    assert list(malformed.json()["errors"]) == ["run"]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Dispatch happens once (DESIGN.md rule 5), with real threads released together by one Barrier.
+"""Dispatch happens once (rule 5 in docs/architecture.md), with real threads released together by one Barrier.
 
 Two approvers at the same instant, ten simultaneous dispatch triggers, two claims, a delivery task
 run twice at once: one dispatch row, one idempotency key, one timeline event -- and every losing

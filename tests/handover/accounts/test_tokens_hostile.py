@@ -1,4 +1,4 @@
-"""Regressions found by breaking the personal API tokens (issue 8): garbage credentials and racing creates."""
+"""Regressions found by breaking the personal API tokens: garbage credentials and racing creates."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Breaking the Markdown export (issue 8): hostile text in every field adds no structure to the document.
+"""Breaking the Markdown export: hostile text in every field adds no structure to the document.
 
 Each payload is written into every user- or payload-controlled field a handover export shows; the
 export, rendered by a CommonMark + GFM-tables parser, must have exactly the structure (headings,

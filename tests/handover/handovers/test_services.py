@@ -255,7 +255,7 @@ def test_a_failed_check_reopens_the_handover(world: World, draft: Handover) -> N
     check = HandoverRun.objects.get(handover=handover).next_run_check
     check = settle_check(check, "failed", result_summary="no run was reported by the deadline")
 
-    # the check's follow-up task calls the hook (runs.checks.handover_reopen_for_failed_check)
+    # the check's follow-up task calls the hook (runs.checks.follow_ups.handover_reopen_for_failed_check)
     assert next_run_check_notify_failed(check_ids=[check.pk]) == 1
 
     handover = Handover.objects.get(pk=handover.pk)

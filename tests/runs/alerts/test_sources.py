@@ -22,6 +22,7 @@ import time_machine
 from django.test import Client
 
 from runs.alerts.models import Alert, Delivery
+from runs.alerts.redaction import redaction_token
 from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration, IntegrationKey, JobTarget, Tenant
@@ -79,7 +80,7 @@ class Story:
 
     def stored(self, name: str) -> str:
         """The body as the Delivery keeps it: as sent, with the routing key redacted."""
-        return self.body(name).decode().replace(self.key, "[REDACTED]")
+        return self.body(name).decode().replace(self.key, redaction_token(self.key))
 
     def post(self, name: str, *, at: datetime = RECEIVED) -> Any:
         """POST one file; PagerDuty senders authenticate through ``routing_key`` only, the others by Bearer."""
@@ -910,7 +911,7 @@ def test_pagerduty_story_file_by_file(story: StoryFactory) -> None:
         "delivery": str(delivery.public_id),
     }
     assert delivery.key == pd.key_record and delivery.response_status == 202
-    assert pd.key not in delivery.body and '"routing_key": "[REDACTED]"' in delivery.body
+    assert pd.key not in delivery.body and f'"routing_key": "{redaction_token(pd.key)}"' in delivery.body
     [first] = assert_accepted(response)
     assert first.fields["details"]["exception"] == "billing.ledger.AckTimeout"
     run = Run.objects.get()

@@ -1,5 +1,5 @@
 """The list selectors' read shapes: the runs list's attempt count and the inbox's parts, order,
-counts and paging (issue: both grew with history), with the pages' query budgets."""
+counts and paging (both grew with history), with the pages' query budgets."""
 
 from __future__ import annotations
 

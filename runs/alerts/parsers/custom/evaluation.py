@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runs.alerts.parsers.base import AlertKind, FormatError, ParsedAlert, TimeFormatError, summarise_error
+from runs.alerts.parsers.base import AlertKind, FormatError, ParsedAlert, TimeFormatError, sha256_text, summarise_error
 from runs.alerts.parsers.custom.compiler import CompiledMapping, compile_mapping
 from runs.alerts.parsers.custom.expressions import FieldSpec, MappingError, as_text, jmespath_search
 from runs.alerts.parsers.custom.times import parse_time
@@ -203,7 +202,7 @@ def map_record(record: Any, compiled: CompiledMapping, index: int = 0) -> Mapped
     execution_id = values["execution_id"] or None
     state = status or ""
     if problems:
-        dedup = json.dumps(["unmapped", hashlib.sha256(_canonical(record).encode()).hexdigest()])
+        dedup = json.dumps(["unmapped", sha256_text(_canonical(record))])
     elif values["dedup_key"]:
         dedup = json.dumps(["key", values["dedup_key"], state], ensure_ascii=False)
     else:
@@ -288,7 +287,7 @@ def map_document(document: Any, mapping: Any) -> MappingOutcome:
         mapped = map_record(item, compiled, index)
         if splitter_problem:
             mapped.alert.problems.insert(0, splitter_problem)
-            mapped.alert.dedup_key = json.dumps(["unmapped", hashlib.sha256(_canonical(item).encode()).hexdigest()])
+            mapped.alert.dedup_key = json.dumps(["unmapped", sha256_text(_canonical(item))])
         records.append(mapped)
     notes = {"records_found": 0} if not items else {}
     return MappingOutcome(records=records, mapping_errors=errors, notes=notes)

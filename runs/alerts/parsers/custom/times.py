@@ -103,6 +103,9 @@ def _parse_iso(text: str, zone: ZoneInfo | None) -> datetime | None:
         parsed = datetime.fromisoformat(normalised)
     except ValueError as exc:
         raise TimeFormatError(f"{text!r} is not an ISO 8601 time") from exc
-    if parsed.tzinfo is None:
-        return _place_naive(parsed, zone, text)
-    return parsed.astimezone(UTC)
+    try:
+        if parsed.tzinfo is None:
+            return _place_naive(parsed, zone, text)
+        return parsed.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:00-05:00 is in the year 10000 in UTC
+        raise TimeFormatError(f"{text!r} is outside the years 1 to 9999 in UTC") from None
