@@ -202,7 +202,12 @@ def _place_in_window(
     The run's ``scheduled_for`` is the slot; a payload window is kept as sent, otherwise the window is
     derived from the slot. An unmatched placement adds its reason and the two nearest slots to
     ``ident.problems``; a flagged one (late, inferred, a mismatch hint) adds a note for the timeline.
+    Raises ``ScheduleError`` (a ``ValueError``) for a schedule in force that does not validate.
     """
+    # Checked even when the payload names window and time: nothing downstream may meet a schedule
+    # that cannot fire (an admin could once save ``61 * * * *``).
+    cron, zone, kwargs = schedule_in_force(job, ident.tenant, ident.environment, ctx)
+    schedule_prepare(cron, zone, kwargs["dst_gap"], kwargs["dst_overlap"])
     report = _slot_report(record, rule, received_at)
     if report is None or ident.tenant is None or not ident.environment:
         return

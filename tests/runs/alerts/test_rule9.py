@@ -214,19 +214,24 @@ def test_a_scheduled_time_in_year_9999_is_unmatched_not_a_server_error(post_aler
     assert only_alert(second).outcome == Alert.Outcome.DUPLICATE
 
 
-def test_a_scheduled_time_that_is_no_fire_time_without_a_window_is_unmatched_with_the_nearest_fire_times(
+def test_a_scheduled_time_that_is_no_fire_time_without_a_window_is_placed_on_its_slot_flagged_late(
     post_alert: PostAlert, generic_key: str
 ) -> None:
-    # 03:17 Berlin is not a fire time of 0 2 * * *, and the day-aligned window [02:00, 03:17) is empty
+    # 03:17 Berlin is no fire time of 0 2 * * *: 77 min after the 02:00 slot (grace 30 min), so the
+    # Slot rule places it there, flagged late, instead of making up a window that ends at 03:17.
     body = generic_alert(scheduled_for="2026-11-28T03:17:00+01:00")
 
     first, _ = post_twice(lambda: post_alert("generic", body, generic_key), 202)
 
     alert = only_alert(first)
-    assert alert.outcome == Alert.Outcome.UNMATCHED
-    assert "2026-11-28 02:17:00Z" in alert.reason
-    assert "2026-11-28 01:00:00Z" in alert.reason and "2026-11-29 01:00:00Z" in alert.reason  # the nearest two
-    assert not Run.objects.exists()
+    assert alert.outcome == Alert.Outcome.ACCEPTED
+    run = Run.objects.get()
+    assert run.scheduled_for == datetime(2026, 11, 28, 1, 0, tzinfo=UTC)
+    assert (run.window_start, run.window_end) == (
+        datetime(2026, 11, 26, 23, 0, tzinfo=UTC),
+        datetime(2026, 11, 27, 23, 0, tzinfo=UTC),
+    )
+    assert run.attempts.get().is_slot_late
 
 
 def test_a_time_without_a_window_for_another_tenant_gets_the_tenant_reason_only(

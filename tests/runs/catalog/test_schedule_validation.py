@@ -188,6 +188,8 @@ def job_form(**values: str) -> dict[str, str]:
         "missed_run_policy": "catch_up_all",
         "missed_run_expire_after_seconds": "",
         "overlap_policy": "allow",
+        "early_tolerance_seconds": "60",
+        "starting_deadline_seconds": "",
         "expected_output": "",
         "verification": "",
         "side_effects-TOTAL_FORMS": "0",
