@@ -72,7 +72,7 @@ class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
     def _attempt(self, attempt_id: UUID) -> Attempt:
         """The run's attempt the caller corrects: 404 when not visible, 403 when only readable (before the body)."""
         run = self.get_object()
-        attempt_correction_require(user=self.request.user, run=run)
+        attempt_correction_require(user=self.request.user, run=run)  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
         attempts = Attempt.objects.select_related("run__job", "run__tenant")
         attempt = attempts.filter(run=run, public_id=attempt_id).first()
         if attempt is None:
@@ -102,7 +102,7 @@ class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         attempt = self._attempt(attempt_id)
         data = DuplicateTriggerExplainInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        attempt = attempt_duplicate_trigger_explain(attempt=attempt, actor=request.user, **data.validated_data)
+        attempt = attempt_duplicate_trigger_explain(attempt=attempt, actor=request.user, **data.validated_data)  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
         return Response(AttemptSerializer(attempt).data)
 
     @extend_schema(
@@ -131,5 +131,5 @@ class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         attempt = self._attempt(attempt_id)
         data = AttemptReplaceSlotInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        attempt = attempt_replace_slot(attempt=attempt, actor=request.user, **data.validated_data)
+        attempt = attempt_replace_slot(attempt=attempt, actor=request.user, **data.validated_data)  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
         return Response(AttemptSerializer(attempt).data)

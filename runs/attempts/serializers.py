@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from handover.core.fields import HttpUrlOrNullField
@@ -20,7 +22,9 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
     id = serializers.UUIDField(source="public_id", read_only=True)
     runner_reports = RunnerReportSerializer(many=True, read_only=True)
     duplicate_trigger = serializers.BooleanField(source="is_duplicate_trigger", read_only=True)
-    duplicate_explained_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    duplicate_explained_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     log_url = HttpUrlOrNullField(help_text="the (restricted) log link: an http(s) URL, or null when there is none")
 
     class Meta:

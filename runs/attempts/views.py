@@ -119,7 +119,7 @@ def attempt_explain_duplicate_view(request: HttpRequest, id: str, attempt_id: st
         request,
         DuplicateTriggerExplainForm(request.POST),
         invalid="An explanation needs a reason and an evidence reference.",
-        act=lambda data: attempt_duplicate_trigger_explain(attempt=attempt, actor=request.user, **data),
+        act=lambda data: attempt_duplicate_trigger_explain(attempt=attempt, actor=request.user, **data),  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
         success=lambda a: f"Duplicate trigger of attempt {a.number} explained.",
         done=_to_attempts(attempt),
     )
@@ -148,7 +148,7 @@ def attempt_replace_slot_view(request: HttpRequest, id: str, attempt_id: str) ->
         request,
         AttemptReplaceSlotForm(request.POST, slots=_slot_choices(attempt.run)),
         invalid="Choose a slot and say why.",
-        act=lambda data: attempt_replace_slot(attempt=attempt, actor=request.user, **data),
+        act=lambda data: attempt_replace_slot(attempt=attempt, actor=request.user, **data),  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
         success=lambda a: f"Attempt moved to the run of {a.run.scheduled_for:%Y-%m-%d %H:%M}Z.",
         done=_to_attempts(attempt),
     )
