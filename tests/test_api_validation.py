@@ -333,3 +333,15 @@ def test_a_custom_mappings_default_environment_must_be_a_slug(api: Api) -> None:
 
     assert "not an environment" in assert_problem(response, "mapping")["errors"]["mapping"][0]
     assert not Integration.objects.filter(name="nomad").exists()
+
+
+@pytest.mark.parametrize(("path", "filterset", "paging", "params"), [pytest.param(*row, id=row[0]) for row in LISTS])
+def test_a_method_the_endpoint_does_not_have_is_a_405_whatever_its_query(
+    api: Api, path: str, filterset: type[StrictFilterSet] | None, paging: str, params: dict[str, str]
+) -> None:
+    url = path.format(run=api.run.public_id, handover=api.handover.public_id, replay=uuid.uuid4())
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+
+    response = api.client.generic("TRACE", f"{url}?{query}&page=1&page_size=1")
+
+    assert response.status_code == 405

@@ -114,6 +114,10 @@ class StrictQueryMixin:
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)  # type: ignore[misc]  # authentication and permissions first
+        method = (request.method or "").lower()
+        if method not in getattr(self, "http_method_names", ()) or not hasattr(self, method):
+            self.query_filters = {}  # not an operation of this view: dispatch answers 405, not a 400
+            return
         self.query_filters = query_validate(
             request, self._query_filterset_class(request), self._query_pagination_params(request)
         )
@@ -122,7 +126,7 @@ class StrictQueryMixin:
         return getattr(self, "action", None) == name
 
     def _query_filterset_class(self, request: Request) -> type[StrictFilterSet] | None:
-        if request.method != "GET":
+        if request.method not in ("GET", "HEAD"):
             return None
         if not hasattr(self, "action"):  # a plain APIView: its filterset is its GET's
             return self.filterset_class
@@ -131,7 +135,7 @@ class StrictQueryMixin:
 
     def _query_pagination_params(self, request: Request) -> set[str]:
         paginator = getattr(self, "paginator", None)
-        if request.method != "GET" or paginator is None:
+        if request.method not in ("GET", "HEAD") or paginator is None:
             return set()
         if hasattr(self, "action") and not (self._is_action("list") or self.action in self.paginated_actions):
             return set()
