@@ -144,9 +144,12 @@ def _body_redacted(text: bytes, adapter: ModuleType, names: frozenset[str]) -> s
     """The body as stored: redacted. JSON nested too deep for the redaction's walk (refused by every
     parser anyway) gets the free-text redaction only, instead of failing the post."""
     try:
-        return redact_body(text, adapter.REDACT_PATHS, names)
+        redacted = redact_body(text, adapter.REDACT_PATHS, names)
     except RecursionError:
-        return redact_text(text.decode())
+        redacted = redact_text(text.decode())
+    # A body rewritten by the redaction may spell a JSON escape of a lone surrogate as the character
+    # itself, which no database text column stores: mended like any free text (rule 9).
+    return storable_text(redacted)
 
 
 def _body_secrets(text: bytes, adapter: ModuleType, names: frozenset[str]) -> list[str]:

@@ -691,3 +691,20 @@ def test_a_job_counting_a_huge_number_of_failed_pods_lists_only_the_first_attemp
     assert Attempt.objects.count() == 51  # pods 1-50, and the newest (#100000) the alert reports
     assert Attempt.objects.filter(execution_id__endswith="#100000").exists()
     assert "99949 more counted only" in alert.fields["details"]["related_attempts_cut"]
+
+
+def test_a_lone_surrogate_in_a_body_the_redaction_rewrites_leaves_a_storable_body(
+    post_raw: Callable[..., Any], make_key: Any, story_tenants: dict[str, Tenant]
+) -> None:
+    # a routing key that is no string makes the redaction rewrite the JSON, which spelt the escaped
+    # lone surrogate of another field as the character itself (found by the source fuzzer)
+    key = make_key("pagerduty", all_tenants=True)
+    event = json.loads(fixture_path("pagerduty", "04-resolve-next-run-ok.json").read_bytes())
+    event.update(routing_key=2147483648, event_action="tail \udfff", dedup_key=-0.0)
+
+    response = post_raw("pagerduty", json.dumps(event).encode(), key)
+    delivery = assert_final(response, response.status_code)
+
+    assert response.status_code in (202, 400)
+    assert "2147483648" not in delivery.body
+    delivery.body.encode()  # storable: no lone surrogate left in the stored text
