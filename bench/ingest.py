@@ -17,7 +17,7 @@ What it does, all on 127.0.0.1 (it refuses any other host):
    app, ``bench-baseline`` for the baseline;
 2. counts the SQL of one post of each mode in-process (``bench/probe.py``: statements and
    transactions per post and per alert -- deterministic, unlike the timings);
-3. starts two gunicorns (``--workers`` sync workers each, default 2 as in TOOLCHAIN.md's
+3. starts two gunicorns (``--workers`` sync workers each, default 2 as in docs/production.md's "Toolchain facts"
    measurements; DEBUG off, the app's settings, so ``CONN_MAX_AGE`` as configured): the *app*, and
    the *baseline* (``bench/baseline_urls.py``: the same DRF APIView base, raw-body parser, body
    reading and integration-key authentication as the ingestion view, then one ``Delivery`` row with
@@ -28,7 +28,7 @@ What it does, all on 127.0.0.1 (it refuses any other host):
 
 Every alert is unique (its own execution id, tenant/window and so its own run: ``bench/alerts.py``),
 so each one is a real ``accepted`` alert; the benchmark checks that in the database afterwards.
-``--clients`` concurrent clients (default 16, as wrk's 16 connections in TOOLCHAIN.md) send the
+``--clients`` concurrent clients (default 16, as wrk's 16 connections in docs/production.md, "Toolchain facts") send the
 posts with http.client from ``--client-processes`` processes (``bench/load.py``). Throughput is
 alerts over the wall time of the measured posts; latency is per post, as the client sees it. A
 second table says where the machine's CPU went meanwhile (``bench/cpu.py``): CPU-ms per alert in

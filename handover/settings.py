@@ -2,8 +2,8 @@
 
 With no environment variables set this is a local development configuration: DEBUG on, a generated
 development secret kept in ``var/``, SQLite in ``var/handover.sqlite3`` and kombu's filesystem broker
-in ``var/broker/`` (TOOLCHAIN.md). ``HANDOVER_PRODUCTION=true`` turns DEBUG off and refuses to start
-without a real secret key and explicit allowed hosts. ``.env.example`` lists every variable.
+in ``var/broker/`` (docs/production.md, "Toolchain facts"). ``HANDOVER_PRODUCTION=true`` turns DEBUG
+off and refuses to start without a real secret key and explicit allowed hosts. ``.env.example`` lists every variable.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL"}
     )
 else:
-    # A new PostgreSQL connection per request costs more than a core at load (TOOLCHAIN.md).
+    # A new PostgreSQL connection per request costs more than a core at load (docs/production.md, "Toolchain facts").
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -316,7 +316,7 @@ BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # kombu does not create these folders; in and out must be the same folder, and processed
-    # messages are kept on the same filesystem so a move is atomic (TOOLCHAIN.md).
+    # messages are kept on the same filesystem so a move is atomic (docs/production.md, "Toolchain facts").
     for sub in ("queue", "control", "processed"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {

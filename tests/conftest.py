@@ -39,7 +39,8 @@ UNICODE_TENANT = "café-lumière-münchen"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Django's default hasher costs ~0.3 s a check; manifest storage needs collectstatic (TOOLCHAIN.md).
+    # Django's default hasher costs ~0.3 s a check; manifest storage needs collectstatic
+    # (docs/production.md, "Toolchain facts").
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     # Rate limits high in tests: concurrency tests post in bursts (a rate-limit test sets its own).
     settings.HANDOVER_INGEST_RATE_LIMIT = 1_000_000
@@ -79,7 +80,7 @@ def in_process_connections() -> Iterator[None]:
     """Requests served in-process (schemathesis over the WSGI app) keep the test's own connection.
 
     Django closes "old" connections when a request starts and finishes; inside the test's
-    transaction on PostgreSQL that would close the test's own connection (TOOLCHAIN.md).
+    transaction on PostgreSQL that would close the test's own connection (docs/production.md, "Toolchain facts").
     """
     for signal in (request_started, request_finished):
         signal.disconnect(close_old_connections)

@@ -1,7 +1,7 @@
 """Integration keys and runner credentials: 32 random bytes, shown once, stored as SHA-256.
 
 Looked up by a short indexed prefix and compared with ``hmac.compare_digest``; never Django's
-password hasher on the ingest path (~0.3 s a check, TOOLCHAIN.md).
+password hasher on the ingest path (~0.3 s a check, docs/production.md "Toolchain facts").
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Playwright's sync API keeps an event loop running in the test thread from the mo
 it stops, and Django refuses database calls while a loop runs in the thread (``SynchronousOnlyOperation``).
 So, for the journey only: Playwright (and the browser) live for each journey module instead of the
 whole session, and ``DJANGO_ALLOW_ASYNC_UNSAFE`` is set while they do and restored afterwards
-(TOOLCHAIN.md). Tests collected after the journey run without a loop and without the escape hatch,
-so an async-unsafe database call anywhere else is still caught.
+(docs/production.md, "Toolchain facts"). Tests collected after the journey run without a loop and
+without the escape hatch, so an async-unsafe database call anywhere else is still caught.
 
 Module scope, not package scope: ``tests/`` has no ``__init__.py`` files, and pytest keeps a
 "package" fixture of a plain directory until the end of the session.
@@ -91,7 +91,7 @@ def browser(launch_browser: Callable[..., Browser]) -> Iterator[Browser]:
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    """pytest-playwright's launch arguments, pointed at Debian's Chromium (TOOLCHAIN.md)."""
+    """pytest-playwright's launch arguments, pointed at Debian's Chromium (docs/production.md, "Toolchain facts")."""
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
 
 
