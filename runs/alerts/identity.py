@@ -17,8 +17,7 @@ from runs.catalog.models import Job, JobTarget, Tenant
 from runs.checks.schedule.cron import ScheduleError, schedule_prepare
 from runs.checks.schedule.fire_times import next_fire_time, previous_fire_time
 from runs.checks.schedule.slots import SlotPlacement, SlotReport, TimeKind, placement_describe
-from runs.checks.schedule.windows import processing_window
-from runs.checks.slot_placement import report_place, slot_schedule
+from runs.checks.slot_placement import report_place, slot_schedule, slot_window
 
 MANUAL_TRIGGERS = ("manual_rerun", "manual_replay")
 NEUTRAL_TENANT_REASON = "tenant {slug!r} is not available to this integration key"
@@ -259,21 +258,6 @@ def run_for_identity(ident: RecordIdentity, ctx: PostContext, *, status: str | N
         scheduled_for=ident.scheduled_for,
         status=status,
     )
-
-
-def slot_window(*, job: Job, target: JobTarget | None, slot: datetime) -> tuple[datetime, datetime]:
-    """The window a slot derives when the payload names none: ``[the fire time before slot, slot)``,
-    floored to the job's ``window_alignment`` in the schedule in force (UTC). Raises ScheduleError."""
-    schedule = slot_schedule(job=job, target=target)
-    start, end = processing_window(
-        schedule.cron,
-        schedule.timezone,
-        slot,
-        alignment=job.window_alignment,
-        dst_gap=schedule.dst_gap,
-        dst_overlap=schedule.dst_overlap,
-    )
-    return start.astimezone(UTC), end.astimezone(UTC)
 
 
 def run_get_or_create(

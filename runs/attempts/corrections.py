@@ -15,14 +15,14 @@ from django.db.models import Max
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, InvalidTransition, NotFound
-from runs.alerts.identity import run_get_or_create, slot_window
+from runs.alerts.identity import run_get_or_create
 from runs.alerts.models import Alert
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt, Run
 from runs.attempts.services import attempt_label, run_status_refresh
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.fire_times import previous_fire_time
-from runs.checks.slot_placement import slot_schedule
+from runs.checks.slot_placement import slot_schedule, slot_window
 from runs.ledger.selectors import run_ledger_writable
 from runs.permissions import run_visibility_filter
 from runs.timeline.services import timeline_event_record
@@ -117,19 +117,20 @@ def _utc_text(at: datetime) -> str:
 def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBaseUser, reason: str) -> Attempt:
     """Move an attempt flagged late, slot inferred or with a hint onto another slot of its target.
 
-    ``slot``: an aware datetime, a fire time of the schedule in force for the run's target (the
-    job's, with the target's overrides), other than the run's own. Allowed only while no ledger load
-    and no replay request refers to the attempt's run. The attempt moves to the run of ``slot``
-    (created by ``runs.alerts.identity.run_get_or_create`` with the window the slot derives, as
-    ingestion does), gets the next ``number`` there (its old number is kept in the events), and the
-    alerts that reported it follow it. Both runs' statuses are refreshed; a run left without
-    attempts is ``expected`` again (the schedule sweep decides ``missed``). An ``attempt_replaced``
-    timeline event is written on both runs. One transaction, both runs locked (lower id first).
-    Raises NotFound / AttemptCorrectionDenied (see ``attempt_correction_require``), DomainError
-    (400) for a missing reason, a naive time or a time that is not a fire time, InvalidTransition
-    (409) when the attempt is not flagged, is already on that slot, or a load or replay refers to
-    the run, Conflict (409) when the other run already has the same execution id. Returns the
-    attempt, reloaded.
+        ``slot``: an aware datetime, a fire time of the schedule in force for the run's target (the
+        job's, with the target's overrides), other than the run's own. Allowed only while no ledger load
+        and no replay request refers to the attempt's run. The attempt moves to the run of ``slot``
+        (created by ``runs.alerts.identity.run_get_or_create`` with the window the slot derives, as
+        ingestion does), gets the next ``number`` there (numbers are ordinals per run: the old one could
+    collide with an attempt of the other run, so it is kept in the events, never reused), and the
+        alerts that reported it follow it. Both runs' statuses are refreshed; a run left without
+        attempts is ``expected`` again (the schedule sweep decides ``missed``). An ``attempt_replaced``
+        timeline event is written on both runs. One transaction, both runs locked (lower id first).
+        Raises NotFound / AttemptCorrectionDenied (see ``attempt_correction_require``), DomainError
+        (400) for a missing reason, a naive time or a time that is not a fire time, InvalidTransition
+        (409) when the attempt is not flagged, is already on that slot, or a load or replay refers to
+        the run, Conflict (409) when the other run already has the same execution id. Returns the
+        attempt, reloaded.
     """
     run = attempt.run
     attempt_correction_require(user=actor, run=run)
@@ -231,9 +232,6 @@ def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBas
                 data=data,
             )
         run_status_refresh(run=destination)
-        if not source.attempts.exists():
-            Run.objects.filter(pk=source.pk).update(status=Run.Status.EXPECTED, status_changed_at=now, updated_at=now)
-        else:
-            run_status_refresh(run=source)
+        run_status_refresh(run=source)  # a run left with no attempt is ``expected`` again
     attempt.refresh_from_db()
     return attempt

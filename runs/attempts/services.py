@@ -30,6 +30,8 @@ RUN_STATUS_FOR_ATTEMPT = {
     Attempt.Status.TIMED_OUT: Run.Status.FAILED,
     Attempt.Status.ABANDONED: Run.Status.FAILED,
 }
+# Statuses only attempts give a run; ``expected``/``missed`` are the schedule sweep's.
+ATTEMPT_MADE_STATUSES = frozenset(RUN_STATUS_FOR_ATTEMPT.values())
 STATUS_WORDS = {
     "queued": "queued",
     "running": "running",
@@ -104,8 +106,10 @@ def run_status_refresh(*, run: Run) -> Run:
     """Set ``run.status`` from its latest attempt that is not a duplicate trigger.
 
     Latest by start time, else scheduled time, else first report; ties by ``number``. A run with no
-    such attempt keeps its status (the schedule sweep sets ``expected``/``missed``). Writes no
-    timeline event: the attempt's own event already says what changed.
+    such attempt keeps its status (the schedule sweep sets ``expected``/``missed``), except a run
+    left with no attempt at all (its only attempt was re-placed onto another slot), whose
+    attempt-made status goes back to ``expected`` for the sweep to judge again. Writes no timeline
+    event: the attempt's own event (or the re-placing's) already says what changed.
     """
     latest = (
         run.attempts.filter(is_duplicate_trigger=False)
@@ -113,9 +117,12 @@ def run_status_refresh(*, run: Run) -> Run:
         .order_by("-placed_at", "-number")
         .first()
     )
-    if latest is None:
+    if latest is not None:
+        status = RUN_STATUS_FOR_ATTEMPT[Attempt.Status(latest.status)]
+    elif run.status in ATTEMPT_MADE_STATUSES and not run.attempts.exists():
+        status = Run.Status.EXPECTED
+    else:
         return run
-    status = RUN_STATUS_FOR_ATTEMPT[Attempt.Status(latest.status)]
     if run.status != status:
         now = timezone.now()
         Run.objects.filter(pk=run.pk).update(status=status, status_changed_at=now, updated_at=now)

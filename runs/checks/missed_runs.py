@@ -16,8 +16,10 @@ from runs.attempts.models import Run
 from runs.catalog.models import Job, JobTarget
 from runs.checks.events import local_text, utc_text
 from runs.checks.models import MissedStreak
-from runs.checks.schedule.cron import ScheduleError
+from runs.checks.schedule.cron import MICROSECOND, ScheduleError
+from runs.checks.schedule.slots import SlotSchedule, slot_interval_seconds
 from runs.checks.schedules import fire_times_between, target_schedule
+from runs.checks.slot_placement import slot_of_time, slot_schedule, slot_window
 from runs.timeline.services import timeline_event_record
 
 logger = logging.getLogger(__name__)
@@ -80,6 +82,7 @@ def run_sweep_missed(
 
 def _target_sweep_missed(target: JobTarget, now: datetime, last: datetime | None, lookback: timedelta, cap: int) -> int:
     sched = target_schedule(target=target)
+    schedule = slot_schedule(job=target.job, target=target)
     horizon_end = now - timedelta(seconds=sched.grace_seconds)
     if last is None:
         start = target.created_at  # never reported: every fire time since the target exists
@@ -87,22 +90,16 @@ def _target_sweep_missed(target: JobTarget, now: datetime, last: datetime | None
         # Re-check the lookback (a run may have arrived out of order); an outage longer than the
         # lookback is walked from its start, the latest run.
         start = max(min(last, now - lookback), target.created_at)
+    if schedule.active_from is not None:  # Slot rule 6: no slot before the target is active
+        start = max(start, schedule.active_from - MICROSECOND)
     if start >= horizon_end:
         return 0
     slots = fire_times_between(sched, start, horizon_end, cap)
     if not slots:
         return 0
-    identity = {"job_id": target.job_id, "tenant_id": target.tenant_id, "environment": target.environment}
-    windows = {slot: sched.window(slot) for slot in slots}
-    known = Run.objects.filter(**identity).filter(
-        Q(scheduled_for__in=slots) | Q(window_start__in=[w[0] for w in windows.values() if w])
-    )
-    seen_times = set()
-    seen_windows = set()
-    for scheduled_for, window_start, window_end in known.values_list("scheduled_for", "window_start", "window_end"):
-        seen_times.add(scheduled_for)
-        seen_windows.add((window_start, window_end))
-    missing = [s for s in slots if windows[s] is not None and s not in seen_times and windows[s] not in seen_windows]
+    windows = {slot: _window_or_none(target, slot) for slot in slots}
+    covered = slots_covered(target=target, schedule=schedule, windows=windows, now=now)
+    missing = [s for s in slots if windows[s] is not None and s not in covered]
     if streak_applies(target.job):
         return missed_streak_extend(target=target, slots=missing, timezone_name=sched.timezone)
     created = 0
@@ -137,6 +134,52 @@ def _target_sweep_missed(target: JobTarget, now: datetime, last: datetime | None
             continue
         created += 1
     return created
+
+
+def _window_or_none(target: JobTarget, slot: datetime) -> tuple[datetime, datetime] | None:
+    """The window ``slot`` derives (``slot_window``, as ingestion derives it); None when the alignment empties it."""
+    try:
+        return slot_window(job=target.job, target=target, slot=slot)
+    except ScheduleError:
+        return None
+
+
+def slots_covered(
+    *,
+    target: JobTarget,
+    schedule: SlotSchedule,
+    windows: dict[datetime, tuple[datetime, datetime] | None],
+    now: datetime,
+) -> set[datetime]:
+    """The slots among ``windows`` (slot -> the window it derives; UTC) that a run of ``target`` stands for.
+
+    A run covers the slot of its ``scheduled_for`` placed by the Slot rules (``slot_of_time``, the
+    function ingestion places by), so a run recorded before placement existed -- its scheduled time a
+    second before the fire time or minutes after it -- covers its real slot instead of leaving it to
+    be marked missed; a run with the window a slot derives covers that slot too. One query over the
+    slots' range widened by one interval on each side.
+    """
+    if not windows:
+        return set()
+    slots = sorted(windows)
+    interval = timedelta(seconds=slot_interval_seconds(schedule, slots[0]))
+    runs = Run.objects.filter(job_id=target.job_id, tenant_id=target.tenant_id, environment=target.environment).filter(
+        Q(scheduled_for__gte=slots[0] - interval, scheduled_for__lte=slots[-1] + interval)
+        | Q(window_start__in=[w[0] for w in windows.values() if w])
+    )
+    placed: set[datetime] = set()
+    seen_windows: set[tuple[datetime, datetime]] = set()
+    for scheduled_for, window_start, window_end in runs.values_list("scheduled_for", "window_start", "window_end"):
+        seen_windows.add((window_start, window_end))
+        if scheduled_for is None:
+            continue
+        if scheduled_for in windows:
+            placed.add(scheduled_for)
+            continue
+        slot = slot_of_time(schedule, scheduled_for, received_at=max(now, scheduled_for))
+        if slot is not None:
+            placed.add(slot)
+    return {slot for slot, window in windows.items() if slot in placed or window in seen_windows}
 
 
 def streak_applies(job: Job) -> bool:

@@ -5,19 +5,23 @@ missed streak). The rules themselves live in ``runs.checks.schedule.slots``."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Job, JobTarget, Tenant
 from runs.checks.models import MissedStreak
+from runs.checks.schedule.cron import MICROSECOND
+from runs.checks.schedule.fire_times import next_fire_time
 from runs.checks.schedule.slots import (
     DEFAULT_INFERENCE_DEADLINE_SECONDS,
     SlotPlacement,
     SlotReport,
     SlotSchedule,
+    TimeKind,
     slot_interval_seconds,
     slot_place,
 )
+from runs.checks.schedule.windows import processing_window
 
 SCHEDULE_STARTED = (Attempt.Trigger.SCHEDULED, Attempt.Trigger.CATCH_UP)
 
@@ -110,3 +114,44 @@ def report_place(
             )
             report = replace(report, infer_earlier=True, slot_taken=lambda slot: slot in taken)
     return slot_place(schedule, report)
+
+
+def slot_window(*, job: Job, target: JobTarget | None, slot: datetime) -> tuple[datetime, datetime]:
+    """The window a slot derives when the payload names none: ``[the fire time before slot, slot)``,
+    floored to the job's ``window_alignment`` in the schedule in force (UTC). Raises ScheduleError.
+
+    The one derivation ingestion, the missed-run sweep, next-run checks and re-placing share
+    (docs/slots.md).
+    """
+    schedule = slot_schedule(job=job, target=target)
+    start, end = processing_window(
+        schedule.cron,
+        schedule.timezone,
+        slot,
+        alignment=job.window_alignment,
+        dst_gap=schedule.dst_gap,
+        dst_overlap=schedule.dst_overlap,
+    )
+    return start.astimezone(UTC), end.astimezone(UTC)
+
+
+def slot_of_time(schedule: SlotSchedule, at: datetime, *, received_at: datetime) -> datetime | None:
+    """The slot a scheduled time ``at`` is placed on (Slot rules 4-7 through ``slot_place``), UTC.
+
+    Used for times already stored on runs (a ``scheduled_for`` written before placement existed may
+    be a second before its fire time, or minutes after it). None when the rules leave it unmatched.
+    """
+    placement = slot_place(schedule, SlotReport(received_at=received_at, t=at, time_kind=TimeKind.SCHEDULED))
+    return placement.slot
+
+
+def next_slot_after(schedule: SlotSchedule, after: datetime) -> datetime:
+    """The first slot strictly after ``after`` and not before the target's ``active_from`` (UTC).
+
+    Raises ScheduleError for a schedule that cannot fire.
+    """
+    if schedule.active_from is not None and after < schedule.active_from:
+        after = schedule.active_from - MICROSECOND
+    return next_fire_time(
+        schedule.cron, schedule.timezone, after, dst_gap=schedule.dst_gap, dst_overlap=schedule.dst_overlap
+    ).astimezone(UTC)
