@@ -17,6 +17,7 @@ from runs.checks.models import NextRunCheck
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import check_deadline
 from runs.checks.schedules import target_schedule
+from runs.checks.slot_placement import next_slot_after, slot_schedule, slot_window
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ def next_run_check_schedule(
 ) -> tuple[NextRunCheck, bool]:
     """Create the check of ``target``'s first fire time strictly after ``after`` (aware, any zone).
 
-    ``expected_at`` is that fire time in UTC (DST-correct, with the target's overrides) and
+    ``expected_at`` is that fire time in UTC (DST-correct, with the target's overrides, never before
+    the target's ``active_from``: the slots ingestion places on), its window the one the slot derives, and
     ``deadline_at`` adds the job's ``grace_seconds``. ``recovered_run`` is the failed run being
     recovered (a queued retry of it fails the check). Idempotent: a check for the same target and
     fire time is returned as it is, with ``created`` False (one check serves every requester).
@@ -67,15 +69,19 @@ def next_run_check_schedule(
     ):
         raise DomainError("The recovered run belongs to another job, tenant or environment than the target.")
     sched = target_schedule(target=target)
+    schedule = slot_schedule(job=target.job, target=target)
     try:
-        fire_times = sched.next_fire_times(after, 1)
+        # The same slots ingestion places reports on: the schedule in force, not before ``active_from``.
+        expected_at = next_slot_after(schedule, after)
     except ScheduleError as exc:
         raise DomainError(str(exc), errors={"after": [str(exc)]}) from exc
-    if not fire_times:
-        raise DomainError(f"{sched.cron!r} has no fire time after {after.isoformat()}.")
-    expected_at = fire_times[0].astimezone(UTC)
+    except OverflowError as exc:
+        raise DomainError(f"{sched.cron!r} has no fire time after {after.isoformat()}.") from exc
+    try:
+        window: tuple[datetime, datetime] | None = slot_window(job=target.job, target=target, slot=expected_at)
+    except ScheduleError:  # the alignment empties it: the check finds its run by the slot alone
+        window = None
     deadline_at = check_deadline(expected_at, sched.grace_seconds).astimezone(UTC)
-    window = sched.window(expected_at)
     requester = requested_by or CheckRequester(NextRunCheck.RequesterKind.PERSON, actor.get_username() if actor else "")
     existing = NextRunCheck.objects.filter(target=target, expected_at=expected_at).first()
     if existing is not None:

@@ -25,6 +25,7 @@ from runs.checks.facts import (
 )
 from runs.checks.follow_ups import next_run_check_follow_ups_resend
 from runs.checks.models import NextRunCheck
+from runs.checks.skipped_slots import next_run_checks_move_off_skipped
 from runs.checks.transitions import CheckChange, next_run_check_transition
 
 
@@ -40,6 +41,7 @@ class SweepResult:
     skipped: int = 0
     late_successes: int = 0
     follow_ups_resent: int = 0
+    moved: int = 0
 
 
 def due_check_ids(now: datetime, limit: int) -> list[int]:
@@ -115,8 +117,10 @@ def _claim(ids: Sequence[int]) -> list[NextRunCheck]:
 def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, batch_size: int = 100) -> SweepResult:
     """Settle every due next-run check, then record late successes of checks that failed.
 
-    One query finds the due checks (scheduled, past the deadline or with a success of the next run);
-    each batch of ``batch_size`` ids is claimed in one short transaction that locks the rows and
+    First, checks whose slot the job's policy skipped move to the slot that ran, or wait for it
+    (``next_run_checks_move_off_skipped``). One query finds the due checks (scheduled, past the
+    deadline or with a success of the next run); each batch of ``batch_size`` ids is claimed in one
+    short transaction that locks the rows and
     reads their facts (one query), evaluates each (``next_run_check_evaluate``) and writes the
     outcomes: per batch one guarded UPDATE and one INSERT of timeline events for the passes, the
     same for the failures and for the checks now awaiting a person's confirmation. Safe to run
@@ -129,6 +133,8 @@ def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, ba
     """
     now = now or timezone.now()
     result = SweepResult()
+    skipped_slots = next_run_checks_move_off_skipped(now=now)
+    result.moved = skipped_slots.moved
     ids = due_check_ids(now, limit)
     result.due = len(ids)
     for start in range(0, len(ids), batch_size):
@@ -147,6 +153,9 @@ def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, ba
             failing: list[CheckChange] = []
             awaiting: list[tuple[NextRunCheck, CheckVerdict, CheckFacts]] = []
             for row in rows:
+                if row.pk in skipped_slots.held:  # its slot was skipped by policy: it waits for the slot that runs
+                    result.waiting += 1
+                    continue
                 facts = check_facts(row, evidence, now)
                 verdict = next_run_check_evaluate(facts)
                 if verdict.action == "pass":
