@@ -3,10 +3,12 @@ definition compared with the schedule in force; and the alert's outcome."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from runs.alerts.context import PostContext, runner_reports_write
@@ -17,12 +19,13 @@ from runs.alerts.identity import (
     run_status_for_new_run,
     schedule_in_force,
 )
+from runs.alerts.instances import InstanceFacts, InstanceVerdict, alert_instance_classify
 from runs.alerts.models import Alert
 from runs.alerts.parsers.base import AlertKind, ParsedAlert, storable_text
 from runs.alerts.records import column_fit, column_max_length
 from runs.alerts.redaction import record_redacted, redact_text
 from runs.attempts.models import Attempt, Run, RunnerReport
-from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
+from runs.attempts.services import AttemptReport, attempt_details_change, attempt_report_apply, run_status_refresh
 from runs.catalog.models import Integration, IntegrationKey
 from runs.timeline.services import timeline_event_record
 
@@ -78,16 +81,28 @@ def alert_apply(*, alert: Alert, record: ParsedAlert, key: IntegrationKey, setti
         return alert
 
 
-def alert_apply_in_transaction(alert: Alert, record: ParsedAlert, ctx: PostContext) -> Alert:
-    """``alert_apply`` inside the caller's transaction, for an alert no one else can be applying."""
+def alert_apply_in_transaction(
+    alert: Alert, record: ParsedAlert, ctx: PostContext, *, received_at: datetime | None = None
+) -> Alert:
+    """``alert_apply`` inside the caller's transaction, for an alert no one else can be applying.
+
+    ``received_at``: when the body applied was received (default: the alert's own delivery; a newer
+    body re-applying an ``unmatched`` original passes its own).
+    """
     # Identity and free text as stored (deterministic tokens): a reprocessed body, stored redacted,
     # names the same run and attempt.
     record = record_redacted(record)
-    received_at = alert.delivery.received_at
+    received_at = received_at or alert.delivery.received_at
     integration = ctx.key.integration
 
     if record.kind in (AlertKind.RESOLVE, AlertKind.ACKNOWLEDGE):
         return _apply_signal(alert, record, ctx, received_at)
+    instance = alert_instance_classify(alert=alert, record=record)
+    if instance.verdict in (InstanceVerdict.STALE, InstanceVerdict.HA_PEER):
+        return _instance_duplicate(alert, record, instance, integration, received_at)
+    if instance.verdict == InstanceVerdict.REFIRE and record.details.get("execution_id_inferred"):
+        # The adapter derived the id: the new instance is a new attempt, placed by the Slot rules.
+        record = dataclasses.replace(record, execution_id=f"{instance.fingerprint}#{instance.starts_at}")
     ident = record_identity(record, ctx, need_window=record.kind != AlertKind.DEFINITION, received_at=received_at)
     if ident.problems:
         return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
@@ -110,7 +125,156 @@ def alert_apply_in_transaction(alert: Alert, record: ParsedAlert, ctx: PostConte
         return alert_finish(alert, Alert.Outcome.ACCEPTED, run=run)
 
     status_is_set = created and new_run_status is not None
-    return _apply_attempts(alert, record, run, ident, integration, received_at, ctx, run_status_is_set=status_is_set)
+    alert = _apply_attempts(alert, record, run, ident, integration, received_at, ctx, run_status_is_set=status_is_set)
+    if instance.verdict == InstanceVerdict.REFIRE and alert.attempt is not None:
+        _refire_record(alert, record, instance, integration, received_at)
+    return alert
+
+
+def _instance_duplicate(
+    alert: Alert, record: ParsedAlert, instance: InstanceFacts, integration: Integration, received_at: datetime
+) -> Alert:
+    """A stale firing or an HA peer's view of an instance already applied: a ``duplicate`` of that
+    instance's alert, with its run and attempt; details it changes are kept (``attempt_details_change``)."""
+    original = instance.earlier
+    assert original is not None
+    if instance.verdict == InstanceVerdict.STALE:
+        reason = (
+            f"stale: this instance (startsAt {instance.starts_at}) was already resolved; a firing after its "
+            "resolve changes nothing"
+        )
+    else:
+        peer_starts = original.group_ref.removeprefix(f"{instance.fingerprint}@")
+        reason = f"same instance; the peer's startsAt differs ({instance.starts_at} here, {peer_starts} first)"
+    now = timezone.now()
+    Alert.objects.filter(pk=original.pk).update(repeat_count=F("repeat_count") + 1)
+    Alert.objects.filter(pk=alert.pk).update(duplicate_of=original, updated_at=now)
+    alert.duplicate_of = original
+    alert = alert_finish(
+        alert,
+        Alert.Outcome.DUPLICATE,
+        reason=reason,
+        run=original.run,
+        attempt=original.attempt,
+        stale=instance.verdict == InstanceVerdict.STALE,
+    )
+    if instance.verdict == InstanceVerdict.HA_PEER and original.attempt is not None:
+        duplicate_details_apply(alert=alert, record=record, attempt=original.attempt, received_at=received_at)
+    return alert
+
+
+def _refire_record(
+    alert: Alert, record: ParsedAlert, instance: InstanceFacts, integration: Integration, received_at: datetime
+) -> None:
+    """The ``refire`` event of an alert that fired again after its previous instance's resolve.
+
+    On the attempt the payload names (the same execution as before: a flag a person must explain) or
+    on the new attempt an adapter-derived id made for the new instance.
+    """
+    attempt = alert.attempt
+    assert attempt is not None and instance.earlier is not None
+    same = instance.earlier.attempt_id == attempt.pk
+    previous = instance.earlier.group_ref.removeprefix(f"{instance.fingerprint}@")
+    timeline_event_record(
+        job=attempt.run.job,
+        run=attempt.run,
+        attempt=attempt,
+        alert=alert,
+        kind="refire",
+        summary=f"Re-fire: {alert.source} alert {instance.fingerprint} fired again (startsAt {instance.starts_at}) "
+        f"after its instance of {previous} was resolved; "
+        + (
+            f"the payload names the same execution, so it belongs to attempt {attempt.number}: a person must explain it"
+            if same
+            else f"a new attempt {attempt.number} ({attempt.execution_id})"
+        ),
+        occurred_at=record.occurred_at or received_at,
+        actor_integration=integration,
+        data={"fingerprint": instance.fingerprint, "starts_at": instance.starts_at, "same_attempt": same},
+    )
+
+
+def alert_duplicate_apply(*, alert: Alert, record: ParsedAlert, ctx: PostContext) -> Alert:
+    """What a dedup-level duplicate (same integration and dedup key as an earlier original) still does.
+
+    - Its original is ``unmatched``: the original is applied again from this newer body, under this
+      delivery's key binding (Alertmanager re-sends a corrected alert under the same fingerprint and
+      ``startsAt``); the duplicate then points at the run and attempt the original got.
+    - Its original reported an attempt: details that differ (error, end time, log link) are kept as an
+      ``attempt_details_changed`` event (``duplicate_details_apply``).
+    Call inside the transaction that recorded the duplicate, with the record as parsed. Returns the
+    duplicate, updated.
+    """
+    if alert.duplicate_of_id is None or record.kind not in (AlertKind.ATTEMPT, AlertKind.RUN):
+        return alert
+    original = (
+        Alert.objects.select_for_update()
+        .select_related("delivery", "integration", "attempt__run__job")
+        .get(pk=alert.duplicate_of_id)
+    )
+    received_at = alert.delivery.received_at
+    if original.outcome == Alert.Outcome.UNMATCHED and original.duplicate_of_id is None:
+        return original_reapply(original=original, source=alert, record=record, ctx=ctx, received_at=received_at)
+    if original.attempt is not None:
+        duplicate_details_apply(alert=alert, record=record, attempt=original.attempt, received_at=received_at)
+    return alert
+
+
+def original_reapply(
+    *, original: Alert, source: Alert, record: ParsedAlert, ctx: PostContext, received_at: datetime
+) -> Alert:
+    """Apply an ``unmatched`` original again from ``record``, the body of its newer duplicate ``source``.
+
+    The original takes the newer body's identity columns (job, tenant, environment, execution id) and
+    outcome; ``source`` points at the run and attempt it got, its reason saying so. Call inside a
+    transaction holding the original's row lock. Returns ``source``, updated.
+    """
+    shown = record_redacted(record)
+    Alert.objects.filter(pk=original.pk).update(
+        outcome=Alert.Outcome.PENDING,
+        job_key=column_fit(shown.job_key or "", Alert, "job_key"),
+        tenant_slug=column_fit(shown.tenant or "", Alert, "tenant_slug"),
+        environment=column_fit(shown.environment or "", Alert, "environment"),
+        execution_id=column_fit(shown.execution_id or "", Alert, "execution_id"),
+    )
+    original.outcome = Alert.Outcome.PENDING
+    original = alert_apply_in_transaction(original, record, ctx, received_at=received_at)
+    reason = (
+        f"same alert as {original.public_id}, which was unmatched: applied again from this newer body "
+        f"({original.outcome}{': ' + original.reason if original.reason else ''})"
+    )
+    Alert.objects.filter(pk=source.pk).update(
+        run=original.run, attempt=original.attempt, reason=storable_text(reason)[:4000], updated_at=timezone.now()
+    )
+    source.run, source.attempt, source.reason = original.run, original.attempt, reason
+    return source
+
+
+def duplicate_details_apply(*, alert: Alert, record: ParsedAlert, attempt: Attempt, received_at: datetime) -> bool:
+    """A duplicate whose normalised details (error, end time, log link) differ from its attempt's: applied
+    as one ``attempt_details_changed`` event (``attempt_details_change``), never dropped silently.
+
+    ``record`` as parsed (redacted here). Returns whether anything changed.
+    """
+    if record.kind != AlertKind.ATTEMPT:
+        return False
+    record = record_redacted(record)
+    report = AttemptReport(
+        execution_id=attempt.execution_id,
+        status=attempt.status,
+        ended_at=record.ended_at,
+        error_summary=column_fit(redact_text(record.error_summary), Attempt, "error_summary"),
+        log_url=record.log_url if len(record.log_url) <= (column_max_length(Attempt, "log_url") or 0) else "",
+    )
+    changed = attempt_details_change(
+        attempt=attempt,
+        report=report,
+        alert=alert,
+        actor_integration=alert.integration,
+        at=record.occurred_at or received_at,
+        include_missing=True,
+    )
+    return changed
 
 
 def _apply_attempts(

@@ -20,7 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition
-from runs.alerts.apply import alert_apply_in_transaction
+from runs.alerts.apply import alert_apply_in_transaction, alert_duplicate_apply
 from runs.alerts.context import IngestResult, PostContext, runner_reports_write
 from runs.alerts.models import Alert, AuthFailureCounter, Delivery
 from runs.alerts.parsers.base import (
@@ -412,7 +412,8 @@ def _alerts_ingest(
 
 
 def _alert_ingest(delivery: Delivery, index: int, record: ParsedAlert | InvalidItem, ctx: PostContext) -> Alert:
-    """Record one parsed record and, when it is a new original, apply it (inside the caller's transaction).
+    """Record one parsed record and, when it is a new original, apply it (inside the caller's transaction);
+    a new duplicate repairs an unmatched original or keeps changed details (``alert_duplicate_apply``).
 
     A parsed record is mended first (``record_mend``): the alert stores and applies what the database
     can hold, with a note per mend, or is ``rejected`` when an identity field cannot be stored exactly.
@@ -423,6 +424,8 @@ def _alert_ingest(delivery: Delivery, index: int, record: ParsedAlert | InvalidI
     alert, created = alert_record(delivery=delivery, index=index, record=mend.record, mend=mend)
     if created and alert.outcome == Alert.Outcome.PENDING:
         alert = alert_apply_in_transaction(alert, mend.record, ctx)
+    elif created and alert.outcome == Alert.Outcome.DUPLICATE:
+        alert = alert_duplicate_apply(alert=alert, record=mend.record, ctx=ctx)
     return alert
 
 

@@ -7,10 +7,12 @@ from datetime import timedelta
 
 from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.utils import timezone
 
 from handover.core.errors import InvalidTransition
-from runs.alerts.apply import alert_apply, alert_finish
+from runs.alerts.apply import alert_apply, alert_finish, original_reapply
+from runs.alerts.context import PostContext, runner_reports_write
 from runs.alerts.models import Alert
 from runs.alerts.parsers.base import FormatError, ParsedAlert, merged_settings
 from runs.alerts.parsers.registry import get_adapter
@@ -22,18 +24,32 @@ logger = logging.getLogger(__name__)
 
 
 def alert_reprocess(*, alert: Alert, actor: AbstractBaseUser | None = None) -> Alert:
-    """Parse the stored body again and re-apply an ``unmatched`` or ``pending`` original alert.
+    """Parse a stored body again and re-apply an ``unmatched`` or ``pending`` original alert.
 
-    Used after registering a job or fixing a mapping. Raises ``InvalidTransition`` for other
-    outcomes and for duplicates (reprocess their original). Returns the alert with its new outcome.
+    Used after registering a job or fixing a mapping. The body applied is the newest one of the
+    alert: an original's newest duplicate (a corrected re-send under the same dedup key) else its
+    own, under that delivery's key binding. A duplicate whose original is ``unmatched`` or
+    ``pending`` re-applies the original from the duplicate's own body (the corrected redelivery
+    repairs it). Raises ``InvalidTransition`` for other outcomes and for duplicates of an original
+    that is already applied. Returns the alert reprocessed (the original).
     """
-    if alert.duplicate_of_id is not None or alert.outcome not in (
-        Alert.Outcome.UNMATCHED,
-        Alert.Outcome.PENDING,
-    ):
-        raise InvalidTransition(f"Only unmatched or pending original alerts can be reprocessed, not {alert.outcome}.")
+    if alert.duplicate_of_id is not None:
+        original = alert.duplicate_of
+        assert original is not None
+        if original.outcome not in (Alert.Outcome.UNMATCHED, Alert.Outcome.PENDING):
+            raise InvalidTransition(
+                f"This alert is a duplicate of {original.public_id}, which is {original.outcome}: nothing to reprocess."
+            )
+        source = alert
+        alert = original
+    else:
+        if alert.outcome not in (Alert.Outcome.UNMATCHED, Alert.Outcome.PENDING):
+            raise InvalidTransition(
+                f"Only unmatched or pending original alerts can be reprocessed, not {alert.outcome}."
+            )
+        source = alert.duplicates.select_related("delivery__key").order_by("-created_at", "-id").first() or alert
     adapter = get_adapter(alert.source)
-    delivery = alert.delivery
+    delivery = source.delivery
     key = delivery.key
     if adapter is None:
         raise InvalidTransition(f"There is no adapter for {alert.source!r} any more.")
@@ -42,10 +58,25 @@ def alert_reprocess(*, alert: Alert, actor: AbstractBaseUser | None = None) -> A
         parsed = adapter.parse(delivery.body.encode(), settings=settings, received_at=delivery.received_at)
     except FormatError as exc:
         raise InvalidTransition(f"The stored body no longer parses: {exc.message}") from exc
-    record = parsed.alerts[alert.index] if alert.index < len(parsed.alerts) else None
+    record = parsed.alerts[source.index] if source.index < len(parsed.alerts) else None
     if not isinstance(record, ParsedAlert):
         raise InvalidTransition("The stored body no longer holds this alert.")
     mend = record_mend(record)  # as when it was received: what the database cannot hold is mended
+    if source.pk != alert.pk:
+        if mend.refusal:
+            raise InvalidTransition(f"The newer body cannot be applied: {mend.refusal}")
+        with transaction.atomic():
+            locked = Alert.objects.select_for_update().select_related("delivery", "integration").get(pk=alert.pk)
+            if locked.outcome not in (Alert.Outcome.UNMATCHED, Alert.Outcome.PENDING):
+                return locked
+            ctx = PostContext(key=key, settings=settings)
+            original_reapply(
+                original=locked, source=source, record=mend.record, ctx=ctx, received_at=delivery.received_at
+            )
+            runner_reports_write(ctx)
+        alert.refresh_from_db()
+        logger.info("alert %s reprocessed from %s: %s", alert.public_id, source.public_id, alert.outcome)
+        return alert
     Alert.objects.filter(pk=alert.pk, outcome=alert.outcome).update(
         outcome=Alert.Outcome.PENDING, mend_notes=mend.notes
     )

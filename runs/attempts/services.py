@@ -324,16 +324,21 @@ def attempt_details_change(
     alert: Alert | None = None,
     actor_integration: Integration | None = None,
     at: datetime | None = None,
+    include_missing: bool = False,
 ) -> bool:
     """Keep a later same-status report that changes an attempt's details (a new error, another end time).
 
     Writes the new values on the attempt and one ``attempt_details_changed`` event naming what changed
-    (never dropped silently). Returns whether anything changed. Call inside a transaction.
+    (never dropped silently). ``include_missing``: a detail the attempt lacks counts as a change too
+    (a duplicate alert's details are never filled in silently). Returns whether anything changed.
+    Call inside a transaction.
     """
     changes = {
         name: getattr(report, name)
         for name in DETAIL_FIELDS
-        if getattr(report, name) and getattr(attempt, name) and getattr(report, name) != getattr(attempt, name)
+        if getattr(report, name)
+        and (include_missing or getattr(attempt, name))
+        and getattr(report, name) != getattr(attempt, name)
     }
     if not changes:
         return False
