@@ -3,7 +3,9 @@
 Sections: failed runs with no handover; open handovers with no escalation owner; runs unresolved
 for longer than ``HANDOVER_UNRESOLVED_AGE_SECONDS``; job targets failing repeatedly
 (``HANDOVER_REPEATED_FAILURES`` of their last ``HANDOVER_REPEATED_FAILURES_OF`` runs); unmatched
-alerts waiting for triage. Each section is one query (plus two for the technical owners' names).
+alerts waiting for triage; runs whose slot or re-fires need a person and jobs whose runs outlast their
+interval (``runs.checks.slot_review``). Each section is one query or a few (plus two for the technical
+owners' names).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.contenttypes.models import ContentType
-from django.db.models import Exists, F, OuterRef, Q, Subquery, Window
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery, Window
 from django.db.models.functions import Coalesce, RowNumber
 from django.urls import reverse
 from guardian.models import GroupObjectPermission, UserObjectPermission
@@ -28,6 +30,7 @@ from runs.alerts.models import Alert
 from runs.alerts.selectors import alert_list
 from runs.attempts.models import Run
 from runs.catalog.models import Job
+from runs.checks.slot_review import duration_warnings, fabricated_window_runs, unexplained_refires
 from runs.permissions import run_visibility_filter
 
 User = AbstractBaseUser | AnonymousUser
@@ -40,6 +43,8 @@ SECTION_TITLES = {
     "unowned_handovers": "Handovers with no escalation owner",
     "unresolved_runs": "Runs unresolved for too long",
     "repeated_failures": "Jobs failing repeatedly",
+    "run_identity": "Runs whose slot or re-fires need a person",
+    "outlasting_runs": "Jobs whose runs outlast their interval",
     "unmatched_alerts": "Unmatched alerts waiting for triage",
 }
 
@@ -219,7 +224,49 @@ def attention_sections(*, user: User, now: datetime) -> dict[str, list[Attention
                 url=reverse("runs:alert-detail", kwargs={"id": alert.public_id}),
             )
         )
+    _identity_sections(sections, visible_runs, now)
     return sections
+
+
+def _identity_sections(sections: dict[str, list[AttentionItem]], visible_runs: QuerySet[Run], now: datetime) -> None:
+    """The slot rules' items (docs/slots.md): runs recorded with a window made up from an off-schedule
+    time (listed, never merged silently), runs with a re-fire nobody explained, and job targets whose
+    recent runs outlast the interval to their next slot. Queries: four or five."""
+    for item in fabricated_window_runs(runs=visible_runs, now=now, limit=SECTION_LIMIT):
+        run = item.run
+        sections["run_identity"].append(
+            AttentionItem(
+                title=_run_title(run),
+                detail=f"window made up from the off-schedule time {run.scheduled_for:%Y-%m-%d %H:%M:%S}Z"
+                + (f"; its slot is {item.slot:%Y-%m-%d %H:%M}Z" if item.slot else "; no slot takes that time"),
+                since=run.scheduled_for,
+                owner="support of the tenant",
+                url=reverse("runs:run-detail", kwargs={"id": run.public_id}),
+                is_job_paused=run.job.paused_at is not None,
+            )
+        )
+    for run in unexplained_refires(visible_runs).order_by("scheduled_for", "id")[:SECTION_LIMIT]:
+        sections["run_identity"].append(
+            AttentionItem(
+                title=_run_title(run),
+                detail="an alert fired again after its resolve on the same execution; not explained yet",
+                since=run.scheduled_for or run.created_at,
+                owner="support of the tenant",
+                url=reverse("runs:run-detail", kwargs={"id": run.public_id}),
+                is_job_paused=run.job.paused_at is not None,
+            )
+        )
+    for warning in duration_warnings(runs=visible_runs, now=now)[:SECTION_LIMIT]:
+        sections["outlasting_runs"].append(
+            AttentionItem(
+                title=f"{warning.job.key} · {warning.environment}",
+                detail=warning.text,
+                since=None,
+                owner="the job's technical owners",
+                url=reverse("runs:job-detail", kwargs={"id": warning.job.public_id}),
+                is_job_paused=warning.job.paused_at is not None,
+            )
+        )
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from runs.attempts.services import attempt_label, run_status_refresh
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.fire_times import previous_fire_time
 from runs.checks.slot_placement import slot_schedule, slot_window
+from runs.checks.slot_review import unexplained_refires
 from runs.ledger.selectors import run_ledger_writable
 from runs.permissions import run_visibility_filter
 from runs.timeline.services import timeline_event_record
@@ -235,3 +236,40 @@ def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBas
         run_status_refresh(run=source)  # a run left with no attempt is ``expected`` again
     attempt.refresh_from_db()
     return attempt
+
+
+def run_refire_explain(*, run: Run, actor: AbstractBaseUser, reason: str, evidence_ref: str) -> Run:
+    """A person explains the re-fires of a run: an alert that fired again, after its resolve, on an
+    execution the payload named before (docs/slots.md, "Alert instances").
+
+    ``reason`` and ``evidence_ref`` (at most 300 characters) are required and redacted on save. One
+    transaction holding the run's row lock writes a ``refire_explained`` timeline event; every
+    ``refire`` event before it counts as explained. Raises NotFound / AttemptCorrectionDenied (see
+    ``attempt_correction_require``), DomainError (400) for a missing reason or evidence reference,
+    InvalidTransition (409) when the run has no unexplained re-fire. Returns the run.
+    """
+    attempt_correction_require(user=actor, run=run)
+    reason, evidence_ref = redact_text(reason.strip()), redact_text(evidence_ref.strip())
+    errors: dict[str, list[str]] = {}
+    if not reason:
+        errors["reason"] = ["say why the alert fired again"]
+    if not evidence_ref:
+        errors["evidence_ref"] = ["name the evidence (a ticket, a log link, the monitor's history)"]
+    elif len(evidence_ref) > EVIDENCE_REF_MAX:
+        errors["evidence_ref"] = [f"at most {EVIDENCE_REF_MAX} characters"]
+    if errors:
+        raise DomainError("An explanation needs a reason and an evidence reference.", errors=errors)
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().select_related("job", "tenant").get(pk=run.pk)
+        if not unexplained_refires(Run.objects.filter(pk=locked.pk)).exists():
+            raise InvalidTransition("This run has no re-fire waiting for an explanation.")
+        timeline_event_record(
+            job=locked.job,
+            run=locked,
+            kind="refire_explained",
+            summary=f"Re-fire explained by {actor.get_username()}: {reason} (evidence: {evidence_ref})",
+            occurred_at=timezone.now(),
+            actor_user=actor,
+            data={"evidence_ref": evidence_ref},
+        )
+    return locked

@@ -178,6 +178,12 @@ def attempt_report_apply(
         )
         if attempt.is_duplicate_trigger:
             duplicate_trigger_record(attempt=attempt, alert=alert, actor_integration=actor_integration, at=fallback)
+        if attempt.source_number is not None:
+            same = [a for a in earlier if a.source_number == attempt.source_number]
+            if same:
+                source_number_repeated_record(
+                    attempt=attempt, others=same, alert=alert, actor_integration=actor_integration, at=fallback
+                )
         if report.status == Attempt.Status.RUNNING:
             attempt_overlap_record(attempt=attempt, occurred_at=_event_time(report, fallback))
         return AttemptReportResult(attempt=attempt, created=True, changed=True, stale=False)
@@ -312,6 +318,48 @@ def duplicate_trigger_record(
             summary=f"{recent} duplicate triggers on this target within 7 days: a second scheduler may be running",
             occurred_at=attempt.started_at or at,
         )
+
+
+def source_number_repeated_record(
+    *,
+    attempt: Attempt,
+    others: list[Attempt],
+    alert: Alert | None,
+    actor_integration: Integration | None,
+    at: datetime,
+) -> None:
+    """Flag a new attempt whose source attempt number another execution of the run already reported:
+    one ``source_number_repeated`` event (two executions claim one try; the source's numbering cannot be
+    trusted for this run). The run page shows the flag beside both attempts (``source_number_twins``)."""
+    run = attempt.run
+    names = ", ".join(f"attempt {a.number} ({a.execution_id})" for a in others)
+    timeline_event_record(
+        job=run.job,
+        run=run,
+        attempt=attempt,
+        alert=alert,
+        kind="source_number_repeated",
+        summary=f"Attempt {attempt.number} ({attempt.execution_id}) reports source attempt number "
+        f"{attempt.source_number}, already reported by {names}: two executions claim one try",
+        occurred_at=attempt.started_at or at,
+        actor_integration=actor_integration,
+        data={"source_number": attempt.source_number, "attempts": [a.number for a in others]},
+    )
+
+
+def source_number_twins(attempts: list[Attempt]) -> dict[int, list[int]]:
+    """For each attempt (by primary key) the numbers of the run's other attempts that report its
+    ``source_number`` (pure; attempts without a source number are left out)."""
+    by_number: dict[int, list[Attempt]] = {}
+    for attempt in attempts:
+        if attempt.source_number is not None:
+            by_number.setdefault(attempt.source_number, []).append(attempt)
+    return {
+        attempt.pk: [other.number for other in group if other.pk != attempt.pk]
+        for group in by_number.values()
+        if len(group) > 1
+        for attempt in group
+    }
 
 
 DETAIL_FIELDS = ("error_summary", "ended_at", "log_url")

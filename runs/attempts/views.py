@@ -12,12 +12,14 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from handover.core.views import form_post
-from runs.attempts.corrections import attempt_duplicate_trigger_explain, attempt_replace_slot
+from runs.attempts.corrections import attempt_duplicate_trigger_explain, attempt_replace_slot, run_refire_explain
 from runs.attempts.forms import AttemptReplaceSlotForm, DuplicateTriggerExplainForm, RunFilterForm
 from runs.attempts.models import Attempt, Run
 from runs.attempts.selectors import run_get, run_list
+from runs.attempts.services import source_number_twins
 from runs.checks.schedules import job_schedule, schedule_fire_times, target_schedule
 from runs.checks.selectors import check_list_for_run
+from runs.checks.slot_review import run_identity_flags, unexplained_refires
 from runs.ledger.selectors import run_ledger_writable
 from runs.ledger.views import run_ledger_context
 from runs.permissions import tenant_list_visible
@@ -64,6 +66,10 @@ def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     box = ledger["ledger"]
     may_correct = isinstance(box, dict) and bool(box["writable"])  # the same people correct attempts
     versions = {a.config_version for a in attempts if a.config_version}
+    refire_unexplained = unexplained_refires(Run.objects.filter(pk=run.pk)).exists()
+    twins = source_number_twins(attempts)
+    for attempt in attempts:  # "source #2 also reported by attempt 1": two executions claim one try
+        attempt.source_number_twins = twins.get(attempt.pk, [])  # type: ignore[attr-defined]
     return render(
         request,
         "runs/attempts/run_detail.html",
@@ -77,6 +83,8 @@ def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             if may_correct and any(a.is_slot_late or a.is_slot_inferred or a.slot_hint for a in attempts)
             else [],
             "first_config": next((a.config_version for a in attempts if a.config_version), ""),
+            "identity_flags": run_identity_flags(run=run, now=timezone.now(), refire_unexplained=refire_unexplained),
+            "refire_unexplained": refire_unexplained,
             **_run_schedule_context(run),
             **ledger,
         },
@@ -151,4 +159,23 @@ def attempt_replace_slot_view(request: HttpRequest, id: str, attempt_id: str) ->
         act=lambda data: attempt_replace_slot(attempt=attempt, actor=request.user, **data),  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
         success=lambda a: f"Attempt moved to the run of {a.run.scheduled_for:%Y-%m-%d %H:%M}Z.",
         done=_to_attempts(attempt),
+    )
+
+
+@login_required
+@require_POST
+def run_explain_refire_view(request: HttpRequest, id: str) -> HttpResponse:
+    """A person explains a run's re-fires (reason and evidence reference) from the run page."""
+    run = run_get(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    if not run_ledger_writable(user=request.user, run=run):
+        raise PermissionDenied("You may read this run but not explain its re-fires.")
+    return form_post(
+        request,
+        DuplicateTriggerExplainForm(request.POST),
+        invalid="An explanation needs a reason and an evidence reference.",
+        act=lambda data: run_refire_explain(run=run, actor=request.user, **data),  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
+        success=lambda r: "Re-fire explained.",
+        done=redirect(reverse("runs:run-detail", kwargs={"id": run.public_id})),
     )

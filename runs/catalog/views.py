@@ -7,10 +7,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from runs.attempts.models import Run
 from runs.catalog.selectors import job_get, job_list_visible, target_list_visible, target_outage_list
 from runs.checks.schedules import job_schedule, schedule_dst_sentences, schedule_fire_times, target_schedule
 from runs.checks.selectors import check_list
+from runs.checks.slot_review import duration_warnings
 from runs.checks.views import beat_warning_text
+from runs.permissions import run_visibility_filter
 
 
 @login_required
@@ -29,6 +32,10 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     now = timezone.now()
     sched = job_schedule(job=job)
     targets = []
+    warnings = {
+        (w.tenant_id, w.environment): w
+        for w in duration_warnings(runs=Run.objects.filter(run_visibility_filter(user=request.user), job=job), now=now)
+    }
     for target in target_list_visible(user=request.user, job=job):
         own = target_schedule(target=target)
         overridden = own != sched
@@ -40,6 +47,7 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
                 "fire_times": schedule_fire_times(sched=own, after=now, count=5) if overridden else [],
                 "dst_sentences": schedule_dst_sentences(sched=own, now=now) if overridden else [],
                 "outages": target_outage_list(target=target, now=now) if target.reports_successes else [],
+                "duration_warning": warnings.get((target.tenant_id, target.environment)),
             }
         )
     return render(
