@@ -215,8 +215,19 @@ def alert_duplicate_apply(*, alert: Alert, record: ParsedAlert, ctx: PostContext
     received_at = alert.delivery.received_at
     if original.outcome == Alert.Outcome.UNMATCHED and original.duplicate_of_id is None:
         return original_reapply(original=original, source=alert, record=record, ctx=ctx, received_at=received_at)
-    if original.attempt is not None:
-        duplicate_details_apply(alert=alert, record=record, attempt=original.attempt, received_at=received_at)
+    if original.attempt is None:
+        return alert
+    if record.group_ref and Alert.objects.filter(
+        integration_id=alert.integration_id,
+        group_ref=record_redacted(record).group_ref,
+        kind=AlertKind.RESOLVE,
+        outcome=Alert.Outcome.ACCEPTED,
+    ).exists():
+        # a firing of an instance already resolved is stale: it changes nothing, not even details
+        Alert.objects.filter(pk=alert.pk).update(is_stale=True)
+        alert.is_stale = True
+        return alert
+    duplicate_details_apply(alert=alert, record=record, attempt=original.attempt, received_at=received_at)
     return alert
 
 
