@@ -53,11 +53,12 @@ def next_run_checks_move_off_skipped(*, now: datetime | None = None) -> SkippedS
                 status=NextRunCheck.Status.SCHEDULED, evidence_attempt__isnull=True, expected_at__lte=now
             ).filter(STREAK_POLICY)
         )
-        .filter(found_run_id__isnull=True)
         .select_related("target__job", "target__tenant", "recovered_run")
         .order_by("expected_at", "pk")
     )
     for check in rows:
+        if getattr(check, "found_run_id", None) is not None:  # its slot has a run: judged as usual
+            continue
         target = check.target
         ran = (
             Run.objects.filter(

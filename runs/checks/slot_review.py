@@ -81,6 +81,8 @@ def duration_warnings(*, runs: QuerySet[Run], now: datetime) -> list[DurationWar
     per_target: dict[tuple[int, int, str], list[tuple[datetime, float]]] = defaultdict(list)
     for job_id, tenant_id, environment, slot, started, ended in rows:
         key = (job_id, tenant_id, environment)
+        if slot is None or started is None or ended is None:  # filtered out by the query
+            continue
         if len(per_target[key]) < RECENT_RUNS:
             per_target[key].append((slot, (ended - started).total_seconds()))
     if not per_target:
@@ -135,7 +137,11 @@ def run_duration_warning(*, run: Run, now: datetime) -> DurationWarning | None:
         Attempt.objects.filter(run__job_id=run.job_id, run__tenant_id=run.tenant_id, run__environment=run.environment),
         now,
     ).values_list("run__scheduled_for", "started_at", "ended_at")[:RECENT_RUNS]
-    recent = [(slot, (ended - started).total_seconds()) for slot, started, ended in rows]
+    recent = [
+        (slot, (ended - started).total_seconds())
+        for slot, started, ended in rows
+        if slot is not None and started is not None and ended is not None
+    ]
     schedule = slot_schedule(job=run.job, target=run.target)
     return _warning(run.job, (run.job_id, run.tenant_id, run.environment), recent, schedule) if recent else None
 

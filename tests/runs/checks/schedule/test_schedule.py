@@ -22,16 +22,6 @@ from cronsim import CronSim
 from runs.checks.schedule.cron import ScheduleError, is_fixed_time, validate_cron, validate_timezone
 from runs.checks.schedule.deadlines import check_deadline, is_due, is_overdue, missed_slots
 from runs.checks.schedule.fire_times import next_fire_time, next_fire_times, previous_fire_time
-from runs.checks.schedule.identity import (
-    AlertInstanceKey,
-    IdentityError,
-    alert_instance_key,
-    fold_alert_deliveries,
-    replay_guard,
-    run_identity,
-    trigger_key,
-)
-from runs.checks.schedule.overlaps import classify_event, forbid_timeline
 from runs.checks.schedule.windows import fire_time_closing_window, processing_window
 
 CASES: list[dict[str, Any]] = json.loads(
@@ -50,6 +40,8 @@ TESTED_TYPES = {
     "deadline",
     "is_due",
     "missed_slots",
+    # The identity cases run through the app's own functions (ingestion, run identity, the missed-run
+    # sweep) in tests/runs/checks/test_identity_cases.py:
     "forbid_timeline",
     "classify_event",
     "dedup",
@@ -95,28 +87,6 @@ def assert_same_utc(got: datetime, want: str) -> None:
 def hms(text: str) -> timedelta:
     hours, minutes, seconds = (int(part) for part in text.split(":"))
     return timedelta(hours=hours, minutes=minutes, seconds=seconds)
-
-
-def leading_int(value: int | str) -> int:
-    """Expected counts are ints, or prose starting with one ("still 1 (same fingerprint+startsAt ...)")."""
-    if isinstance(value, int):
-        return value
-    match = re.search(r"\d+", value)
-    assert match, f"no count in {value!r}"
-    return int(match.group())
-
-
-def iso_in(text: str) -> datetime:
-    """The ISO instant quoted in a prose expected value ("2024-08-01T00:00:00Z + grace")."""
-    match = re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:Z|[+-]\d\d:\d\d)", text)
-    assert match, f"no instant in {text!r}"
-    return instant(match.group())
-
-
-def clock_on(day: date, text: str) -> datetime:
-    """'02:10Z' on ``day`` as a UTC datetime (C09 writes times of day only)."""
-    hours, minutes = (int(part) for part in text.removesuffix("Z").split(":"))
-    return datetime(day.year, day.month, day.day, hours, minutes, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -272,177 +242,6 @@ def test_missed_slots_match_the_case(case_id: str, given: dict[str, Any], expect
     if "run_for_slot" in value:  # the Kubernetes v2 controller starts only the latest slot
         assert len(latest.to_run) == 1
         assert_same_utc(latest.to_run[0], value["run_for_slot"])
-
-
-@pytest.mark.parametrize(("case_id", "given", "expected"), cases_of("forbid_timeline"))
-def test_forbid_timeline_matches_the_case(case_id: str, given: dict[str, Any], expected: dict[str, Any]) -> None:
-    day = date.fromisoformat(given["day"])
-    zone = ZoneInfo(given["tz"])
-
-    timeline = forbid_timeline(
-        given["cron"],
-        given["tz"],
-        horizon_start=datetime(day.year, day.month, day.day, tzinfo=zone),
-        horizon_end=instant(given["horizon_end"]),
-        run_duration_seconds=hms(given["run_duration"]).total_seconds(),
-        starting_deadline_seconds=given["starting_deadline_seconds"],
-    )
-
-    want_runs = [(clock_on(day, run["slot"]), clock_on(day, run["started"])) for run in expected["value"]["runs"]]
-    assert [(run.slot, run.started_at) for run in timeline.runs] == want_runs
-    assert list(timeline.skipped_overlap) == [clock_on(day, t) for t in expected["value"]["skipped_overlap"]]
-    assert timeline.pending_slot is None
-
-
-# classify_event and grouping inputs are prose notes: their inputs are built here from the note.
-def classify_event_c02b() -> dict[str, Any]:
-    # "a run-started alert arrives for this job [C02.A: 0 2 * * * Europe/Berlin] at 2023-10-29T01:00:00Z
-    # (02:00 CET, the repeated hour) while the 00:00Z run is still active"
-    started = [instant("2023-10-29T00:00:00Z")]
-    return {
-        "cron": CASE_INPUTS["C02.A"]["cron"],
-        "tz": CASE_INPUTS["C02.A"]["tz"],
-        "event_at": instant("2023-10-29T01:00:00Z"),
-        "started_slots": started,
-        "active_slots": started,
-    }
-
-
-CLASSIFY_EVENT_INPUTS: dict[str, Callable[[], dict[str, Any]]] = {"C02.B": classify_event_c02b}
-
-
-@pytest.mark.parametrize(("case_id", "given", "expected"), cases_of("classify_event"))
-def test_classify_event_matches_the_case(case_id: str, given: dict[str, Any], expected: dict[str, Any]) -> None:
-    assert case_id in CLASSIFY_EVENT_INPUTS, "build this case's input from its note"
-    args = CLASSIFY_EVENT_INPUTS[case_id]()
-
-    got = classify_event(args.pop("cron"), args.pop("tz"), args.pop("event_at"), **args)
-
-    value = expected["value"]
-    assert utc(got.slot) == utc(iso_in(value["logical_run"]))
-    assert got.is_duplicate_start is ("duplicate" in value["classification"])
-    assert got.overlaps_active_run is ("overlap with active run" in value["classification"])
-    assert got.is_new_logical_run is value["new_logical_run"]
-    assert got.in_dst_overlap is True
-
-
-# Which earlier case's deliveries a dedup case continues from (C10.B: "same alert re-notified").
-DEDUP_CONTINUES: dict[str, str] = {"C10.B": "C10.A"}
-
-
-@pytest.mark.parametrize(("case_id", "given", "expected"), cases_of("dedup"))
-def test_dedup_matches_the_case(case_id: str, given: dict[str, Any], expected: dict[str, Any]) -> None:
-    value = expected["value"]
-    events = given["events"]
-    if all("alerts" in event for event in events):
-        prior = None
-        if case_id in DEDUP_CONTINUES:
-            prior = fold_alert_deliveries(CASE_INPUTS[DEDUP_CONTINUES[case_id]]["events"]).instances
-
-        fold = fold_alert_deliveries(events, known=prior)
-
-        assert set(value) <= {"attempts_recorded", "deliveries_recorded", "notifications_sent", "new_failure"}
-        assert len(fold.instances) == leading_int(value["attempts_recorded"])
-        if "deliveries_recorded" in value:
-            assert fold.deliveries_recorded == value["deliveries_recorded"]
-        if "notifications_sent" in value:
-            assert len(fold.new_instance_keys) == value["notifications_sent"]
-        if "new_failure" in value:
-            assert bool(fold.new_instance_keys) is value["new_failure"]
-    else:
-        keys = [trigger_key(job="job", tenant="acme", environment="prod", run_id=event["run_id"]) for event in events]
-
-        assert set(value) <= {"logical_runs", "note"}
-        assert len(set(keys)) == value["logical_runs"]
-        # The note: "same run_id twice -> 1".
-        assert (
-            len(
-                {
-                    keys[0],
-                    trigger_key(job="job", tenant="acme", environment="prod", run_id=events[0]["run_id"]),
-                }
-            )
-            == 1
-        )
-
-
-def grouping_c10c() -> list[list[dict[str, Any]]]:
-    # "one webhook whose alerts[] holds 3 firing alerts for 3 different jobs (3 fingerprints); later the
-    # identical payload is re-sent; then job #2's alert arrives as resolved."
-    alerts = [
-        {"fingerprint": f"f00d00000000000{n}", "status": "firing", "startsAt": "2026-11-02T03:05:00Z"}
-        for n in (1, 2, 3)
-    ]
-    payload = {"groupKey": '{}:{alertname="JobFailed"}', "alerts": alerts}
-    resolved = {"alerts": [{**alerts[1], "status": "resolved", "endsAt": "2026-11-02T03:20:00Z"}]}
-    return [[payload], [payload], [resolved]]
-
-
-GROUPING_INPUTS: dict[str, Callable[[], list[list[dict[str, Any]]]]] = {"C10.C": grouping_c10c}
-
-
-@pytest.mark.parametrize(("case_id", "given", "expected"), cases_of("grouping"))
-def test_grouping_matches_the_case(case_id: str, given: dict[str, Any], expected: dict[str, Any]) -> None:
-    assert case_id in GROUPING_INPUTS, "build this case's input from its note"
-    first, resend, resolved = GROUPING_INPUTS[case_id]()
-
-    after_first = fold_alert_deliveries(first)
-    after_resend = fold_alert_deliveries(resend, known=after_first.instances)
-    after_resolved = fold_alert_deliveries(resolved, known=after_resend.instances)
-
-    value = expected["value"]
-    assert len(after_first.instances) == value["attempts_after_first_payload"]
-    assert len(after_resend.instances) == value["attempts_after_resend"]
-    assert after_resolved.open_count == value["open_after_job2_resolved"]
-
-
-@pytest.mark.parametrize(("case_id", "given", "expected"), cases_of("replay_guard"))
-def test_replay_guard_matches_the_case(case_id: str, given: dict[str, Any], expected: dict[str, Any]) -> None:
-    guard = replay_guard(given["events"])
-
-    value = expected["value"]
-    assert guard.attempts_recorded == value["attempts_recorded"]
-    assert guard.side_effects_applied == value["side_effects_applied"]
-    assert "duplicate delivery" in value["second_execution"]
-    assert guard.duplicate_deliveries == 1
-    assert guard.redelivery_gaps_seconds == (value["redelivery_gap_s"],)
-
-
-@pytest.mark.parametrize(("case_id", "given", "expected"), cases_of("run_identity"))
-def test_run_identity_matches_the_case(case_id: str, given: dict[str, Any], expected: dict[str, Any]) -> None:
-    keys = {
-        run_identity(
-            job="job",
-            tenant="acme",
-            environment="prod",
-            window_start=instant(event["window"][0]),
-            window_end=instant(event["window"][1]),
-        )
-        for event in given["events"]
-    }
-    scheduled = next(event for event in given["events"] if event["kind"] == "scheduled")
-    due = fire_time_closing_window(given["cron"], given["tz"], instant(scheduled["window"][1]))
-    derived = processing_window(given["cron"], given["tz"], due)
-    manual = [event for event in given["events"] if event["kind"] == "manual"]
-
-    value = expected["value"]
-    assert len(keys) == value["logical_runs"]
-    assert [d.astimezone(UTC) for d in derived] == [instant(t) for t in scheduled["window"]]
-    # The scheduled window is still expected: no manual run has its identity.
-    july = run_identity(job="job", tenant="acme", environment="prod", window_start=derived[0], window_end=derived[1])
-    still_expected = all(
-        run_identity(
-            job="job",
-            tenant="acme",
-            environment="prod",
-            window_start=instant(event["window"][0]),
-            window_end=instant(event["window"][1]),
-        )
-        != july
-        for event in manual
-    )
-    assert still_expected is value["scheduled_window_still_expected"]
-    assert check_deadline(due, 0) == iso_in(value["verification_due_for_july_window"])
 
 
 def test_results_do_not_depend_on_the_process_time_zone(process_zone: Callable[[str], None]) -> None:
@@ -697,107 +496,6 @@ def test_missed_slots_follow_the_wall_clock_through_a_repeated_hour() -> None:
     )
 
     assert result.missed_slot_count == 4
-
-
-def test_forbid_timeline_reports_a_slot_still_held_at_the_horizon() -> None:
-    timeline = forbid_timeline(
-        "0 * * * *",
-        "UTC",
-        horizon_start=instant("2026-11-02T00:00:00Z"),
-        horizon_end=instant("2026-11-02T01:30:00Z"),
-        run_duration_seconds=7200,
-    )
-
-    assert [r.slot for r in timeline.runs] == [instant("2026-11-02T00:00:00Z")]
-    assert timeline.pending_slot == instant("2026-11-02T01:00:00Z")
-    assert timeline.skipped_overlap == ()
-
-
-def test_classify_event_for_a_slot_without_a_run_is_a_new_logical_run() -> None:
-    got = classify_event("0 2 * * *", "Europe/Berlin", instant("2023-10-30T01:00:05Z"))
-
-    assert_same_instant(got.slot, "2023-10-30T02:00:00+01:00")
-    assert (got.is_new_logical_run, got.is_duplicate_start, got.overlaps_active_run) == (True, False, False)
-    assert got.in_dst_overlap is False
-
-
-def test_alert_instance_key_uses_fingerprint_and_start_as_an_instant() -> None:
-    key = alert_instance_key({"fingerprint": "abc", "startsAt": "2026-11-02T04:05:00+01:00"})
-
-    assert key == AlertInstanceKey("abc", instant("2026-11-02T03:05:00Z"))
-
-
-def test_alert_instance_key_needs_a_fingerprint() -> None:
-    with pytest.raises(IdentityError, match="fingerprint"):
-        alert_instance_key({"startsAt": "2026-11-02T03:05:00Z"})
-
-
-def test_a_stale_firing_alert_does_not_reopen_a_resolved_instance() -> None:
-    alert = {"fingerprint": "abc", "startsAt": "2026-11-02T03:05:00Z"}
-    resolved = fold_alert_deliveries(
-        [{"alerts": [{**alert, "status": "firing"}]}, {"alerts": [{**alert, "status": "resolved"}]}]
-    )
-
-    late = fold_alert_deliveries([{"alerts": [{**alert, "status": "firing"}]}], known=resolved.instances)
-
-    assert late.open_count == 0
-    assert late.duplicate_count == 1
-    assert late.new_instance_keys == ()
-
-
-def test_a_refire_with_a_new_start_is_a_new_instance() -> None:
-    first = fold_alert_deliveries([{"alerts": [{"fingerprint": "abc", "startsAt": "2026-11-02T03:05:00Z"}]}])
-
-    again = fold_alert_deliveries(
-        [{"alerts": [{"fingerprint": "abc", "startsAt": "2026-11-02T09:00:00Z"}]}], known=first.instances
-    )
-
-    assert len(again.new_instance_keys) == 1
-    assert again.open_count == 2
-
-
-def test_trigger_key_without_run_id_uses_the_slot_not_the_receipt_time() -> None:
-    slot = instant("2024-07-01T02:00:00+02:00")
-
-    key = trigger_key(job="nightly", tenant="acme", environment="prod", slot=slot)
-
-    assert key == trigger_key(job="nightly", tenant="acme", environment="prod", slot=slot.astimezone(UTC))
-    with pytest.raises(IdentityError, match="run id or the slot"):
-        trigger_key(job="nightly", tenant="acme", environment="prod")
-
-
-def test_trigger_key_scopes_run_ids_to_the_job() -> None:
-    run_id = "scheduled__2024-07-01T00:00:00+00:00"
-
-    assert trigger_key(job="a", tenant="t", environment="prod", run_id=run_id) != trigger_key(
-        job="b", tenant="t", environment="prod", run_id=run_id
-    )
-
-
-def test_run_identity_refuses_an_empty_window() -> None:
-    at = instant("2024-07-01T00:00:00Z")
-
-    with pytest.raises(IdentityError, match="end after it starts"):
-        run_identity(job="j", tenant="t", environment="prod", window_start=at, window_end=at)
-
-
-def test_run_identity_is_the_same_for_the_same_window_in_another_offset() -> None:
-    a = run_identity(
-        job="j",
-        tenant="t",
-        environment="prod",
-        window_start=instant("2024-07-01T00:00:00Z"),
-        window_end=instant("2024-07-02T00:00:00Z"),
-    )
-    b = run_identity(
-        job="j",
-        tenant="t",
-        environment="prod",
-        window_start=instant("2024-07-01T02:00:00+02:00"),
-        window_end=instant("2024-07-02T02:00:00+02:00"),
-    )
-
-    assert a == b
 
 
 @pytest.mark.parametrize(
