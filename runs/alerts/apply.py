@@ -217,12 +217,15 @@ def alert_duplicate_apply(*, alert: Alert, record: ParsedAlert, ctx: PostContext
         return original_reapply(original=original, source=alert, record=record, ctx=ctx, received_at=received_at)
     if original.attempt is None:
         return alert
-    if record.group_ref and Alert.objects.filter(
-        integration_id=alert.integration_id,
-        group_ref=record_redacted(record).group_ref,
-        kind=AlertKind.RESOLVE,
-        outcome=Alert.Outcome.ACCEPTED,
-    ).exists():
+    if (
+        record.group_ref
+        and Alert.objects.filter(
+            integration_id=alert.integration_id,
+            group_ref=record_redacted(record).group_ref,
+            kind=AlertKind.RESOLVE,
+            outcome=Alert.Outcome.ACCEPTED,
+        ).exists()
+    ):
         # a firing of an instance already resolved is stale: it changes nothing, not even details
         Alert.objects.filter(pk=alert.pk).update(is_stale=True)
         alert.is_stale = True
