@@ -505,8 +505,9 @@ def test_sweep_writes_each_batch_with_a_constant_number_of_queries(
     for _ in range(12):
         NextRunCheckFactory(target=JobTargetFactory(tenant=story_tenants["acme-foods"]))
     with time_machine.travel(datetime(2026, 12, 31, tzinfo=UTC), tick=False):
-        # checks on slots skipped by policy (1) + due ids (1) + the batch's claim transaction (a savepoint inside the test's transaction: 2;
-        # on PostgreSQL also its SET LOCAL synchronous_commit: 1) + claim with facts (1 per batch of
+        # checks on slots skipped by policy (1) + due ids (1) + the batch's claim transaction (a
+        # savepoint inside the test's transaction: 2; on PostgreSQL also its SET LOCAL
+        # synchronous_commit: 1) + claim with facts (1 per batch of
         # 100) + the batch's targets (1) + one guarded UPDATE and one timeline INSERT for the
         # batch's failures (2) + the late-success query (1) + the lost follow-ups query (1): the
         # same for 12 checks as for 100
