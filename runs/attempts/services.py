@@ -6,6 +6,7 @@ abandoned). Terminal states never move back; a late earlier-state report is *sta
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -179,7 +180,7 @@ def attempt_report_apply(
         if attempt.is_duplicate_trigger:
             duplicate_trigger_record(attempt=attempt, alert=alert, actor_integration=actor_integration, at=fallback)
         if attempt.source_number is not None:
-            same = [a for a in earlier if a.source_number == attempt.source_number]
+            same = [a for a in earlier if source_number_lineage(a) == source_number_lineage(attempt)]
             if same:
                 source_number_repeated_record(
                     attempt=attempt, others=same, alert=alert, actor_integration=actor_integration, at=fallback
@@ -347,13 +348,27 @@ def source_number_repeated_record(
     )
 
 
+def source_number_lineage(attempt: Attempt) -> tuple[int, str] | None:
+    """What a source attempt number counts tries of: ``(source_number, the execution id without it)``
+    when the id ends with that number after a separator (Airflow's ``<run>/<task>/<map index>/<try>``,
+    an executor's ``<id>#<retry>``: each task instance numbers its own tries), else
+    ``(source_number, "")`` (the run's executions share one count). None without a source number."""
+    number = attempt.source_number
+    if number is None:
+        return None
+    match = re.fullmatch(rf"(.*[^0-9A-Za-z]){number}", attempt.execution_id)
+    return (number, match.group(1)[:-1]) if match else (number, "")
+
+
 def source_number_twins(attempts: list[Attempt]) -> dict[int, list[int]]:
     """For each attempt (by primary key) the numbers of the run's other attempts that report its
-    ``source_number`` (pure; attempts without a source number are left out)."""
-    by_number: dict[int, list[Attempt]] = {}
+    ``source_number`` for the same lineage (``source_number_lineage``; pure; attempts without a
+    source number are left out)."""
+    by_number: dict[tuple[int, str], list[Attempt]] = {}
     for attempt in attempts:
-        if attempt.source_number is not None:
-            by_number.setdefault(attempt.source_number, []).append(attempt)
+        lineage = source_number_lineage(attempt)
+        if lineage is not None:
+            by_number.setdefault(lineage, []).append(attempt)
     return {
         attempt.pk: [other.number for other in group if other.pk != attempt.pk]
         for group in by_number.values()

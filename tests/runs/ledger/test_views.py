@@ -187,8 +187,9 @@ def test_run_page_query_budget_with_a_ledger(ledger_world: LedgerWorld, django_a
     client = logged_in(ledger_world.support)
 
     # session, user, preference; run; attempts; runner reports; timeline; checks; two permission
-    # checks (support on the tenant: user and group permissions); loads; possible duplicates; items
-    with django_assert_max_num_queries(14):
+    # checks (support on the tenant: user and group permissions); loads; possible duplicates; items;
+    # the slot rules' flags (unexplained re-fires, the target's recent durations)
+    with django_assert_max_num_queries(16):
         response = client.get(f"/runs/{ledger_world.run.public_id}/")
     assert len(response.context["ledger"]["page"].items) == 50
 

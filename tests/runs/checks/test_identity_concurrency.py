@@ -1,0 +1,81 @@
+"""Alert instances decided at once on PostgreSQL: HA peers posting the same failure at the same instant."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from runs.alerts.models import Alert
+from runs.attempts.models import Attempt, Run
+from runs.timeline.models import TimelineEvent
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif("connection.vendor != 'postgresql'", reason="real row locks need PostgreSQL"),
+]
+
+
+def peer_body(starts_at: str) -> bytes:
+    alert = {
+        "status": "firing",
+        "labels": {
+            "alertname": "JobFailed",
+            "job_name": "nightly-invoice-export",
+            "tenant": "acme-foods",
+            "env": "prod",
+            "execution_id": "exp-20261128-0200-a1",
+        },
+        "annotations": {"scheduled_for": "2026-11-28T02:00:00+01:00", "error": "timeout"},
+        "startsAt": starts_at,
+        "endsAt": "0001-01-01T00:00:00Z",
+        "generatorURL": "",
+        "fingerprint": "a3f1c09e7b2d4e58",
+    }
+    return json.dumps({"version": "4", "status": "firing", "groupKey": "{}", "alerts": [alert]}).encode()
+
+
+def test_two_ha_peers_posting_one_failure_at_once_make_one_attempt(story_tenants: Any, make_key: Any) -> None:
+    """https://github.com/prometheus/alertmanager/issues/2222 — each node of an Alertmanager cluster
+    sometimes notified the same firing alert; with two Prometheus replicas the peers' startsAt differ
+    (01:20:15 and 01:20:45 here), so the dedup keys differ too. Posted at the same instant, the two
+    are decided one after the other under the run's row lock: one run, one attempt, one
+    ``attempt_failed`` event, both alerts pointing at that attempt."""
+    key = make_key("alertmanager", tenants=[story_tenants["acme-foods"]])
+    bodies = [peer_body("2026-11-28T01:20:15Z"), peer_body("2026-11-28T01:20:45Z")]
+    barrier = threading.Barrier(len(bodies))
+    outcomes: list[str] = []
+    errors: list[BaseException] = []
+
+    def post(body: bytes) -> None:
+        try:
+            client = Client()
+            barrier.wait(timeout=30)
+            response = client.post(
+                "/api/v1/alerts/alertmanager/",
+                data=body,
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {key}",
+            )
+            outcomes.append(response.json()["alerts"][0]["outcome"])
+        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert not errors and sorted(outcomes) in (["accepted", "accepted"], ["accepted", "duplicate"])
+    run = Run.objects.get()
+    attempt = Attempt.objects.get()
+    assert attempt.run == run and attempt.number == 1
+    assert TimelineEvent.objects.filter(kind="attempt_failed").count() == 1
+    assert set(Alert.objects.values_list("attempt_id", flat=True)) == {attempt.pk}
