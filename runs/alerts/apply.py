@@ -208,7 +208,7 @@ def alert_duplicate_apply(*, alert: Alert, record: ParsedAlert, ctx: PostContext
     if alert.duplicate_of_id is None or record.kind not in (AlertKind.ATTEMPT, AlertKind.RUN):
         return alert
     original = (
-        Alert.objects.select_for_update()
+        Alert.objects.select_for_update(of=("self",))
         .select_related("delivery", "integration", "attempt__run__job")
         .get(pk=alert.duplicate_of_id)
     )

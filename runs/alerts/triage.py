@@ -66,7 +66,9 @@ def alert_reprocess(*, alert: Alert, actor: AbstractBaseUser | None = None) -> A
         if mend.refusal:
             raise InvalidTransition(f"The newer body cannot be applied: {mend.refusal}")
         with transaction.atomic():
-            locked = Alert.objects.select_for_update().select_related("delivery", "integration").get(pk=alert.pk)
+            locked = (
+                Alert.objects.select_for_update(of=("self",)).select_related("delivery", "integration").get(pk=alert.pk)
+            )
             if locked.outcome not in (Alert.Outcome.UNMATCHED, Alert.Outcome.PENDING):
                 return locked
             ctx = PostContext(key=key, settings=settings)

@@ -260,7 +260,7 @@ def run_refire_explain(*, run: Run, actor: AbstractBaseUser, reason: str, eviden
     if errors:
         raise DomainError("An explanation needs a reason and an evidence reference.", errors=errors)
     with transaction.atomic():
-        locked = Run.objects.select_for_update().select_related("job", "tenant").get(pk=run.pk)
+        locked = Run.objects.select_for_update(of=("self",)).select_related("job", "tenant").get(pk=run.pk)
         if not unexplained_refires(Run.objects.filter(pk=locked.pk)).exists():
             raise InvalidTransition("This run has no re-fire waiting for an explanation.")
         timeline_event_record(
