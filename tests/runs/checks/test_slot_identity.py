@@ -93,8 +93,8 @@ def am_body(*alerts: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def gf_alert(fp: str, starts: str, *, count: int = 1, status: str = "firing") -> dict[str, Any]:
-    alert = am_alert(fp, starts, status=status)
+def gf_alert(fp: str, starts: str, *, count: int = 1, status: str = "firing", **extra: Any) -> dict[str, Any]:
+    alert = am_alert(fp, starts, status=status, **extra)
     alert["labels"].pop("execution_id")
     alert["values"] = {"A": count} if status == "firing" else {"A": 0}
     return alert
@@ -161,7 +161,7 @@ def test_a_run_stored_with_a_made_up_window_covers_its_slot_and_is_listed_for_a_
     assert "its slot is 2026-11-28 01:00Z" in sections["run_identity"][0].detail
 
 
-@pytest.mark.parametrize("source", ["generic", "alertmanager"])
+@pytest.mark.parametrize("source", ["generic", "alertmanager", "grafana"])
 def test_a_check_on_a_slot_skipped_under_latest_only_moves_to_the_slot_that_ran(
     target: JobTarget, send: Any, source: str
 ) -> None:
@@ -180,8 +180,10 @@ def test_a_check_on_a_slot_skipped_under_latest_only_moves_to_the_slot_that_ran(
     slot = berlin(2026, 11, 30, 2)
     if source == "generic":
         body = generic(scheduled_for=slot, execution_id="e30", status="succeeded", ended_at=slot + timedelta(minutes=9))
-    else:  # Alertmanager reports failures only: the run that ran is the 30th, even if it failed
+    elif source == "alertmanager":  # it reports failures only: the run that ran is the 30th, even if it failed
         body = am_body(am_alert("a30", "2026-11-30T01:20:00Z", execution_id="e30", scheduled_for=slot))
+    else:  # Grafana: placed by its detection time (startsAt), the 30th's slot
+        body = gf_body(gf_alert("g30", "2026-11-30T01:10:00Z"))
     send(source, body, berlin(2026, 11, 30, 2, 20))
     result = next_run_check_sweep(now=berlin(2026, 11, 30, 2, 25))
     check.refresh_from_db()
@@ -295,7 +297,7 @@ def test_a_duplicate_whose_details_changed_is_kept_as_an_event(target: JobTarget
     assert event.alert is not None and event.alert.outcome == "duplicate"
 
 
-@pytest.mark.parametrize("source", ["generic", "alertmanager"])
+@pytest.mark.parametrize("source", ["generic", "alertmanager", "grafana"])
 def test_a_corrected_redelivery_repairs_its_unmatched_original(target: JobTarget, send: Any, source: str) -> None:
     """https://github.com/prometheus/alertmanager/issues/534 (the rule's labels fixed, the alert re-sent
     under the same fingerprint and startsAt): the first body lacked the tenant, so it was unmatched; the
@@ -312,11 +314,13 @@ def test_a_corrected_redelivery_repairs_its_unmatched_original(target: JobTarget
                 status="failed",
                 dedup_key="k1",
             )
+        if source == "grafana":
+            return gf_body(gf_alert("g1", "2026-11-28T01:20:15Z", no_tenant=not tenant))
         return am_body(am_alert("f1", "2026-11-28T01:20:15Z", scheduled_for=slot, no_tenant=not tenant))
 
-    first = send(source, body(False), slot)[0]
+    first = send(source, body(False), slot + timedelta(hours=1))[0]
     assert first["outcome"] == "unmatched"
-    again = send(source, body(True), slot + timedelta(minutes=5))[0]
+    again = send(source, body(True), slot + timedelta(hours=1, minutes=5))[0]
     original = Alert.objects.get(public_id=first["id"])
     assert again["outcome"] == "duplicate" and original.outcome == "accepted"
     attempt = Attempt.objects.get()
