@@ -59,7 +59,11 @@ def work_item_list(
         items = items.filter(is_possible_duplicate=possible_duplicate)
     if record_id:
         items = items.filter(record_id=record_id)
-    return items.select_related("evidence_by").order_by("record_id")
+    return (
+        items.select_related("evidence_by", "duplicate_explained_by", "destination_load")
+        .defer("destination_load__content", "destination_load__preview_list")
+        .order_by("record_id")
+    )
 
 
 @dataclass
@@ -114,7 +118,8 @@ def work_item_search(*, user: User, record_id: str, limit: int = 100) -> QuerySe
         return WorkItem.objects.none()
     return (
         WorkItem.objects.filter(run_visibility_filter(user=user, prefix="run__"), record_id=record_id)
-        .select_related("run__job", "run__tenant", "evidence_by")
+        .select_related("run__job", "run__tenant", "evidence_by", "duplicate_explained_by", "destination_load")
+        .defer("destination_load__content", "destination_load__preview_list")
         .order_by("-run__window_start", "-run_id")[:limit]
     )
 
@@ -131,8 +136,8 @@ def work_item_load_list(*, run: Run) -> QuerySet[WorkItemLoad]:
     """A run's loads, newest first, without the stored bytes."""
     return (
         WorkItemLoad.objects.filter(run=run)
-        .defer("content")
-        .select_related("created_by")
+        .defer("content", "preview_list")
+        .select_related("created_by", "confirmed_by")
         .order_by("-created_at", "-id")
     )
 

@@ -14,16 +14,25 @@ from django.views.decorators.http import require_POST
 from handover.core.errors import DomainError
 from handover.core.views import form_post
 from runs.attempts.models import Run
+from runs.ledger.confirmations import (
+    LedgerVersionConflict,
+    work_item_load_confirm,
+    work_item_load_discard,
+    work_item_load_preview_csv,
+)
 from runs.ledger.failure_class import run_failure_class_confirm
 from runs.ledger.files import LedgerInputError
 from runs.ledger.forms import (
     RunFailureClassForm,
     WorkItemChangeForm,
+    WorkItemDuplicateExplainForm,
+    WorkItemLoadConfirmForm,
+    WorkItemLoadDiscardForm,
     WorkItemLoadForm,
     WorkItemSearchForm,
     WorkItemVerifyForm,
 )
-from runs.ledger.items import work_item_change, work_item_verify
+from runs.ledger.items import work_item_change, work_item_duplicate_explain, work_item_verify
 from runs.ledger.loads import OPTION_NAMES, LoadFile, work_item_loads_create
 from runs.ledger.models import WorkItem, WorkItemLoad
 from runs.ledger.selectors import (
@@ -117,6 +126,7 @@ def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
     css, headline = _ledger_headline(run)
     writable = run_ledger_writable(user=request.user, run=run)
     loads = list(work_item_load_list(run=run)[:5])
+    awaiting = list(work_item_load_list(run=run).filter(status=WorkItemLoad.Status.AWAITING_CONFIRMATION))
     return {
         "ledger": {
             "headline": headline,
@@ -130,6 +140,7 @@ def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
             "only_duplicates": only_duplicates,
             "outcomes": WorkItem.Outcome.choices,
             "loads": [(load, work_item_load_progress(load=load)) for load in loads],
+            "awaiting": awaiting,
             "writable": writable,
             "load_form": WorkItemLoadForm() if writable else None,
             "change_form": WorkItemChangeForm() if writable else None,
@@ -185,7 +196,14 @@ def work_item_load_create_view(request: HttpRequest, id: str) -> HttpResponse:
         messages.error(request, exc.detail)
         return _to_ledger(run)
     if all(load.status == WorkItemLoad.Status.COMMITTED for load in loads):
-        messages.success(request, "Loaded: " + ", ".join(f"{ld.get_kind_display()} ({ld.row_count:,})" for ld in loads))
+        messages.success(request, "Loaded: " + ", ".join(f"{ld.label} ({ld.row_count:,})" for ld in loads))
+    elif any(load.status == WorkItemLoad.Status.AWAITING_CONFIRMATION for load in loads):
+        total = loads[0].preview.get("total", 0)
+        messages.warning(
+            request,
+            f"Not applied: {', '.join(ld.label for ld in loads)} would weaken {total:,} records. "
+            "Review them below, then confirm with a reason or discard the load.",
+        )
     else:
         messages.info(request, "The files are large: they load in the background (progress below).")
     return _to_ledger(run)
@@ -263,3 +281,80 @@ def work_item_search_view(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         items = list(work_item_search(user=request.user, record_id=form.cleaned_data["record_id"])[:100])
     return render(request, "runs/ledger/work_item_search.html", {"form": form, "items": items})
+
+
+def _ledger_load(run: Run, load_id: str) -> WorkItemLoad:
+    load = work_item_load_get(run=run, public_id=load_id)
+    if load is None:
+        raise Http404("No such load")
+    load.run = run
+    return load
+
+
+@login_required
+@require_POST
+def work_item_load_confirm_view(request: HttpRequest, id: str, load_id: str) -> HttpResponse:
+    """Apply a load that waits for confirmation, against the ledger version its preview showed."""
+    run = _ledger_run(request, id)
+    load = _ledger_load(run, load_id)
+    form = WorkItemLoadConfirmForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Say why these records may be weakened.")
+        return _to_ledger(run)
+    try:
+        load = work_item_load_confirm(user=request.user, load=load, **form.cleaned_data)
+    except LedgerVersionConflict as exc:
+        messages.error(request, exc.detail)
+        return _to_ledger(run)
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return _to_ledger(run)
+    if load.status == WorkItemLoad.Status.COMMITTED:
+        messages.success(request, f"{load.label} applied; the weakenings are kept in each item's history.")
+    else:
+        messages.info(request, f"{load.label} is confirmed and loads in the background (progress below).")
+    return _to_ledger(run)
+
+
+@login_required
+@require_POST
+def work_item_load_discard_view(request: HttpRequest, id: str, load_id: str) -> HttpResponse:
+    """Decline a load that waits for confirmation (kept, nothing applied)."""
+    run = _ledger_run(request, id)
+    load = _ledger_load(run, load_id)
+    return form_post(
+        request,
+        WorkItemLoadDiscardForm(request.POST),
+        invalid="Say why the load is discarded.",
+        act=lambda data: work_item_load_discard(user=request.user, load=load, **data),
+        success=lambda ld: f"{ld.label} discarded; nothing was applied.",
+        done=_to_ledger(run),
+    )
+
+
+@login_required
+def work_item_load_preview_view(request: HttpRequest, id: str, load_id: str) -> HttpResponse:
+    """Download every item a waiting load would weaken, as CSV."""
+    run = run_get_for_ledger(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    load = _ledger_load(run, load_id)
+    response = HttpResponse(work_item_load_preview_csv(load=load), content_type="text/csv; charset=utf-8")
+    name = f"{load.kind}-{load.number}-weakened.csv"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@login_required
+@require_POST
+def work_item_duplicate_explain_view(request: HttpRequest, id: str) -> HttpResponse:
+    """A person explains one possible duplicate (reason and evidence reference)."""
+    run = _ledger_run(request, id)
+    return form_post(
+        request,
+        WorkItemDuplicateExplainForm(request.POST),
+        invalid="Give the record id, why it is not a duplicate and the evidence reference (at most 300 characters).",
+        act=lambda data: work_item_duplicate_explain(user=request.user, run=run, **data),
+        success=lambda item: f"{item.record_id}: possible duplicate explained.",
+        done=_to_ledger(run),
+    )
