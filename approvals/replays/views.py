@@ -44,7 +44,7 @@ from approvals.replays.selectors import (
 )
 from handover.core.errors import DomainError
 from runs.attempts.models import Run
-from runs.ledger.selectors import run_get_for_ledger
+from runs.ledger.selectors import run_get_for_ledger, run_possible_duplicates_unexplained
 
 CANDIDATES_SHOWN = 500
 SCOPE_SHOWN = 100
@@ -159,6 +159,7 @@ def replay_create_view(request: HttpRequest, run_id: str) -> HttpResponse:
             "more_candidates": len(candidates) > CANDIDATES_SHOWN,
             "may_request": replay_may_request(user=request.user, run=run),
             "active_attempts": run_active_attempts(run=run),
+            "unexplained_duplicates": run_possible_duplicates_unexplained(run=run, limit=50),
             "side_effects": effects,
             "repeat_safety": repeat_safety,
             "business_approvers": list(approvers_eligible(run=run, kind="business", exclude=request.user)),  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
@@ -130,6 +130,47 @@ def work_item_change_list(*, run: Run, record_id: str | None = None) -> QuerySet
     if record_id:
         changes = changes.filter(work_item__record_id=record_id)
     return changes.select_related("work_item", "changed_by", "load").order_by("-changed_at", "-id")
+
+
+def run_ledger_disclosures(*, run: Run) -> list[dict[str, str]]:
+    """What a replay request must show its approvers about the run's ledger (docs/work-ledger.md "Loads").
+
+    Every item weakened from ``completed`` (by a confirmed load or a person's change) and every
+    possible duplicate a person explained, oldest first: ``{"kind": "weakened" | "explained",
+    "record_id", "from", "to", "by" (username), "at" (ISO 8601 UTC), "why", "reference"}``.
+    Queries: one.
+    """
+    changes = (
+        WorkItemChange.objects.filter(run=run)
+        .filter(
+            Q(kind=WorkItemChange.Kind.EXPLAIN)
+            | (Q(from_outcome=WorkItem.Outcome.COMPLETED) & ~Q(to_outcome=WorkItem.Outcome.COMPLETED))
+        )
+        .select_related("work_item", "changed_by")
+        .order_by("changed_at", "id")
+    )
+    return [
+        {
+            "kind": "explained" if change.kind == WorkItemChange.Kind.EXPLAIN else "weakened",
+            "record_id": change.work_item.record_id,
+            "from": change.from_outcome,
+            "to": change.to_outcome,
+            "by": change.changed_by.get_username(),
+            "at": change.changed_at.isoformat(),
+            "why": change.note,
+            "reference": change.evidence_ref,
+        }
+        for change in changes
+    ]
+
+
+def run_possible_duplicates_unexplained(*, run: Run, limit: int = 50) -> list[str]:
+    """Record ids of the run's possible duplicates nobody explained yet (at most ``limit``). Queries: one."""
+    return list(
+        WorkItem.objects.filter(run=run, is_possible_duplicate=True)
+        .order_by("record_id")
+        .values_list("record_id", flat=True)[:limit]
+    )
 
 
 def work_item_load_list(*, run: Run) -> QuerySet[WorkItemLoad]:

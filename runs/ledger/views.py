@@ -6,9 +6,11 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
@@ -125,8 +127,13 @@ def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
     ]
     css, headline = _ledger_headline(run)
     writable = run_ledger_writable(user=request.user, run=run)
-    loads = list(work_item_load_list(run=run)[:5])
-    awaiting = list(work_item_load_list(run=run).filter(status=WorkItemLoad.Status.AWAITING_CONFIRMATION))
+    # one query: the five newest loads and every load that waits for a person, however old
+    newest = WorkItemLoad.objects.filter(run=run).order_by("-created_at", "-id").values("pk")[:5]
+    shown = list(
+        work_item_load_list(run=run).filter(Q(pk__in=newest) | Q(status=WorkItemLoad.Status.AWAITING_CONFIRMATION))
+    )
+    loads = shown[:5]  # newest first: the five newest lead, older waiting loads follow
+    awaiting = [load for load in shown if load.status == WorkItemLoad.Status.AWAITING_CONFIRMATION]
     return {
         "ledger": {
             "headline": headline,
@@ -348,13 +355,18 @@ def work_item_load_preview_view(request: HttpRequest, id: str, load_id: str) -> 
 @login_required
 @require_POST
 def work_item_duplicate_explain_view(request: HttpRequest, id: str) -> HttpResponse:
-    """A person explains one possible duplicate (reason and evidence reference)."""
+    """A person explains one possible duplicate (reason and evidence reference).
+
+    Back to the page the form was on (``next``: a local path, e.g. the replay request form), else to the ledger.
+    """
     run = _ledger_run(request, id)
+    back = request.POST.get("next") or ""
+    safe = url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}) and back.startswith("/")
     return form_post(
         request,
         WorkItemDuplicateExplainForm(request.POST),
         invalid="Give the record id, why it is not a duplicate and the evidence reference (at most 300 characters).",
         act=lambda data: work_item_duplicate_explain(user=request.user, run=run, **data),
         success=lambda item: f"{item.record_id}: possible duplicate explained.",
-        done=_to_ledger(run),
+        done=redirect(back) if safe else _to_ledger(run),
     )
