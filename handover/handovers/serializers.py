@@ -87,7 +87,17 @@ class ResidualExceptionSerializer(serializers.ModelSerializer[ResidualException]
 
     class Meta:
         model = ResidualException
-        fields = ["id", "run", "description", "record_ids", "owner", "due_date", "created_by", "created_at"]
+        fields = [
+            "id",
+            "version",
+            "run",
+            "description",
+            "record_ids",
+            "owner",
+            "due_date",
+            "created_by",
+            "created_at",
+        ]
         read_only_fields = fields
 
     def get_record_ids(self, exception: ResidualException) -> list[str]:
@@ -111,6 +121,7 @@ class HandoverListSerializer(serializers.ModelSerializer[Handover]):
         model = Handover
         fields = [
             "id",
+            "version",
             "title",
             "job",
             "is_job_paused",
@@ -229,8 +240,14 @@ class HandoverCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class HandoverUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
-    """Any subset of the sections and fields; ``confirm`` accepts generated sections unchanged."""
+    """Any subset of the sections and fields; ``confirm`` accepts generated sections unchanged.
 
+    ``version`` names the version the edit is based on (or send ``If-Match``); one of them is required.
+    """
+
+    version = serializers.IntegerField(
+        required=False, min_value=1, help_text="the version you edited (the detail's `version` / ETag)"
+    )
     expected_output = serializers.CharField(required=False, allow_blank=True, max_length=20000)
     definitely_happened = serializers.CharField(required=False, allow_blank=True, max_length=20000)
     may_have_happened = serializers.CharField(required=False, allow_blank=True, max_length=20000)
@@ -262,6 +279,9 @@ class ResidualExceptionCreateInputSerializer(serializers.Serializer[dict[str, An
 
 
 class ResidualExceptionUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
+    version = serializers.IntegerField(
+        required=False, min_value=1, help_text="the exception's version you changed (or send If-Match)"
+    )
     owner = UsernameField(allow_null=True)
     due_date = serializers.DateField(allow_null=True)
     description = serializers.CharField(required=False, max_length=5000)

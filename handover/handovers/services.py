@@ -23,6 +23,7 @@ from handover.handovers.evidence import handover_evidence
 from handover.handovers.models import Handover, HandoverRevision, HandoverRun, ResidualException
 from handover.handovers.notifications import handover_notifications_create
 from handover.handovers.prefill import handover_prefill, handover_title
+from handover.handovers.versions import version_check
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
@@ -197,6 +198,15 @@ def _field_value(value: Any) -> Any:
     return value
 
 
+def handover_texts(handover: Handover) -> dict[str, Any]:
+    """The handover's current sections and editable fields (owners by username), as an edit conflict shows them."""
+    texts: dict[str, Any] = {s: getattr(handover, s) for s in Handover.Section.values}
+    for name in EDITABLE_FIELDS:
+        value = getattr(handover, name)
+        texts[name] = value.get_username() if isinstance(value, AbstractBaseUser) else value
+    return texts
+
+
 def handover_update(
     *,
     handover: Handover,
@@ -204,8 +214,15 @@ def handover_update(
     sections: Mapping[str, str] | None = None,
     confirm: Iterable[str] = (),
     fields: Mapping[str, Any] | None = None,
+    base_version: int | None = None,
+    via_if_match: bool = False,
 ) -> Handover:
     """Edit sections and fields of ``handover``, and confirm generated sections as they are.
+
+    ``base_version``: the handover version the edit was based on (``handover.versions``); when it
+    is not the current one nothing is saved: EditConflict (409, with the current version and
+    texts), or PreconditionFailed (412) when it came from ``If-Match`` alone (``via_if_match``).
+    Every saving edit raises ``version`` by one.
 
     ``sections``: section name → new text (only changed texts count; each becomes a revision by
     ``actor`` and is no longer marked generated). ``confirm``: generated sections a person accepts
@@ -230,11 +247,23 @@ def handover_update(
     now = timezone.now()
     with transaction.atomic():
         locked = Handover.objects.select_for_update().select_related("job").get(pk=handover.pk)
+        version_check(
+            current_version=locked.version,
+            base_version=base_version,
+            via_if_match=via_if_match,
+            current=handover_texts(locked),
+            what="handover",
+        )
         if locked.status == Handover.Status.CLOSED:
             raise InvalidTransition("The handover is closed: reopen it before editing.")
         redacted: list[str] = []
         cleaned = {s: _clean(t, label=s, redacted=redacted) for s, t in sections.items()}
         changed = {s: t for s, t in cleaned.items() if t != getattr(locked, s)}
+        if "next_action" in changed and not changed["next_action"].strip() and locked.status != Handover.Status.DRAFT:
+            raise DomainError(
+                "An active handover always says what is safe to do next: this section cannot be emptied.",
+                errors={"next_action": ["required on an active handover"]},
+            )
         generated = list(locked.generated_sections or [])
         confirmed = [s for s in confirm if s in generated and s not in changed]
         field_changes: dict[str, dict[str, Any]] = {}
@@ -256,7 +285,8 @@ def handover_update(
         for section, text in changed.items():
             setattr(locked, section, text)
         locked.generated_sections = [s for s in generated if s not in changed and s not in confirmed]
-        locked.save(update_fields=[*changed, *field_changes, "generated_sections", "updated_at"])
+        locked.version += 1
+        locked.save(update_fields=[*changed, *field_changes, "generated_sections", "version", "updated_at"])
         revisions = HandoverRevision.objects.bulk_create(
             HandoverRevision(handover=locked, section=s, text=t, is_generated=False, created_by=actor, created_at=now)
             for s, t in changed.items()
@@ -310,7 +340,8 @@ def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | 
                 setattr(locked, section, text)
         if not changed:
             return locked
-        locked.save(update_fields=[*changed, "updated_at"])
+        locked.version += 1
+        locked.save(update_fields=[*changed, "version", "updated_at"])
         HandoverRevision.objects.bulk_create(
             HandoverRevision(handover=locked, section=s, text=t, is_generated=True, created_at=now)
             for s, t in changed.items()
@@ -344,7 +375,12 @@ def _transition(
     if action == "reopen" and not reason.strip():  # the one place the rule lives: every reopen passes here
         raise DomainError("Say why the handover is reopened.", errors={"reason": ["This field is required."]})
     now = timezone.now()
-    values: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": now}
+    values: dict[str, Any] = {
+        "status": target,
+        "status_changed_at": now,
+        "updated_at": now,
+        "version": F("version") + 1,
+    }
     values.update(STATUS_STAMPS[action](now, actor))
     if action == "reopen":
         values["reopen_reason"] = reason
@@ -598,11 +634,15 @@ def residual_exception_update(
     owner: AbstractBaseUser | None,
     due_date: date | None,
     description: str | None = None,
+    base_version: int | None = None,
+    via_if_match: bool = False,
 ) -> ResidualException:
     """Name the owner and due date of a residual exception (and optionally reword it).
 
-    Same rules as ``residual_exception_create``. Side effects: the row and a
-    ``residual_exception_changed`` event per run with old → new. Returns the exception.
+    Same rules as ``residual_exception_create``. ``base_version``/``via_if_match``: the exception's
+    own version the change was based on, as for ``handover_update`` (409 with its current owner,
+    due date and description, or 412); a saving change raises ``version``. Side effects: the row
+    and a ``residual_exception_changed`` event per run with old → new. Returns the exception.
     """
     handover = exception.handover
     _require_editable(handover)
@@ -621,11 +661,20 @@ def residual_exception_update(
         "due_date": due_date.isoformat() if due_date else None,
         "description": text,
     }
-    if before == after:
-        return exception
     with transaction.atomic():
+        current = ResidualException.objects.select_for_update().get(pk=exception.pk)
+        version_check(
+            current_version=current.version,
+            base_version=base_version,
+            via_if_match=via_if_match,
+            current={**before, "version": current.version},
+            what="residual exception",
+        )
+        if before == after:
+            return exception
         exception.owner, exception.due_date, exception.description = owner, due_date, text
-        exception.save(update_fields=["owner", "due_date", "description", "updated_at"])
+        exception.version = current.version + 1
+        exception.save(update_fields=["owner", "due_date", "description", "version", "updated_at"])
         changes = {k: {"from": before[k], "to": after[k]} for k in before if before[k] != after[k]}
         handover_event_record(
             handover=handover,

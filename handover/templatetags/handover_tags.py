@@ -47,6 +47,8 @@ STATUS_ICONS = {
     "skipped": "↷",
     "attempted": "↗",
     "committed": "✔",
+    "awaiting_confirmation": "✋",
+    "discarded": "⊘",
     # handovers and their notifications
     "draft": "✎",
     "handed_over": "➜",
