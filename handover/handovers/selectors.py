@@ -15,6 +15,7 @@ from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
 from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
+from runs.attempts.business_state import BUSINESS_STATE_FACTS, business_state_annotations
 from runs.attempts.models import Run
 from runs.catalog.models import Tenant
 from runs.ledger.models import WorkItem
@@ -71,13 +72,14 @@ def handover_get(*, user: User, public_id: object) -> Handover | None:
 
     Loaded: job (and who paused it), owners and lifecycle actors; its runs with tenant, target,
     the execution and the next-run check (with the waiver owner); residual exceptions with owner,
-    run and the record ids they cover; notifications with recipients. Queries: five (handover, runs,
-    exceptions, covered items, notifications).
+    run and the record ids they cover; notifications with recipients; each run's business-state
+    facts (``runs.attempts.business_state``). Queries: five (handover, runs, exceptions, covered
+    items, notifications).
     """
     exceptions = ResidualException.objects.select_related("owner", "run__tenant", "created_by").prefetch_related(
         Prefetch("work_items", queryset=WorkItem.objects.only("id", "run_id", "record_id").order_by("record_id"))
     )
-    return (
+    handover = (
         Handover.objects.filter(handover_visibility_filter(user=user), public_id=public_id)
         .select_related(
             "job",
@@ -98,7 +100,10 @@ def handover_get(*, user: User, public_id: object) -> Handover | None:
                     "run__target",
                     "attempt",
                     "next_run_check__waiver_owner",
-                ).order_by("id"),
+                )
+                # the runs' business state, read with the links (no query per run)
+                .annotate(**business_state_annotations("run_id"))
+                .order_by("id"),
             ),
             Prefetch("residual_exceptions", queryset=exceptions.order_by("created_at", "id")),
             Prefetch(
@@ -108,6 +113,11 @@ def handover_get(*, user: User, public_id: object) -> Handover | None:
         )
         .first()
     )
+    if handover is not None:
+        for link in handover.links.all():  # prefetched: hand each run its business-state facts
+            for name in BUSINESS_STATE_FACTS:
+                setattr(link.run, name, getattr(link, name))
+    return handover
 
 
 def runs_may_write(*, user: User, runs: Iterable[Run]) -> bool:

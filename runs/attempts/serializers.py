@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from handover.core.fields import HttpUrlOrNullField
+from runs.attempts.business_state import run_business_state
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.timeline.serializers import TimelineEventSerializer
 
@@ -79,6 +80,12 @@ class RunListSerializer(serializers.ModelSerializer[Run]):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     attempt_count = serializers.IntegerField(read_only=True)
     has_target = serializers.SerializerMethodField()
+    business_state = serializers.SerializerMethodField(
+        help_text="what people see first: ok, attention (succeeded but something needs a person) or the status"
+    )
+    business_state_reasons = serializers.SerializerMethodField(
+        help_text="codes: unresolved:N, possible_duplicates:N, duplicate_trigger, conflicting_report, handover:<status>"
+    )
 
     class Meta:
         model = Run
@@ -90,6 +97,8 @@ class RunListSerializer(serializers.ModelSerializer[Run]):
             "window_start",
             "window_end",
             "scheduled_for",
+            "business_state",
+            "business_state_reasons",
             "status",
             "attempt_count",
             "has_target",
@@ -105,6 +114,12 @@ class RunListSerializer(serializers.ModelSerializer[Run]):
 
     def get_has_target(self, run: Run) -> bool:
         return run.target_id is not None
+
+    def get_business_state(self, run: Run) -> str:
+        return run_business_state(run).state  # from the selector's annotations: no query
+
+    def get_business_state_reasons(self, run: Run) -> list[str]:
+        return list(run_business_state(run).reasons)
 
 
 class RunDetailSerializer(RunListSerializer):
