@@ -72,7 +72,13 @@ def run_get(*, user: User, public_id: object) -> Run | None:
         run_business_state_annotate(Run.objects.filter(run_visibility_filter(user=user), public_id=public_id))
         .select_related("job", "tenant", "target")
         .prefetch_related(
-            Prefetch("attempts", queryset=Attempt.objects.order_by("number", "created_at", "id")),
+            Prefetch(
+                "attempts",
+                # the replay request a manual_replay attempt came from (the approvals app's dispatch row)
+                queryset=Attempt.objects.select_related("replay_dispatch__request__requested_by").order_by(
+                    "number", "created_at", "id"
+                ),
+            ),
             Prefetch(
                 "timeline",
                 queryset=TimelineEvent.objects.select_related("actor_user", "actor_integration", "attempt").order_by(

@@ -27,6 +27,13 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
         slug_field="username", read_only=True, allow_null=True
     )
     log_url = HttpUrlOrNullField(help_text="the (restricted) log link: an http(s) URL, or null when there is none")
+    replay_request = serializers.UUIDField(
+        source="replay_dispatch.request.public_id",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="the replay request this attempt was dispatched from (trigger manual_replay); null otherwise",
+    )
 
     class Meta:
         model = Attempt
@@ -36,6 +43,7 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "number",
             "source_number",
             "trigger",
+            "replay_request",
             "is_trigger_inferred",
             "duplicate_trigger",
             "duplicate_explained_at",
