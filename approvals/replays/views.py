@@ -286,10 +286,11 @@ def replay_settle_view(request: HttpRequest, id: str) -> HttpResponse:
     form = SettleForm(request.POST)
     if form.is_valid():
         try:
-            replay_request_settle(request=replay, actor=request.user, **form.cleaned_data)  # type: ignore[arg-type]
+            data = {k: v for k, v in form.cleaned_data.items() if k != "confirm"}
+            replay_request_settle(request=replay, actor=request.user, **data)  # type: ignore[arg-type]
             messages.success(request, f"Replay settled as {form.cleaned_data['outcome']}.")
         except DomainError as exc:
             _refused(request, exc)
     else:
-        messages.error(request, "Choose the outcome and say what you found.")
+        messages.error(request, "Choose the outcome, say what you found and confirm it: nothing was settled.")
     return redirect("approvals:replay-detail", id=replay.public_id)

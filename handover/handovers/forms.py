@@ -179,3 +179,4 @@ class ResidualExceptionForm(forms.Form):
 class ResidualExceptionOwnerForm(forms.Form):
     owner = UsernameField(required=False, max_length=150, help_text="username")
     due_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    version = forms.IntegerField(min_value=1, widget=forms.HiddenInput, help_text="the exception's version shown")

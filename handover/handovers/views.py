@@ -423,6 +423,7 @@ def residual_exception_edit_view(request: HttpRequest, id: str, exception_id: st
                 actor=request.user,
                 owner=form.cleaned_data["owner"],
                 due_date=form.cleaned_data["due_date"],
+                base_version=form.cleaned_data["version"],
             )
             messages.success(request, "Residual exception updated.")
         except DomainError as exc:

@@ -3,6 +3,8 @@ changes, verifications and failure class, and "what happened to this record?".""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -49,6 +51,15 @@ from runs.ledger.selectors import (
 )
 
 LEDGER_PAGE_SIZE = 50
+# Feedback of the ledger's forms is shown inside the ledger section, next to the forms (the page
+# scrolls to #ledger after each of them), not at the top of the page where nobody would see it.
+LEDGER_MESSAGE_TAG = "ledger"
+
+
+def _say(send: Callable[..., None], request: HttpRequest, text: str) -> None:
+    send(request, text, extra_tags=LEDGER_MESSAGE_TAG)
+
+
 # the stacked bar's segments, in order: settled work first, then what still needs a person
 LEDGER_SEGMENTS = [
     ("completed", "completed_count"),
@@ -179,7 +190,7 @@ def work_item_load_create_view(request: HttpRequest, id: str) -> HttpResponse:
     run = _ledger_run(request, id)
     form = WorkItemLoadForm(request.POST, request.FILES)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        _say(messages.error, request, " ".join(e for errors in form.errors.values() for e in errors))
         return _to_ledger(run)
     data = form.cleaned_data
     try:
@@ -197,22 +208,23 @@ def work_item_load_create_view(request: HttpRequest, id: str) -> HttpResponse:
             is_destination_complete=data["is_destination_complete"],
         )
     except LedgerInputError as exc:
-        messages.error(request, f"Nothing was loaded. {exc.detail}")
+        _say(messages.error, request, f"Nothing was loaded. {exc.detail}")
         return _to_ledger(run)
     except DomainError as exc:
-        messages.error(request, exc.detail)
+        _say(messages.error, request, exc.detail)
         return _to_ledger(run)
     if all(load.status == WorkItemLoad.Status.COMMITTED for load in loads):
-        messages.success(request, "Loaded: " + ", ".join(f"{ld.label} ({ld.row_count:,})" for ld in loads))
+        _say(messages.success, request, "Loaded: " + ", ".join(f"{ld.label} ({ld.row_count:,})" for ld in loads))
     elif any(load.status == WorkItemLoad.Status.AWAITING_CONFIRMATION for load in loads):
         total = loads[0].preview.get("total", 0)
-        messages.warning(
+        _say(
+            messages.warning,
             request,
             f"Not applied: {', '.join(ld.label for ld in loads)} would weaken {total:,} records. "
             "Review them below, then confirm with a reason or discard the load.",
         )
     else:
-        messages.info(request, "The files are large: they load in the background (progress below).")
+        _say(messages.info, request, "The files are large: they load in the background (progress below).")
     return _to_ledger(run)
 
 
@@ -247,6 +259,7 @@ def work_item_change_view(request: HttpRequest, id: str) -> HttpResponse:
         act=lambda data: work_item_change(user=request.user, run=run, **data),
         success=lambda item: f"{item.record_id} is now {item.outcome}.",
         done=_to_ledger(run),
+        extra_tags=LEDGER_MESSAGE_TAG,
     )
 
 
@@ -262,6 +275,7 @@ def work_item_verify_view(request: HttpRequest, id: str) -> HttpResponse:
         act=lambda data: work_item_verify(user=request.user, run=run, **data),
         success=lambda item: f"{item.record_id} verified: {item.outcome}.",
         done=_to_ledger(run),
+        extra_tags=LEDGER_MESSAGE_TAG,
     )
 
 
@@ -277,6 +291,7 @@ def run_failure_class_confirm_view(request: HttpRequest, id: str) -> HttpRespons
         act=lambda data: run_failure_class_confirm(user=request.user, run=run, **data),
         success=lambda _: "Failure class confirmed.",
         done=_to_ledger(run),
+        extra_tags=LEDGER_MESSAGE_TAG,
     )
 
 
@@ -306,20 +321,20 @@ def work_item_load_confirm_view(request: HttpRequest, id: str, load_id: str) -> 
     load = _ledger_load(run, load_id)
     form = WorkItemLoadConfirmForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Say why these records may be weakened.")
+        _say(messages.error, request, "Say why these records may be weakened.")
         return _to_ledger(run)
     try:
         load = work_item_load_confirm(user=request.user, load=load, **form.cleaned_data)
     except LedgerVersionConflict as exc:
-        messages.error(request, exc.detail)
+        _say(messages.error, request, exc.detail)
         return _to_ledger(run)
     except DomainError as exc:
-        messages.error(request, exc.detail)
+        _say(messages.error, request, exc.detail)
         return _to_ledger(run)
     if load.status == WorkItemLoad.Status.COMMITTED:
-        messages.success(request, f"{load.label} applied; the weakenings are kept in each item's history.")
+        _say(messages.success, request, f"{load.label} applied; the weakenings are kept in each item's history.")
     else:
-        messages.info(request, f"{load.label} is confirmed and loads in the background (progress below).")
+        _say(messages.info, request, f"{load.label} is confirmed and loads in the background (progress below).")
     return _to_ledger(run)
 
 
@@ -336,6 +351,7 @@ def work_item_load_discard_view(request: HttpRequest, id: str, load_id: str) -> 
         act=lambda data: work_item_load_discard(user=request.user, load=load, **data),
         success=lambda ld: f"{ld.label} discarded; nothing was applied.",
         done=_to_ledger(run),
+        extra_tags=LEDGER_MESSAGE_TAG,
     )
 
 
@@ -369,4 +385,5 @@ def work_item_duplicate_explain_view(request: HttpRequest, id: str) -> HttpRespo
         act=lambda data: work_item_duplicate_explain(user=request.user, run=run, **data),
         success=lambda item: f"{item.record_id}: possible duplicate explained.",
         done=redirect(back) if safe else _to_ledger(run),
+        extra_tags="" if safe else LEDGER_MESSAGE_TAG,
     )
