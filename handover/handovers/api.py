@@ -29,6 +29,7 @@ from handover.handovers.export import handover_markdown
 from handover.handovers.filters import HandoverFilterSet, HandoverRevisionFilterSet
 from handover.handovers.models import Handover, ResidualException
 from handover.handovers.selectors import (
+    handover_generated_staleness,
     handover_get,
     handover_list,
     handover_may_write,
@@ -146,7 +147,11 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
             assert fresh is not None
             handover = fresh
         conditions = handover_closing_conditions(handover=handover)
-        context = {"closing_conditions": conditions, "redacted_sections": redacted}
+        context = {
+            "closing_conditions": conditions,
+            "redacted_sections": redacted,
+            "staleness": handover_generated_staleness(handover=handover),
+        }
         data = HandoverDetailSerializer(handover, context=context).data
         return Response(data, status=status_code, headers={"ETag": etag(handover.version)})
 

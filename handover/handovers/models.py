@@ -101,6 +101,12 @@ class Handover(TimeStampedModel):
     generated_sections = models.JSONField(
         default=list, blank=True, help_text="section names whose text is generated and not yet confirmed by a person"
     )
+    generated_evidence = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="the evidence the generated text came from, per run public id: ledger_version, status, "
+        "attempt_count, latest_attempt, counts (handover.handovers.staleness)",
+    )
     # owners and references
     escalation_owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,

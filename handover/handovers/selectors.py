@@ -9,12 +9,14 @@ superusers do everything. Never a global group check (docs/architecture.md "Role
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
 from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
+from handover.handovers.staleness import Staleness, evidence_annotations, evidence_changes, run_evidence_snapshot
 from runs.attempts.business_state import BUSINESS_STATE_FACTS, business_state_annotations
 from runs.attempts.models import Run
 from runs.catalog.models import Tenant
@@ -101,8 +103,8 @@ def handover_get(*, user: User, public_id: object) -> Handover | None:
                     "attempt",
                     "next_run_check__waiver_owner",
                 )
-                # the runs' business state, read with the links (no query per run)
-                .annotate(**business_state_annotations("run_id"))
+                # the runs' business state and attempts, read with the links (no query per run)
+                .annotate(**business_state_annotations("run_id"), **evidence_annotations("run_id"))
                 .order_by("id"),
             ),
             Prefetch("residual_exceptions", queryset=exceptions.order_by("created_at", "id")),
@@ -118,6 +120,28 @@ def handover_get(*, user: User, public_id: object) -> Handover | None:
             for name in BUSINESS_STATE_FACTS:
                 setattr(link.run, name, getattr(link, name))
     return handover
+
+
+def handover_generated_staleness(*, handover: Handover) -> Staleness:
+    """Whether the handover's generated text is stale: its runs' evidence compared with what it came from.
+
+    Uses the links ``handover_get`` prefetched (with their attempt annotations); no query then.
+    Only a handover with generated (unconfirmed) sections can be stale.
+    """
+    if not handover.generated_sections:
+        return Staleness(changes=())
+    current: dict[str, dict[str, Any]] = {}
+    labels: dict[str, str] = {}
+    for link in handover.links.all():
+        run = link.run
+        key = str(run.public_id)
+        labels[key] = f"{run.tenant.slug} {run.environment}"
+        current[key] = run_evidence_snapshot(
+            run,
+            attempt_count=getattr(link, "ev_attempt_count", None) or 0,
+            latest_attempt=getattr(link, "ev_latest_attempt", None),
+        )
+    return evidence_changes(recorded=handover.generated_evidence or {}, current=current, labels=labels)
 
 
 def runs_may_write(*, user: User, runs: Iterable[Run]) -> bool:

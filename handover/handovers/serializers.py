@@ -178,6 +178,14 @@ class HandoverDetailSerializer(HandoverListSerializer):
         "‹redacted:…›); empty on reads"
     )
     notifications = HandoverNotificationSerializer(many=True, read_only=True)
+    generated_evidence = serializers.JSONField(
+        read_only=True,
+        help_text="the evidence the generated text came from, per run: ledger_version, status, attempt_count, "
+        "latest_attempt, counts",
+    )
+    generated_stale = serializers.SerializerMethodField(
+        help_text="what changed in the evidence since the generated text was written; empty when it is current"
+    )
 
     class Meta(HandoverListSerializer.Meta):
         fields = [
@@ -186,6 +194,8 @@ class HandoverDetailSerializer(HandoverListSerializer):
             "runs",
             *SECTIONS,
             "generated_sections",
+            "generated_evidence",
+            "generated_stale",
             "defect_ref",
             "is_supportability_defect",
             "supportability_ticket",
@@ -206,6 +216,10 @@ class HandoverDetailSerializer(HandoverListSerializer):
             "notifications",
         ]
         read_only_fields = fields
+
+    def get_generated_stale(self, handover: Handover) -> list[str]:
+        staleness = self.context.get("staleness")
+        return list(staleness.changes) if staleness is not None else []
 
     def get_job_pause(self, handover: Handover) -> dict[str, Any] | None:
         job = handover.job

@@ -23,6 +23,7 @@ from handover.handovers.evidence import handover_evidence
 from handover.handovers.models import Handover, HandoverRevision, HandoverRun, ResidualException
 from handover.handovers.notifications import handover_notifications_create
 from handover.handovers.prefill import handover_prefill, handover_title
+from handover.handovers.staleness import run_evidence_snapshot
 from handover.handovers.versions import version_check
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
@@ -166,6 +167,7 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
             status_changed_at=now,
             created_by=actor,
             generated_sections=list(texts),
+            generated_evidence=_evidence_of(run_evidence),
             **texts,
         )
         try:
@@ -190,6 +192,18 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
         )
     handover.redacted_sections = redacted  # type: ignore[attr-defined]  # for this answer only
     return handover
+
+
+def _evidence_of(run_evidence: Iterable[Any]) -> dict[str, Any]:
+    """The snapshot of the evidence generated text is made from, per run public id (``staleness``)."""
+    return {
+        str(e.run.public_id): run_evidence_snapshot(
+            e.run,
+            attempt_count=len(e.attempts),
+            latest_attempt=max((a.number for a in e.attempts), default=None),
+        )
+        for e in run_evidence
+    }
 
 
 def _field_value(value: Any) -> Any:
@@ -317,8 +331,21 @@ def handover_update(
     return locked
 
 
+def handover_generated_preview(*, handover: Handover) -> dict[str, str]:
+    """The text each still-generated section would get from the current evidence (writes nothing).
+
+    Returns section → text (redacted like stored text); the diff page compares it with the stored text.
+    """
+    runs = [link.run for link in HandoverRun.objects.filter(handover=handover).select_related("run").order_by("id")]
+    job_evidence, run_evidence = handover_evidence(runs=runs)
+    texts = handover_prefill(job=job_evidence, runs=run_evidence)
+    return {s: _clean(texts.get(s, getattr(handover, s))) for s in handover.generated_sections or []}
+
+
 def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | None = None) -> Handover:
     """Generate the still-generated sections again from the current evidence (e.g. after a ledger load).
+
+    Records the evidence the text now comes from (``generated_evidence``), so it is no longer stale.
 
     Sections a person edited or confirmed are left alone. Each section whose text changes gets a
     generated revision; one ``handover_regenerated`` event per run names them. Raises
@@ -338,10 +365,14 @@ def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | 
             if text != getattr(locked, section):
                 changed[section] = text
                 setattr(locked, section, text)
-        if not changed:
+        evidence = _evidence_of(run_evidence)
+        if not changed and evidence == locked.generated_evidence:
             return locked
+        locked.generated_evidence = evidence
         locked.version += 1
-        locked.save(update_fields=[*changed, "version", "updated_at"])
+        locked.save(update_fields=[*changed, "generated_evidence", "version", "updated_at"])
+        if not changed:
+            return locked  # the same text from newer evidence: no longer stale, nothing to revise
         HandoverRevision.objects.bulk_create(
             HandoverRevision(handover=locked, section=s, text=t, is_generated=True, created_at=now)
             for s, t in changed.items()

@@ -33,6 +33,7 @@ from handover.handovers.forms import (
 from handover.handovers.models import Handover
 from handover.handovers.selectors import (
     handover_for_run,
+    handover_generated_staleness,
     handover_get,
     handover_list,
     handover_may_write,
@@ -44,6 +45,7 @@ from handover.handovers.services import (
     EDITABLE_FIELDS,
     handover_close,
     handover_create,
+    handover_generated_preview,
     handover_hand_over,
     handover_refresh_generated,
     handover_reopen,
@@ -55,6 +57,7 @@ from handover.handovers.services import (
     residual_exception_create,
     residual_exception_update,
 )
+from handover.handovers.staleness import text_diff
 from handover.handovers.versions import EditConflict
 from runs.attempts.models import Run
 from runs.permissions import run_visibility_filter
@@ -172,6 +175,7 @@ def _page_context(request: HttpRequest, handover: Handover) -> dict[str, Any]:
         "notifications": list(handover.notifications.all()),
         "conditions": handover_closing_conditions(handover=handover),
         "may_write": handover_may_write(user=request.user, handover=handover),
+        "staleness": handover_generated_staleness(handover=handover),
     }
 
 
@@ -187,6 +191,29 @@ def handover_detail_view(request: HttpRequest, id: str) -> HttpResponse:
         allowed=_allowed_actions(handover),
     )
     return render(request, "handover/handovers/handover_detail.html", context)
+
+
+@login_required
+def handover_generated_diff_view(request: HttpRequest, id: str) -> HttpResponse:
+    """What regenerating would change: each generated section's text now beside the text the current evidence gives.
+
+    Reads the evidence and writes nothing; the page offers the regeneration (one click).
+    """
+    handover = _visible(request, id)
+    fresh = handover_generated_preview(handover=handover)
+    words = dict(Handover.Section.choices)
+    diffs = [
+        {"section": section, "label": words[section], "lines": text_diff(getattr(handover, section), text)}
+        for section, text in fresh.items()
+        if text != getattr(handover, section)
+    ]
+    context = {
+        "handover": handover,
+        "diffs": diffs,
+        "staleness": handover_generated_staleness(handover=handover),
+        "may_write": handover_may_write(user=request.user, handover=handover),
+    }
+    return render(request, "handover/handovers/handover_generated_diff.html", context)
 
 
 def _allowed_actions(handover: Handover) -> set[str]:
