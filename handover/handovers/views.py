@@ -344,7 +344,7 @@ def handover_edit_view(request: HttpRequest, id: str) -> HttpResponse:
                 messages.error(request, exc.detail)
                 form = HandoverEditForm(handover=fresh, overrides=overrides)
                 context = {"handover": fresh, "form": form, "conflicts": conflicts}
-                return render(request, "handover/handovers/handover_edit.html", context, status=409)
+                return render(request, "handover/handovers/handover_edit.html", context)
             saved = _edit_save(request, handover, mine, confirm, exc.current_version)
             messages.info(
                 request,
