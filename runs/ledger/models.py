@@ -75,7 +75,7 @@ class WorkItem(models.Model):
     is_attempted = models.BooleanField(default=False, help_text="the job runner reported it attempted")
     runner_status = models.CharField(max_length=20, choices=RunnerStatus.choices, blank=True)
     destination_count = models.PositiveIntegerField(
-        default=0, help_text="how many times the latest destination export holds the record"
+        default=0, help_text="how many times a destination export holds the record (the most any export listed it)"
     )
     destination_ref = models.CharField(max_length=300, blank=True)
     is_possible_duplicate = models.BooleanField(

@@ -125,6 +125,11 @@ class Migration(migrations.Migration):
             model_name='workitemchange',
             constraint=models.CheckConstraint(condition=models.Q(('kind__in', ['change', 'verify', 'weaken', 'explain'])), name='runs_workitemchange_kind_valid', violation_error_code='invalid_choice'),
         ),
+        migrations.AlterField(
+            model_name='workitem',
+            name='destination_count',
+            field=models.PositiveIntegerField(default=0, help_text='how many times a destination export holds the record (the most any export listed it)'),
+        ),
         migrations.RunPython(number_existing_loads, migrations.RunPython.noop),
         migrations.AddConstraint(
             model_name='workitemload',
