@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
+from runs.attempts.business_state import business_state_annotations
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
 from runs.permissions import User, run_visibility_filter
@@ -118,6 +119,8 @@ def work_item_search(*, user: User, record_id: str, limit: int = 100) -> QuerySe
         return WorkItem.objects.none()
     return (
         WorkItem.objects.filter(run_visibility_filter(user=user, prefix="run__"), record_id=record_id)
+        # each run's business-state facts, read with the items (the view hands them to the runs)
+        .annotate(**business_state_annotations("run_id"))
         .select_related("run__job", "run__tenant", "evidence_by", "duplicate_explained_by", "destination_load")
         .defer("destination_load__content", "destination_load__preview_list")
         .order_by("-run__window_start", "-run_id")[:limit]

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
 from handover.core.views import form_post
+from runs.attempts.business_state import BUSINESS_STATE_FACTS
 from runs.attempts.models import Run
 from runs.ledger.confirmations import (
     LedgerVersionConflict,
@@ -302,6 +303,9 @@ def work_item_search_view(request: HttpRequest) -> HttpResponse:
     items = None
     if form.is_valid():
         items = list(work_item_search(user=request.user, record_id=form.cleaned_data["record_id"])[:100])
+        for item in items:  # the business state's facts came with the items: no query per run
+            for name in BUSINESS_STATE_FACTS:
+                setattr(item.run, name, getattr(item, name))
     return render(request, "runs/ledger/work_item_search.html", {"form": form, "items": items})
 
 
