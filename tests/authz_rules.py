@@ -403,6 +403,7 @@ RULES: dict[str, Rule] = {
     "handover:handover-print": R("handover", GET=READ),
     "handover:handover-markdown": R("handover", GET=READ),
     "handover:handover-history": R("handover", GET=READ),
+    "handover:handover-generated-diff": R("handover", GET=READ),
     "handover:handover-action": R("handover", POST=WRITE, kwargs=lambda w, s: {"action": "hand-over"}),
     "handover:residual-exception-add": R("handover", POST=WRITE),
     "handover:residual-exception-edit": R("exception", POST=WRITE),
