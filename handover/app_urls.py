@@ -14,6 +14,7 @@ from handover.handovers.views import (
     handover_action_view,
     handover_detail_view,
     handover_edit_view,
+    handover_generated_diff_view,
     handover_history_view,
     handover_list_view,
     handover_markdown_view,
@@ -37,6 +38,7 @@ urlpatterns = [
     path("handovers/<uuid:id>/print/", handover_print_view, name="handover-print"),
     path("handovers/<uuid:id>/markdown/", handover_markdown_view, name="handover-markdown"),
     path("handovers/<uuid:id>/history/", handover_history_view, name="handover-history"),
+    path("handovers/<uuid:id>/generated-diff/", handover_generated_diff_view, name="handover-generated-diff"),
     path("handovers/<uuid:id>/exceptions/", residual_exception_add_view, name="residual-exception-add"),
     path(
         "handovers/<uuid:id>/exceptions/<uuid:exception_id>/",

@@ -37,6 +37,11 @@ urlpatterns = [
     path("runs/<str:id>/items/change/", workitems.WorkItemChangeView.as_view(), name="work-item-change"),
     path("runs/<str:id>/items/verify/", workitems.WorkItemVerifyView.as_view(), name="work-item-verify"),
     path(
+        "runs/<str:id>/items/explain-duplicate/",
+        workitems.WorkItemDuplicateExplainView.as_view(),
+        name="work-item-duplicate-explain",
+    ),
+    path(
         "runs/<str:id>/items/failure-class/",
         workitems.RunFailureClassConfirmView.as_view(),
         name="run-failure-class-confirm",
@@ -51,6 +56,16 @@ urlpatterns = [
         "runs/<str:id>/items/loads/<str:load_id>/retry/",
         workitems.WorkItemLoadRetryView.as_view(),
         name="work-item-load-retry",
+    ),
+    path(
+        "runs/<str:id>/items/loads/<str:load_id>/confirm/",
+        workitems.WorkItemLoadConfirmView.as_view(),
+        name="work-item-load-confirm",
+    ),
+    path(
+        "runs/<str:id>/items/loads/<str:load_id>/discard/",
+        workitems.WorkItemLoadDiscardView.as_view(),
+        name="work-item-load-discard",
     ),
     path("items/", workitems.WorkItemSearchView.as_view(), name="work-item-search"),
 ]

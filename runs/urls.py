@@ -38,7 +38,11 @@ from runs.checks.views import (
 from runs.ledger.views import (
     run_failure_class_confirm_view,
     work_item_change_view,
+    work_item_duplicate_explain_view,
+    work_item_load_confirm_view,
     work_item_load_create_view,
+    work_item_load_discard_view,
+    work_item_load_preview_view,
     work_item_load_progress_view,
     work_item_search_view,
     work_item_verify_view,
@@ -65,6 +69,24 @@ urlpatterns = [
         "runs/<uuid:id>/items/loads/<uuid:load_id>/progress/",
         work_item_load_progress_view,
         name="work-item-load-progress",
+    ),
+    path(
+        "runs/<uuid:id>/items/loads/<uuid:load_id>/confirm/",
+        work_item_load_confirm_view,
+        name="work-item-load-confirm",
+    ),
+    path(
+        "runs/<uuid:id>/items/loads/<uuid:load_id>/discard/",
+        work_item_load_discard_view,
+        name="work-item-load-discard",
+    ),
+    path(
+        "runs/<uuid:id>/items/loads/<uuid:load_id>/weakened.csv",
+        work_item_load_preview_view,
+        name="work-item-load-preview",
+    ),
+    path(
+        "runs/<uuid:id>/items/explain-duplicate/", work_item_duplicate_explain_view, name="work-item-duplicate-explain"
     ),
     path("runs/<uuid:id>/items/change/", work_item_change_view, name="work-item-change"),
     path("runs/<uuid:id>/items/verify/", work_item_verify_view, name="work-item-verify"),

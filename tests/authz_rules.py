@@ -301,6 +301,13 @@ RULES: dict[str, Rule] = {
     "runs-api:work-item-load-list": R("run", GET=READ, POST=WRITE, multipart=True, data=_population_file),
     "runs-api:work-item-load-detail": R("load", GET=READ),
     "runs-api:work-item-load-retry": R("load", POST=WRITE),
+    "runs-api:work-item-load-confirm": R(
+        "load", POST=WRITE, data=lambda w, s: {"reason": "matrix", "ledger_version": 0}
+    ),
+    "runs-api:work-item-load-discard": R("load", POST=WRITE, data=lambda w, s: {"reason": "matrix"}),
+    "runs-api:work-item-duplicate-explain": R(
+        "run", POST=WRITE, data=lambda w, s: {"record_id": "INV-1001", "reason": "matrix", "evidence_ref": "M-1"}
+    ),
     "runs-api:work-item-search": R("run", GET=listing(READ), query=lambda w, s: {"record_id": "INV-1001"}),
     "runs-api:integration-mapping": R("custom_integration", site=True, GET=staff_api, PUT=staff_api),
     "runs-api:integration-reprocess": R("integration", site=True, POST=staff_api),
@@ -358,6 +365,10 @@ RULES: dict[str, Rule] = {
     "runs:job-detail": R("job", GET=READ),
     "runs:work-item-load-create": R("run", POST=WRITE),
     "runs:work-item-load-progress": R("load", GET=READ),
+    "runs:work-item-load-confirm": R("load", POST=WRITE),
+    "runs:work-item-load-discard": R("load", POST=WRITE),
+    "runs:work-item-load-preview": R("load", GET=READ),
+    "runs:work-item-duplicate-explain": R("run", POST=WRITE),
     "runs:work-item-change": R("run", POST=WRITE),
     "runs:work-item-verify": R("run", POST=WRITE),
     "runs:run-failure-class": R("run", POST=WRITE),
@@ -393,6 +404,7 @@ RULES: dict[str, Rule] = {
     "handover:handover-print": R("handover", GET=READ),
     "handover:handover-markdown": R("handover", GET=READ),
     "handover:handover-history": R("handover", GET=READ),
+    "handover:handover-generated-diff": R("handover", GET=READ),
     "handover:handover-action": R("handover", POST=WRITE, kwargs=lambda w, s: {"action": "hand-over"}),
     "handover:residual-exception-add": R("handover", POST=WRITE),
     "handover:residual-exception-edit": R("exception", POST=WRITE),

@@ -60,8 +60,19 @@ class ReasonForm(forms.Form):
 
 
 class SettleForm(forms.Form):
-    outcome = forms.ChoiceField(choices=[("failed", "Failed (release the items)"), ("completed", "Completed")])
+    """A person's decision on an unknown dispatch: no outcome is preselected, and it must be confirmed."""
+
+    outcome = forms.ChoiceField(
+        choices=[
+            ("", "— choose what you found —"),
+            ("failed", "Failed (release the items)"),
+            ("completed", "Completed"),
+        ]
+    )
     reason = forms.CharField(max_length=2000, label="What you found")
+    confirm = forms.BooleanField(
+        required=True, label="I checked the destination: this settles the replay for good (it cannot be undone)"
+    )
 
 
 class RecoveryDecisionForm(forms.Form):

@@ -101,6 +101,12 @@ class ReplayRequest(TimeStampedModel):
     status_changed_at = models.DateTimeField(null=True, blank=True)
     scope_fingerprint = models.CharField(max_length=64, help_text="hex SHA-256 of the exact scope")
     scope_revision = models.PositiveIntegerField(default=1, help_text="1 at creation, +1 per scope change")
+    ledger_disclosures = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="items weakened from completed and duplicates explained, as shown to the approvers (bound into "
+        "the fingerprint): kind, record_id, from, to, by, at, why, reference",
+    )
     item_count = models.PositiveIntegerField(default=0)
     eligible_approvers = models.JSONField(default=dict, blank=True)
     checks = models.JSONField(default=list, blank=True, help_text="the last evaluation of the preconditions")

@@ -39,6 +39,7 @@ from handover.core.errors import DomainError, InvalidTransition
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
+from runs.ledger.selectors import run_ledger_disclosures
 from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
@@ -280,6 +281,8 @@ def replay_request_create(
     (409) naming each failed rule -- also recorded as a ``replay_refused`` event on the run.
     Side effects: the request and its items, a ``replay_requested`` event, the run's open handover
     linked (and moved to recovering when handed over); after commit, e-mail to the eligible approvers.
+    The run's ledger disclosures (items weakened from completed, duplicates explained: who, why) are
+    stored on the request and bound into its scope fingerprint.
     """
     if not replay_may_request(user=actor, run=run):
         raise ReplayForbidden("Only support on this run's tenant may request a replay.")
@@ -305,6 +308,7 @@ def replay_request_create(
             if error is not None:
                 raise error
             rows = _scope_rows(items)
+            disclosures = run_ledger_disclosures(run=run)
             now = timezone.now()
             eligible = {
                 k.value: list(approvers_eligible(run=run, kind=k, exclude=actor).values_list("username", flat=True))
@@ -318,8 +322,13 @@ def replay_request_create(
                 requested_by=actor,
                 status_changed_at=now,
                 scope_fingerprint=scope_fingerprint(
-                    run=run, kind=kind, fix_reference=fix_reference, record_ids=(r[1] for r in rows)
+                    run=run,
+                    kind=kind,
+                    fix_reference=fix_reference,
+                    record_ids=(r[1] for r in rows),
+                    disclosures=disclosures,
                 ),
+                ledger_disclosures=disclosures,
                 item_count=len(rows),
                 eligible_approvers=eligible,
                 checks=[c.as_dict() for c in checks],
@@ -345,6 +354,7 @@ def replay_request_create(
                     "scope_fingerprint": request.scope_fingerprint,
                     "eligible_approvers": eligible,
                     "fix_reference": fix_reference,
+                    "ledger_disclosures": len(disclosures),
                 },
             )
             _handover_link(request=request, actor=actor)
@@ -440,8 +450,9 @@ def replay_request_rescope(
                 raise error
             rows = _scope_rows(items)
             before = (locked.scope_fingerprint, locked.item_count)
+            disclosures = run_ledger_disclosures(run=run)
             fingerprint = scope_fingerprint(
-                run=run, kind=locked.kind, fix_reference=fix, record_ids=(r[1] for r in rows)
+                run=run, kind=locked.kind, fix_reference=fix, record_ids=(r[1] for r in rows), disclosures=disclosures
             )
             voided = approvals_void(request=locked, reason="the scope changed")
             ReplayRequestItem.objects.filter(request=locked).delete()
@@ -452,6 +463,7 @@ def replay_request_rescope(
                 raise _overlap_refusal() from exc
             ReplayRequest.objects.filter(pk=locked.pk).update(
                 scope_fingerprint=fingerprint,
+                ledger_disclosures=disclosures,
                 scope_revision=locked.scope_revision + 1,
                 item_count=len(rows),
                 fix_reference=fix,

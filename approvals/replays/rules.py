@@ -41,6 +41,7 @@ from runs.attempts.selectors import run_duplicate_triggers_unexplained
 from runs.catalog.models import SideEffect
 from runs.catalog.selectors import job_repeat_safety
 from runs.ledger.models import WorkItem
+from runs.ledger.selectors import run_ledger_disclosures, run_possible_duplicates_unexplained
 
 RULE_NAMES = {
     "scope_not_empty": "rule 2 (scope)",
@@ -48,6 +49,8 @@ RULE_NAMES = {
     "scope_verified": "rule 2 (verify first)",
     "no_active_attempt": "rule 3 (no attempt queued or running)",
     "no_unexplained_duplicate_trigger": "rule 3 (no unexplained duplicate trigger)",
+    "no_unexplained_possible_duplicate": "rule 6 (no possible duplicate unexplained)",
+    "ledger_disclosures_current": "the approvers see the ledger's weakenings",
     "job_not_paused": "rule 3 (job not paused)",
     "repeat_safety": "rule 3 (repeat safety)",
     "no_overlapping_replay": "one open replay per item",
@@ -109,12 +112,32 @@ def refusal(checks: Iterable[CheckResult]) -> ReplayRefused | None:
     )
 
 
-def scope_fingerprint(*, run: Run, kind: str, fix_reference: str, record_ids: Iterable[str]) -> str:
-    """Hex SHA-256 of the exact scope: run, kind, fix reference and the sorted record ids (one per line)."""
+DISCLOSURE_FIELDS = ("kind", "record_id", "from", "to", "by", "at", "why", "reference")
+
+
+def scope_fingerprint(
+    *,
+    run: Run,
+    kind: str,
+    fix_reference: str,
+    record_ids: Iterable[str],
+    disclosures: Iterable[dict[str, str]] = (),
+) -> str:
+    """Hex SHA-256 of the exact scope: run, kind, fix reference and the sorted record ids (one per line).
+
+    ``disclosures`` (``run_ledger_disclosures``: items weakened from completed, duplicates
+    explained) are bound too, after the ids, so an approval covers what the approver was shown;
+    without any the fingerprint is the scope's alone.
+    """
     digest = hashlib.sha256()
     digest.update(f"{run.public_id}\n{kind}\n{fix_reference.strip()}\n".encode())
     for record_id in sorted(record_ids):
         digest.update(record_id.encode("utf-8", "surrogatepass") + b"\n")
+    for entry in disclosures:
+        line = "\x1f".join(
+            entry.get(k, "") for k in ("kind", "record_id", "from", "to", "by", "at", "why", "reference")
+        )
+        digest.update(b"disclosed\x1e" + line.encode("utf-8", "surrogatepass") + b"\n")
     return digest.hexdigest()
 
 
@@ -231,6 +254,32 @@ def evaluate(
             else "no attempt of the run is queued or running",
         )
     )
+
+    unexplained = run_possible_duplicates_unexplained(run=run, limit=6)
+    unexplained_count = max(run.possible_duplicate_count, len(unexplained))
+    checks.append(
+        CheckResult(
+            "no_unexplained_possible_duplicate",
+            not unexplained,
+            f"possible duplicates not explained yet ({_ids(unexplained[:5], unexplained_count)})"
+            " — explain each on the run's ledger (reason and evidence reference) first"
+            if unexplained
+            else "no possible duplicate of the run is unexplained",
+        )
+    )
+    if request is not None and stage != "create":
+        disclosed = run_ledger_disclosures(run=run)
+        changed = disclosed != list(request.ledger_disclosures or [])
+        checks.append(
+            CheckResult(
+                "ledger_disclosures_current",
+                not changed,
+                "the ledger changed since the request (items weakened from completed or duplicates explained "
+                "since): change the scope so the approvers see it"
+                if changed
+                else "the approvers see every weakened item and explained duplicate of the run",
+            )
+        )
 
     duplicates = run_duplicate_triggers_unexplained(run=run)
     checks.append(

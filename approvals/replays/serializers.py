@@ -155,6 +155,23 @@ class ReplayRequestListSerializer(serializers.ModelSerializer[ReplayRequest]):
         read_only_fields = fields
 
 
+class LedgerDisclosureSerializer(serializers.Serializer[dict[str, str]]):
+    """One ledger fact the approvers must see: an item weakened from completed or a duplicate explained."""
+
+    kind = serializers.ChoiceField(choices=["weakened", "explained"])
+    record_id = serializers.CharField()
+    to = serializers.CharField()
+    by = serializers.CharField(help_text="who weakened or explained it")
+    at = serializers.DateTimeField()
+    why = serializers.CharField()
+    reference = serializers.CharField(allow_blank=True)
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        fields["from"] = serializers.CharField()  # a keyword in Python
+        return fields
+
+
 class ReplayRequestDetailSerializer(ReplayRequestListSerializer):
     """A request with everything its page shows: scope facts, checks, approvals, dispatch and deliveries.
 
@@ -171,6 +188,12 @@ class ReplayRequestDetailSerializer(ReplayRequestListSerializer):
     side_effects = serializers.SerializerMethodField()
     repeat_safety = serializers.SerializerMethodField()
     scope_sample = serializers.SerializerMethodField()
+    ledger_disclosures = LedgerDisclosureSerializer(
+        many=True,
+        read_only=True,
+        help_text="items weakened from completed and possible duplicates explained, with who and why; bound into "
+        "scope_fingerprint",
+    )
 
     class Meta(ReplayRequestListSerializer.Meta):
         fields = [
@@ -179,6 +202,7 @@ class ReplayRequestDetailSerializer(ReplayRequestListSerializer):
             "scope_fingerprint",
             "scope_revision",
             "scope_sample",
+            "ledger_disclosures",
             "checks",
             "checked_at",
             "eligible_approvers",

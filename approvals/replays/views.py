@@ -44,7 +44,7 @@ from approvals.replays.selectors import (
 )
 from handover.core.errors import DomainError
 from runs.attempts.models import Run
-from runs.ledger.selectors import run_get_for_ledger
+from runs.ledger.selectors import run_get_for_ledger, run_possible_duplicates_unexplained
 
 CANDIDATES_SHOWN = 500
 SCOPE_SHOWN = 100
@@ -159,6 +159,7 @@ def replay_create_view(request: HttpRequest, run_id: str) -> HttpResponse:
             "more_candidates": len(candidates) > CANDIDATES_SHOWN,
             "may_request": replay_may_request(user=request.user, run=run),
             "active_attempts": run_active_attempts(run=run),
+            "unexplained_duplicates": run_possible_duplicates_unexplained(run=run, limit=50),
             "side_effects": effects,
             "repeat_safety": repeat_safety,
             "business_approvers": list(approvers_eligible(run=run, kind="business", exclude=request.user)),  # type: ignore[arg-type]
@@ -285,10 +286,11 @@ def replay_settle_view(request: HttpRequest, id: str) -> HttpResponse:
     form = SettleForm(request.POST)
     if form.is_valid():
         try:
-            replay_request_settle(request=replay, actor=request.user, **form.cleaned_data)  # type: ignore[arg-type]
+            data = {k: v for k, v in form.cleaned_data.items() if k != "confirm"}
+            replay_request_settle(request=replay, actor=request.user, **data)  # type: ignore[arg-type]
             messages.success(request, f"Replay settled as {form.cleaned_data['outcome']}.")
         except DomainError as exc:
             _refused(request, exc)
     else:
-        messages.error(request, "Choose the outcome and say what you found.")
+        messages.error(request, "Choose the outcome, say what you found and confirm it: nothing was settled.")
     return redirect("approvals:replay-detail", id=replay.public_id)

@@ -61,17 +61,30 @@ def api_token_list_view(request: HttpRequest) -> HttpResponse:
     return _list_page(request)
 
 
+ISSUED_SESSION_KEY = "handover:api-token-issued"
+
+
 @login_required
 @never_cache
 def api_token_create_view(request: HttpRequest) -> HttpResponse:
-    """POST: create a token (audited) and show its secret this once; GET goes back to the list."""
+    """POST: create a token (audited), then redirect; GET: show the secret just issued, this once.
+
+    POST → redirect → GET, so reloading the page never creates a second token: the POST keeps the
+    secret in the person's server-side session only until the GET that follows takes it out and
+    shows it; a reload of that page (or any later GET) finds nothing and goes back to the list.
+    """
     if request.method != "POST":
-        return redirect("handover:api-token-list")
+        issued = request.session.pop(ISSUED_SESSION_KEY, None)
+        if not issued:
+            messages.info(request, "A token's secret is shown only once, right after it is issued.")
+            return redirect("handover:api-token-list")
+        # never_cache marks the answer no-store: no browser or proxy keeps the secret
+        return render(request, "handover/accounts/api_token_issued.html", {"issued": issued})
     form = ApiTokenCreateForm(request.POST)
     if not form.is_valid():
         return _list_page(request, form=form, status=400)
     try:
-        issued = api_token_create(
+        token = api_token_create(
             user=request.user,  # type: ignore[arg-type]
             label=form.cleaned_data["label"],
             expires_in_days=form.cleaned_data["expires_in_days"],
@@ -80,8 +93,13 @@ def api_token_create_view(request: HttpRequest) -> HttpResponse:
     except DomainError as exc:
         messages.error(request, exc.detail)
         return _list_page(request, form=form, status=exc.status)
-    # never_cache marks the answer no-store: no browser or proxy keeps the secret
-    return render(request, "handover/accounts/api_token_issued.html", {"issued": issued})
+    request.session[ISSUED_SESSION_KEY] = {
+        "raw": token.raw,
+        "label": token.label,
+        "prefix": token.token.token_key,
+        "expiry": token.token.expiry.isoformat() if token.token.expiry else None,
+    }
+    return redirect("handover:api-token-create")
 
 
 @login_required

@@ -30,6 +30,8 @@ class DomainError(Exception):
     status = 400
     type = "domain-error"
     title = "The request cannot be carried out"
+    # members added to the problem body beside type/title/status/detail (e.g. the current version)
+    extra: dict[str, Any] | None = None
 
     def __init__(self, detail: str, *, errors: dict[str, list[str]] | None = None) -> None:
         super().__init__(detail)
@@ -111,7 +113,9 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
 def problem_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF EXCEPTION_HANDLER: turn every error into RFC 9457 problem details."""
     if isinstance(exc, DomainError):
-        return problem_response(problem(exc.status, exc.title, exc.detail, type_=exc.type, errors=exc.errors))
+        return problem_response(
+            problem(exc.status, exc.title, exc.detail, type_=exc.type, errors=exc.errors, extra=exc.extra)
+        )
     if isinstance(exc, RequestDataTooBig):  # Django refused to read a body over DATA_UPLOAD_MAX_MEMORY_SIZE
         return problem_response(problem(413, "Request body too large", str(exc)))
     if isinstance(exc, SuspiciousOperation):  # e.g. TooManyFieldsSent: a malformed request, not our error

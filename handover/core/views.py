@@ -22,18 +22,27 @@ def form_post(
     act: Callable[[dict[str, Any]], T],
     success: Callable[[T], str],
     done: HttpResponse,
+    extra_tags: str = "",
 ) -> HttpResponse:
     """Validate ``form`` and ``act`` on its cleaned data, then return ``done`` (a redirect) either way.
 
-    An invalid form shows ``invalid``; the service's result shows ``success(result)``; a DomainError
-    shows its detail.
+    An invalid form shows ``invalid`` followed by what is wrong with each field (its label and the
+    form's message, e.g. a value over its length limit); the service's result shows
+    ``success(result)``; a DomainError shows its detail. ``extra_tags`` lets the page show the
+    message next to the form that produced it.
     """
     if not form.is_valid():
-        messages.error(request, invalid)
+        problems = [
+            f"{form.fields[name].label or name.replace('_', ' ').capitalize()}: {' '.join(str(e) for e in errors)}"
+            if name in form.fields
+            else " ".join(str(e) for e in errors)
+            for name, errors in form.errors.items()
+        ]
+        messages.error(request, " ".join([invalid, *problems]), extra_tags=extra_tags)
         return done
     try:
         result = act(form.cleaned_data)
-        messages.success(request, success(result))
+        messages.success(request, success(result), extra_tags=extra_tags)
     except DomainError as exc:
-        messages.error(request, exc.detail)
+        messages.error(request, exc.detail, extra_tags=extra_tags)
     return done

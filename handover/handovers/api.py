@@ -29,6 +29,7 @@ from handover.handovers.export import handover_markdown
 from handover.handovers.filters import HandoverFilterSet, HandoverRevisionFilterSet
 from handover.handovers.models import Handover, ResidualException
 from handover.handovers.selectors import (
+    handover_generated_staleness,
     handover_get,
     handover_list,
     handover_may_write,
@@ -59,6 +60,7 @@ from handover.handovers.services import (
     residual_exception_create,
     residual_exception_update,
 )
+from handover.handovers.versions import PreconditionRequired, etag, if_match_version
 from runs.attempts.models import Run
 from runs.permissions import run_visibility_filter
 
@@ -84,6 +86,21 @@ class MarkdownRenderer(BaseRenderer):
         if isinstance(data, str):
             return data.encode(self.charset)
         return json.dumps(data).encode(self.charset)
+
+
+def _base_version(request: Request, body_version: int | None, *, what: str) -> tuple[int, bool]:
+    """The version an API edit is based on and whether it came from ``If-Match`` alone.
+
+    The body's ``version`` wins over ``If-Match``. Raises PreconditionRequired (428) when neither is given.
+    """
+    header = if_match_version(request.headers.get("If-Match"))
+    if body_version is not None:
+        return body_version, False
+    if header is not None:
+        return header, True
+    raise PreconditionRequired(
+        f"Name the {what} version you edited: `version` in the body or an If-Match header (the ETag of its detail)."
+    )
 
 
 @extend_schema_view(
@@ -130,9 +147,13 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
             assert fresh is not None
             handover = fresh
         conditions = handover_closing_conditions(handover=handover)
-        context = {"closing_conditions": conditions, "redacted_sections": redacted}
+        context = {
+            "closing_conditions": conditions,
+            "redacted_sections": redacted,
+            "staleness": handover_generated_staleness(handover=handover),
+        }
         data = HandoverDetailSerializer(handover, context=context).data
-        return Response(data, status=status_code)
+        return Response(data, status=status_code, headers={"ETag": etag(handover.version)})
 
     @extend_schema(
         summary="Draft a handover for failed runs of one job",
@@ -171,22 +192,37 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
     @extend_schema(
         summary="Edit sections and fields; confirm generated sections",
         description="Every changed section keeps its previous text as a revision; the edit goes on the "
-        "runs' timelines.",
+        'runs\' timelines. Name the version you edited: `version` in the body, or `If-Match: "<version>"` '
+        "(the detail's `ETag`). A stale body `version` answers 409 `edit-conflict` with `current_version` and "
+        "the `current` texts, nothing saved; a stale `If-Match` alone answers 412; neither answers 428. Every "
+        "write raises `version` (see docs/api-changes.md).",
         tags=TAG,
         request=HandoverUpdateInputSerializer,
-        responses={200: HandoverDetailSerializer, 400: OpenApiResponse(ProblemSerializer), **TRANSITION_PROBLEMS},
+        responses={
+            200: HandoverDetailSerializer,
+            400: OpenApiResponse(ProblemSerializer),
+            **TRANSITION_PROBLEMS,
+            409: OpenApiResponse(
+                ProblemSerializer, description="edited meanwhile (`edit-conflict`), or the handover is closed"
+            ),
+            412: OpenApiResponse(ProblemSerializer, description="If-Match names a version that is not current"),
+            428: OpenApiResponse(ProblemSerializer, description="neither `version` nor If-Match given"),
+        },
     )
     def partial_update(self, request: Request, id: str) -> Response:
         handover = self._writable()
         data = HandoverUpdateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
+        base, via_if_match = _base_version(request, values.get("version"), what="handover")
         handover = handover_update(
             handover=handover,
             actor=request.user,
             sections={k: v for k, v in values.items() if k in Handover.Section.values},
             confirm=values.get("confirm", []),
             fields={k: v for k, v in values.items() if k in EDITABLE_FIELDS},
+            base_version=base,
+            via_if_match=via_if_match,
         )
         return self._detail(handover)
 
@@ -314,9 +350,19 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
 
     @extend_schema(
         summary="Name the owner and due date of a residual exception",
+        description="Versioned like the handover: name the exception's `version` in the body or in If-Match "
+        "(409 `edit-conflict` with the current values for a stale body version, 412 for a stale If-Match, 428 "
+        "for neither).",
         tags=TAG,
         request=ResidualExceptionUpdateInputSerializer,
-        responses={200: ResidualExceptionSerializer, 400: OpenApiResponse(ProblemSerializer), **TRANSITION_PROBLEMS},
+        responses={
+            200: ResidualExceptionSerializer,
+            400: OpenApiResponse(ProblemSerializer),
+            **TRANSITION_PROBLEMS,
+            409: OpenApiResponse(ProblemSerializer, description="changed meanwhile, or the handover is closed"),
+            412: OpenApiResponse(ProblemSerializer, description="If-Match names a version that is not current"),
+            428: OpenApiResponse(ProblemSerializer, description="neither `version` nor If-Match given"),
+        },
     )
     @action(
         detail=True,
@@ -334,14 +380,17 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
         data = ResidualExceptionUpdateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
+        base, via_if_match = _base_version(request, values.get("version"), what="residual exception")
         residual_exception_update(
             exception=exception,
             actor=request.user,
             owner=values.get("owner"),
             due_date=values.get("due_date"),
             description=values.get("description"),
+            base_version=base,
+            via_if_match=via_if_match,
         )
         fresh = handover_get(user=request.user, public_id=handover.public_id)
         assert fresh is not None
         shown = next(e for e in fresh.residual_exceptions.all() if e.pk == exception.pk)
-        return Response(ResidualExceptionSerializer(shown).data)
+        return Response(ResidualExceptionSerializer(shown).data, headers={"ETag": etag(shown.version)})

@@ -12,6 +12,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from handover.handovers.models import Handover
 
 TEXTAREA = {"rows": 5}
+SECTION_MAX_LENGTH = 20000  # as the API's input serializer
+# the page's edit form: fields whose value a stale tab could write back (compared with their base)
+EDIT_FIELD_NAMES = (
+    "escalation_owner",
+    "customer_update_owner",
+    "defect_ref",
+    "is_supportability_defect",
+    "supportability_ticket",
+)
 
 
 class UsernameField(forms.CharField):
@@ -27,35 +36,68 @@ class UsernameField(forms.CharField):
         return user
 
 
+def base_text(value: Any) -> str:
+    """A section's or field's value as the edit form compares it: text with LF line ends; booleans as 0/1."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if value is None:
+        return ""
+    if hasattr(value, "get_username"):
+        return str(value.get_username())
+    return str(value).replace("\r\n", "\n")
+
+
 class HandoverEditForm(forms.Form):
     """Every section and field of a handover, plus "confirm as is" for the generated sections."""
 
     next_action = forms.CharField(
-        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="What is safe to do next"
+        required=False,
+        max_length=SECTION_MAX_LENGTH,
+        widget=forms.Textarea(attrs=TEXTAREA),
+        label="What is safe to do next",
     )
     definitely_happened = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 8}), label="What definitely happened"
+        required=False,
+        max_length=SECTION_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 8}),
+        label="What definitely happened",
     )
     may_have_happened = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 6}), label="What may have happened"
+        required=False,
+        max_length=SECTION_MAX_LENGTH,
+        widget=forms.Textarea(attrs={"rows": 6}),
+        label="What may have happened",
     )
     business_impact = forms.CharField(
         required=False,
+        max_length=SECTION_MAX_LENGTH,
         widget=forms.Textarea(attrs=TEXTAREA),
         label="Business impact",
         help_text="Specific: who cannot do what, since when — not “platform down”.",
     )
     deadlines = forms.CharField(
-        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Deadlines and waiting downstream tasks"
+        required=False,
+        max_length=SECTION_MAX_LENGTH,
+        widget=forms.Textarea(attrs=TEXTAREA),
+        label="Deadlines and waiting downstream tasks",
     )
     affected = forms.CharField(
-        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Affected tenants and users"
+        required=False,
+        max_length=SECTION_MAX_LENGTH,
+        widget=forms.Textarea(attrs=TEXTAREA),
+        label="Affected tenants and users",
     )
     expected_output = forms.CharField(
-        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Expected output and how to verify it"
+        required=False,
+        max_length=SECTION_MAX_LENGTH,
+        widget=forms.Textarea(attrs=TEXTAREA),
+        label="Expected output and how to verify it",
     )
     recent_changes = forms.CharField(
-        required=False, widget=forms.Textarea(attrs=TEXTAREA), label="Recent deployments or configuration changes"
+        required=False,
+        max_length=SECTION_MAX_LENGTH,
+        widget=forms.Textarea(attrs=TEXTAREA),
+        label="Recent deployments or configuration changes",
     )
     confirm = forms.MultipleChoiceField(
         required=False,
@@ -72,8 +114,9 @@ class HandoverEditForm(forms.Form):
         required=False, label="Supportability defect: the job could not report its own progress accurately"
     )
     supportability_ticket = forms.CharField(required=False, max_length=500, label="Supportability ticket")
+    version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
 
-    def __init__(self, *args: Any, handover: Handover, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, handover: Handover, overrides: dict[str, Any] | None = None, **kwargs: Any) -> None:
         initial = {section: getattr(handover, section) for section in Handover.Section.values}
         initial.update(
             escalation_owner=handover.escalation_owner.get_username() if handover.escalation_owner_id else "",
@@ -84,7 +127,18 @@ class HandoverEditForm(forms.Form):
             is_supportability_defect=handover.is_supportability_defect,
             supportability_ticket=handover.supportability_ticket,
         )
+        # What the person started from: the version and each text as the page showed them, so a
+        # save sends only what this person changed (a stale tab never writes back old text).
+        initial["version"] = handover.version
+        for name in (*Handover.Section.values, *EDIT_FIELD_NAMES):
+            initial[f"base_{name}"] = base_text(initial[name])
+        initial.update(overrides or {})
         super().__init__(*args, initial=initial, **kwargs)
+        for name in (*Handover.Section.values, *EDIT_FIELD_NAMES):
+            self.fields[f"base_{name}"] = forms.CharField(required=False, widget=forms.HiddenInput, strip=False)
+        if handover.status != Handover.Status.DRAFT:
+            # an active handover always says what is safe to do next
+            self.fields["next_action"].required = True
         generated = set(handover.generated_sections or [])
         self.fields["confirm"].choices = [(k, v) for k, v in Handover.Section.choices if k in generated]
         self.generated = generated
@@ -125,3 +179,4 @@ class ResidualExceptionForm(forms.Form):
 class ResidualExceptionOwnerForm(forms.Form):
     owner = UsernameField(required=False, max_length=150, help_text="username")
     due_date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    version = forms.IntegerField(min_value=1, widget=forms.HiddenInput, help_text="the exception's version shown")

@@ -82,6 +82,10 @@ class Handover(TimeStampedModel):
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     job = models.ForeignKey("runs.Job", on_delete=models.PROTECT, related_name="handovers")
+    version = models.PositiveIntegerField(
+        default=1,
+        help_text="raised by every write (edit, confirmation, owner change, transition, regeneration); the ETag",
+    )
     title = models.CharField(max_length=300)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.DRAFT)
     status_changed_at = models.DateTimeField(null=True, blank=True)
@@ -96,6 +100,12 @@ class Handover(TimeStampedModel):
     recent_changes = models.TextField(blank=True)
     generated_sections = models.JSONField(
         default=list, blank=True, help_text="section names whose text is generated and not yet confirmed by a person"
+    )
+    generated_evidence = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="the evidence the generated text came from, per run public id: ledger_version, status, "
+        "attempt_count, latest_attempt, counts (handover.handovers.staleness)",
     )
     # owners and references
     escalation_owner = models.ForeignKey(
@@ -286,6 +296,7 @@ class ResidualException(TimeStampedModel):
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     handover = models.ForeignKey(Handover, on_delete=models.CASCADE, related_name="residual_exceptions")
+    version = models.PositiveIntegerField(default=1, help_text="raised by every change of the exception")
     run = models.ForeignKey(
         "runs.Run", null=True, blank=True, on_delete=models.PROTECT, related_name="+", help_text="the run it concerns"
     )

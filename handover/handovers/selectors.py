@@ -9,12 +9,15 @@ superusers do everything. Never a global group check (docs/architecture.md "Role
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
 from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
+from handover.handovers.staleness import Staleness, evidence_annotations, evidence_changes, run_evidence_snapshot
+from runs.attempts.business_state import BUSINESS_STATE_FACTS, business_state_annotations
 from runs.attempts.models import Run
 from runs.catalog.models import Tenant
 from runs.ledger.models import WorkItem
@@ -71,13 +74,14 @@ def handover_get(*, user: User, public_id: object) -> Handover | None:
 
     Loaded: job (and who paused it), owners and lifecycle actors; its runs with tenant, target,
     the execution and the next-run check (with the waiver owner); residual exceptions with owner,
-    run and the record ids they cover; notifications with recipients. Queries: five (handover, runs,
-    exceptions, covered items, notifications).
+    run and the record ids they cover; notifications with recipients; each run's business-state
+    facts (``runs.attempts.business_state``). Queries: five (handover, runs, exceptions, covered
+    items, notifications).
     """
     exceptions = ResidualException.objects.select_related("owner", "run__tenant", "created_by").prefetch_related(
         Prefetch("work_items", queryset=WorkItem.objects.only("id", "run_id", "record_id").order_by("record_id"))
     )
-    return (
+    handover = (
         Handover.objects.filter(handover_visibility_filter(user=user), public_id=public_id)
         .select_related(
             "job",
@@ -98,7 +102,10 @@ def handover_get(*, user: User, public_id: object) -> Handover | None:
                     "run__target",
                     "attempt",
                     "next_run_check__waiver_owner",
-                ).order_by("id"),
+                )
+                # the runs' business state and attempts, read with the links (no query per run)
+                .annotate(**business_state_annotations("run_id"), **evidence_annotations("run_id"))
+                .order_by("id"),
             ),
             Prefetch("residual_exceptions", queryset=exceptions.order_by("created_at", "id")),
             Prefetch(
@@ -108,6 +115,33 @@ def handover_get(*, user: User, public_id: object) -> Handover | None:
         )
         .first()
     )
+    if handover is not None:
+        for link in handover.links.all():  # prefetched: hand each run its business-state facts
+            for name in BUSINESS_STATE_FACTS:
+                setattr(link.run, name, getattr(link, name))
+    return handover
+
+
+def handover_generated_staleness(*, handover: Handover) -> Staleness:
+    """Whether the handover's generated text is stale: its runs' evidence compared with what it came from.
+
+    Uses the links ``handover_get`` prefetched (with their attempt annotations); no query then.
+    Only a handover with generated (unconfirmed) sections can be stale.
+    """
+    if not handover.generated_sections:
+        return Staleness(changes=())
+    current: dict[str, dict[str, Any]] = {}
+    labels: dict[str, str] = {}
+    for link in handover.links.all():
+        run = link.run
+        key = str(run.public_id)
+        labels[key] = f"{run.tenant.slug} {run.environment}"
+        current[key] = run_evidence_snapshot(
+            run,
+            attempt_count=getattr(link, "ev_attempt_count", None) or 0,
+            latest_attempt=getattr(link, "ev_latest_attempt", None),
+        )
+    return evidence_changes(recorded=handover.generated_evidence or {}, current=current, labels=labels)
 
 
 def runs_may_write(*, user: User, runs: Iterable[Run]) -> bool:

@@ -87,7 +87,17 @@ class ResidualExceptionSerializer(serializers.ModelSerializer[ResidualException]
 
     class Meta:
         model = ResidualException
-        fields = ["id", "run", "description", "record_ids", "owner", "due_date", "created_by", "created_at"]
+        fields = [
+            "id",
+            "version",
+            "run",
+            "description",
+            "record_ids",
+            "owner",
+            "due_date",
+            "created_by",
+            "created_at",
+        ]
         read_only_fields = fields
 
     def get_record_ids(self, exception: ResidualException) -> list[str]:
@@ -111,6 +121,7 @@ class HandoverListSerializer(serializers.ModelSerializer[Handover]):
         model = Handover
         fields = [
             "id",
+            "version",
             "title",
             "job",
             "is_job_paused",
@@ -167,6 +178,14 @@ class HandoverDetailSerializer(HandoverListSerializer):
         "‹redacted:…›); empty on reads"
     )
     notifications = HandoverNotificationSerializer(many=True, read_only=True)
+    generated_evidence = serializers.JSONField(
+        read_only=True,
+        help_text="the evidence the generated text came from, per run: ledger_version, status, attempt_count, "
+        "latest_attempt, counts",
+    )
+    generated_stale = serializers.SerializerMethodField(
+        help_text="what changed in the evidence since the generated text was written; empty when it is current"
+    )
 
     class Meta(HandoverListSerializer.Meta):
         fields = [
@@ -175,6 +194,8 @@ class HandoverDetailSerializer(HandoverListSerializer):
             "runs",
             *SECTIONS,
             "generated_sections",
+            "generated_evidence",
+            "generated_stale",
             "defect_ref",
             "is_supportability_defect",
             "supportability_ticket",
@@ -195,6 +216,10 @@ class HandoverDetailSerializer(HandoverListSerializer):
             "notifications",
         ]
         read_only_fields = fields
+
+    def get_generated_stale(self, handover: Handover) -> list[str]:
+        staleness = self.context.get("staleness")
+        return list(staleness.changes) if staleness is not None else []
 
     def get_job_pause(self, handover: Handover) -> dict[str, Any] | None:
         job = handover.job
@@ -229,8 +254,14 @@ class HandoverCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class HandoverUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
-    """Any subset of the sections and fields; ``confirm`` accepts generated sections unchanged."""
+    """Any subset of the sections and fields; ``confirm`` accepts generated sections unchanged.
 
+    ``version`` names the version the edit is based on (or send ``If-Match``); one of them is required.
+    """
+
+    version = serializers.IntegerField(
+        required=False, min_value=1, help_text="the version you edited (the detail's `version` / ETag)"
+    )
     expected_output = serializers.CharField(required=False, allow_blank=True, max_length=20000)
     definitely_happened = serializers.CharField(required=False, allow_blank=True, max_length=20000)
     may_have_happened = serializers.CharField(required=False, allow_blank=True, max_length=20000)
@@ -262,6 +293,9 @@ class ResidualExceptionCreateInputSerializer(serializers.Serializer[dict[str, An
 
 
 class ResidualExceptionUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
+    version = serializers.IntegerField(
+        required=False, min_value=1, help_text="the exception's version you changed (or send If-Match)"
+    )
     owner = UsernameField(allow_null=True)
     due_date = serializers.DateField(allow_null=True)
     description = serializers.CharField(required=False, max_length=5000)

@@ -23,6 +23,8 @@ from handover.handovers.evidence import handover_evidence
 from handover.handovers.models import Handover, HandoverRevision, HandoverRun, ResidualException
 from handover.handovers.notifications import handover_notifications_create
 from handover.handovers.prefill import handover_prefill, handover_title
+from handover.handovers.staleness import run_evidence_snapshot
+from handover.handovers.versions import version_check
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
@@ -165,6 +167,7 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
             status_changed_at=now,
             created_by=actor,
             generated_sections=list(texts),
+            generated_evidence=_evidence_of(run_evidence),
             **texts,
         )
         try:
@@ -191,10 +194,31 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
     return handover
 
 
+def _evidence_of(run_evidence: Iterable[Any]) -> dict[str, Any]:
+    """The snapshot of the evidence generated text is made from, per run public id (``staleness``)."""
+    return {
+        str(e.run.public_id): run_evidence_snapshot(
+            e.run,
+            attempt_count=len(e.attempts),
+            latest_attempt=max((a.number for a in e.attempts), default=None),
+        )
+        for e in run_evidence
+    }
+
+
 def _field_value(value: Any) -> Any:
     if isinstance(value, AbstractBaseUser):
         return value.get_username()
     return value
+
+
+def handover_texts(handover: Handover) -> dict[str, Any]:
+    """The handover's current sections and editable fields (owners by username), as an edit conflict shows them."""
+    texts: dict[str, Any] = {s: getattr(handover, s) for s in Handover.Section.values}
+    for name in EDITABLE_FIELDS:
+        value = getattr(handover, name)
+        texts[name] = value.get_username() if isinstance(value, AbstractBaseUser) else value
+    return texts
 
 
 def handover_update(
@@ -204,8 +228,15 @@ def handover_update(
     sections: Mapping[str, str] | None = None,
     confirm: Iterable[str] = (),
     fields: Mapping[str, Any] | None = None,
+    base_version: int | None = None,
+    via_if_match: bool = False,
 ) -> Handover:
     """Edit sections and fields of ``handover``, and confirm generated sections as they are.
+
+    ``base_version``: the handover version the edit was based on (``handover.versions``); when it
+    is not the current one nothing is saved: EditConflict (409, with the current version and
+    texts), or PreconditionFailed (412) when it came from ``If-Match`` alone (``via_if_match``).
+    Every saving edit raises ``version`` by one.
 
     ``sections``: section name → new text (only changed texts count; each becomes a revision by
     ``actor`` and is no longer marked generated). ``confirm``: generated sections a person accepts
@@ -230,11 +261,23 @@ def handover_update(
     now = timezone.now()
     with transaction.atomic():
         locked = Handover.objects.select_for_update().select_related("job").get(pk=handover.pk)
+        version_check(
+            current_version=locked.version,
+            base_version=base_version,
+            via_if_match=via_if_match,
+            current=handover_texts(locked),
+            what="handover",
+        )
         if locked.status == Handover.Status.CLOSED:
             raise InvalidTransition("The handover is closed: reopen it before editing.")
         redacted: list[str] = []
         cleaned = {s: _clean(t, label=s, redacted=redacted) for s, t in sections.items()}
         changed = {s: t for s, t in cleaned.items() if t != getattr(locked, s)}
+        if "next_action" in changed and not changed["next_action"].strip() and locked.status != Handover.Status.DRAFT:
+            raise DomainError(
+                "An active handover always says what is safe to do next: this section cannot be emptied.",
+                errors={"next_action": ["required on an active handover"]},
+            )
         generated = list(locked.generated_sections or [])
         confirmed = [s for s in confirm if s in generated and s not in changed]
         field_changes: dict[str, dict[str, Any]] = {}
@@ -256,7 +299,8 @@ def handover_update(
         for section, text in changed.items():
             setattr(locked, section, text)
         locked.generated_sections = [s for s in generated if s not in changed and s not in confirmed]
-        locked.save(update_fields=[*changed, *field_changes, "generated_sections", "updated_at"])
+        locked.version += 1
+        locked.save(update_fields=[*changed, *field_changes, "generated_sections", "version", "updated_at"])
         revisions = HandoverRevision.objects.bulk_create(
             HandoverRevision(handover=locked, section=s, text=t, is_generated=False, created_by=actor, created_at=now)
             for s, t in changed.items()
@@ -287,8 +331,21 @@ def handover_update(
     return locked
 
 
+def handover_generated_preview(*, handover: Handover) -> dict[str, str]:
+    """The text each still-generated section would get from the current evidence (writes nothing).
+
+    Returns section → text (redacted like stored text); the diff page compares it with the stored text.
+    """
+    runs = [link.run for link in HandoverRun.objects.filter(handover=handover).select_related("run").order_by("id")]
+    job_evidence, run_evidence = handover_evidence(runs=runs)
+    texts = handover_prefill(job=job_evidence, runs=run_evidence)
+    return {s: _clean(texts.get(s, getattr(handover, s))) for s in handover.generated_sections or []}
+
+
 def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | None = None) -> Handover:
     """Generate the still-generated sections again from the current evidence (e.g. after a ledger load).
+
+    Records the evidence the text now comes from (``generated_evidence``), so it is no longer stale.
 
     Sections a person edited or confirmed are left alone. Each section whose text changes gets a
     generated revision; one ``handover_regenerated`` event per run names them. Raises
@@ -308,9 +365,14 @@ def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | 
             if text != getattr(locked, section):
                 changed[section] = text
                 setattr(locked, section, text)
-        if not changed:
+        evidence = _evidence_of(run_evidence)
+        if not changed and evidence == locked.generated_evidence:
             return locked
-        locked.save(update_fields=[*changed, "updated_at"])
+        locked.generated_evidence = evidence
+        locked.version += 1
+        locked.save(update_fields=[*changed, "generated_evidence", "version", "updated_at"])
+        if not changed:
+            return locked  # the same text from newer evidence: no longer stale, nothing to revise
         HandoverRevision.objects.bulk_create(
             HandoverRevision(handover=locked, section=s, text=t, is_generated=True, created_at=now)
             for s, t in changed.items()
@@ -344,7 +406,12 @@ def _transition(
     if action == "reopen" and not reason.strip():  # the one place the rule lives: every reopen passes here
         raise DomainError("Say why the handover is reopened.", errors={"reason": ["This field is required."]})
     now = timezone.now()
-    values: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": now}
+    values: dict[str, Any] = {
+        "status": target,
+        "status_changed_at": now,
+        "updated_at": now,
+        "version": F("version") + 1,
+    }
     values.update(STATUS_STAMPS[action](now, actor))
     if action == "reopen":
         values["reopen_reason"] = reason
@@ -598,11 +665,15 @@ def residual_exception_update(
     owner: AbstractBaseUser | None,
     due_date: date | None,
     description: str | None = None,
+    base_version: int | None = None,
+    via_if_match: bool = False,
 ) -> ResidualException:
     """Name the owner and due date of a residual exception (and optionally reword it).
 
-    Same rules as ``residual_exception_create``. Side effects: the row and a
-    ``residual_exception_changed`` event per run with old → new. Returns the exception.
+    Same rules as ``residual_exception_create``. ``base_version``/``via_if_match``: the exception's
+    own version the change was based on, as for ``handover_update`` (409 with its current owner,
+    due date and description, or 412); a saving change raises ``version``. Side effects: the row
+    and a ``residual_exception_changed`` event per run with old → new. Returns the exception.
     """
     handover = exception.handover
     _require_editable(handover)
@@ -621,11 +692,20 @@ def residual_exception_update(
         "due_date": due_date.isoformat() if due_date else None,
         "description": text,
     }
-    if before == after:
-        return exception
     with transaction.atomic():
+        current = ResidualException.objects.select_for_update().get(pk=exception.pk)
+        version_check(
+            current_version=current.version,
+            base_version=base_version,
+            via_if_match=via_if_match,
+            current={**before, "version": current.version},
+            what="residual exception",
+        )
+        if before == after:
+            return exception
         exception.owner, exception.due_date, exception.description = owner, due_date, text
-        exception.save(update_fields=["owner", "due_date", "description", "updated_at"])
+        exception.version = current.version + 1
+        exception.save(update_fields=["owner", "due_date", "description", "version", "updated_at"])
         changes = {k: {"from": before[k], "to": after[k]} for k in before if before[k] != after[k]}
         handover_event_record(
             handover=handover,

@@ -22,15 +22,18 @@ from handover.core.errors import DomainError
 from handover.handovers.closing import handover_closing_conditions
 from handover.handovers.export import handover_markdown, handover_sections
 from handover.handovers.forms import (
+    EDIT_FIELD_NAMES,
     HandoverCreateForm,
     HandoverEditForm,
     ReasonForm,
     ResidualExceptionForm,
     ResidualExceptionOwnerForm,
+    base_text,
 )
 from handover.handovers.models import Handover
 from handover.handovers.selectors import (
     handover_for_run,
+    handover_generated_staleness,
     handover_get,
     handover_list,
     handover_may_write,
@@ -42,16 +45,20 @@ from handover.handovers.services import (
     EDITABLE_FIELDS,
     handover_close,
     handover_create,
+    handover_generated_preview,
     handover_hand_over,
     handover_refresh_generated,
     handover_reopen,
     handover_start_recovery,
+    handover_texts,
     handover_update,
     handover_verify,
     redacted_notice,
     residual_exception_create,
     residual_exception_update,
 )
+from handover.handovers.staleness import text_diff
+from handover.handovers.versions import EditConflict
 from runs.attempts.models import Run
 from runs.permissions import run_visibility_filter
 
@@ -168,6 +175,7 @@ def _page_context(request: HttpRequest, handover: Handover) -> dict[str, Any]:
         "notifications": list(handover.notifications.all()),
         "conditions": handover_closing_conditions(handover=handover),
         "may_write": handover_may_write(user=request.user, handover=handover),
+        "staleness": handover_generated_staleness(handover=handover),
     }
 
 
@@ -183,6 +191,29 @@ def handover_detail_view(request: HttpRequest, id: str) -> HttpResponse:
         allowed=_allowed_actions(handover),
     )
     return render(request, "handover/handovers/handover_detail.html", context)
+
+
+@login_required
+def handover_generated_diff_view(request: HttpRequest, id: str) -> HttpResponse:
+    """What regenerating would change: each generated section's text now beside the text the current evidence gives.
+
+    Reads the evidence and writes nothing; the page offers the regeneration (one click).
+    """
+    handover = _visible(request, id)
+    fresh = handover_generated_preview(handover=handover)
+    words = dict(Handover.Section.choices)
+    diffs = [
+        {"section": section, "label": words[section], "lines": text_diff(getattr(handover, section), text)}
+        for section, text in fresh.items()
+        if text != getattr(handover, section)
+    ]
+    context = {
+        "handover": handover,
+        "diffs": diffs,
+        "staleness": handover_generated_staleness(handover=handover),
+        "may_write": handover_may_write(user=request.user, handover=handover),
+    }
+    return render(request, "handover/handovers/handover_generated_diff.html", context)
 
 
 def _allowed_actions(handover: Handover) -> set[str]:
@@ -226,28 +257,119 @@ def handover_history_view(request: HttpRequest, id: str) -> HttpResponse:
     )
 
 
+def _resolved_post(request: HttpRequest) -> tuple[Any, list[str]]:
+    """The POST with each conflict resolved as the person chose (keep mine / keep theirs / edit).
+
+    Returns the data and the names of conflicts left without a choice.
+    """
+    data = request.POST.copy()
+    unresolved = []
+    for name in request.POST.getlist("conflict"):
+        choice = request.POST.get(f"resolve_{name}")
+        if choice == "mine":
+            data[name] = request.POST.get(f"mine_{name}", "")
+        elif choice == "theirs":
+            data[name] = request.POST.get(f"theirs_{name}", "")
+        elif choice != "edit":
+            unresolved.append(name)
+    return data, unresolved
+
+
+def _edit_conflicts(
+    handover: Handover, mine: dict[str, Any], base: dict[str, str], form: HandoverEditForm
+) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """Compare the person's changes with the current handover: what both changed differently, and the form's values.
+
+    ``mine``: what the person changed (name → value), ``base``: the texts they started from. Returns
+    the conflicts (name, label, mine, theirs) and the initial values of a form on the current version
+    with the person's non-conflicting changes carried over.
+    """
+    current = handover_texts(handover)
+    conflicts = []
+    overrides: dict[str, Any] = {}
+    for name, value in mine.items():
+        theirs = base_text(current.get(name))
+        if theirs != base.get(name, "") and theirs != base_text(value):
+            field = form.fields[name]
+            conflicts.append(
+                {"name": name, "label": str(field.label or name), "mine": base_text(value), "theirs": theirs}
+            )
+        overrides[name] = base_text(value)
+    return conflicts, overrides
+
+
 @login_required
 def handover_edit_view(request: HttpRequest, id: str) -> HttpResponse:
-    """Edit every section and field; confirm generated text as it is."""
+    """Edit every section and field; confirm generated text as it is.
+
+    Only what this person changed (against the texts and version the page showed) is sent. When
+    someone saved meanwhile, nothing is lost: changes that do not overlap are saved on top of the
+    current version (with a note); sections both changed are shown side by side (keep mine, keep
+    theirs, edit) and nothing is saved until the person chooses.
+    """
     handover = _writable(request, id)
-    form = HandoverEditForm(request.POST or None, handover=handover)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
+    conflicts: list[dict[str, str]] = []
+    if request.method != "POST":
+        form = HandoverEditForm(handover=handover)
+        return render(request, "handover/handovers/handover_edit.html", {"handover": handover, "form": form})
+    post, unresolved = _resolved_post(request)
+    form = HandoverEditForm(post, handover=handover)
+    if unresolved or not form.is_valid():
+        if unresolved:
+            messages.error(request, "Choose for each section shown twice: keep mine, keep theirs or edit.")
+            conflicts = [
+                {
+                    "name": n,
+                    "label": str(form.fields[n].label or n),
+                    "mine": request.POST.get(f"mine_{n}", ""),
+                    "theirs": request.POST.get(f"theirs_{n}", ""),
+                }
+                for n in unresolved
+                if n in form.fields
+            ]
+        context = {"handover": handover, "form": form, "conflicts": conflicts}
+        return render(request, "handover/handovers/handover_edit.html", context)
+    data = form.cleaned_data
+    names = (*Handover.Section.values, *EDIT_FIELD_NAMES)
+    base = {name: data.get(f"base_{name}", "").replace("\r\n", "\n") for name in names}
+    mine = {name: data[name] for name in names if base_text(data[name]) != base[name]}
+    confirm = data.get("confirm") or []
+    try:
         try:
-            saved = handover_update(
-                handover=handover,
-                actor=request.user,
-                sections={s: data[s] for s in Handover.Section.values if data[s] != getattr(handover, s)},
-                confirm=data.get("confirm") or [],
-                fields={name: data[name] for name in EDITABLE_FIELDS},
+            saved = _edit_save(request, handover, mine, confirm, data["version"])
+        except EditConflict as exc:
+            fresh = handover_get(user=request.user, public_id=handover.public_id) or handover
+            conflicts, overrides = _edit_conflicts(fresh, mine, base, form)
+            if conflicts:
+                messages.error(request, exc.detail)
+                form = HandoverEditForm(handover=fresh, overrides=overrides)
+                context = {"handover": fresh, "form": form, "conflicts": conflicts}
+                return render(request, "handover/handovers/handover_edit.html", context)
+            saved = _edit_save(request, handover, mine, confirm, exc.current_version)
+            messages.info(
+                request,
+                f"Someone saved this handover meanwhile (version {exc.current_version}); your changes did not "
+                "overlap theirs, so both are kept.",
             )
-        except DomainError as exc:
-            messages.error(request, exc.detail)
-        else:
-            messages.success(request, "Saved. Earlier text stays in the history.")
-            _tell_redacted(request, saved)
-            return redirect("handover:handover-detail", id=handover.public_id)
-    return render(request, "handover/handovers/handover_edit.html", {"handover": handover, "form": form})
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return render(request, "handover/handovers/handover_edit.html", {"handover": handover, "form": form})
+    messages.success(request, "Saved. Earlier text stays in the history.")
+    _tell_redacted(request, saved)
+    return redirect("handover:handover-detail", id=handover.public_id)
+
+
+def _edit_save(
+    request: HttpRequest, handover: Handover, mine: dict[str, Any], confirm: list[str], version: int
+) -> Handover:
+    return handover_update(
+        handover=handover,
+        actor=request.user,  # type: ignore[arg-type]
+        sections={s: v for s, v in mine.items() if s in Handover.Section.values},
+        confirm=confirm,
+        fields={name: v for name, v in mine.items() if name in EDITABLE_FIELDS},
+        base_version=version,
+    )
 
 
 ACTIONS: dict[str, tuple[Callable[..., Handover], str]] = {
@@ -328,6 +450,7 @@ def residual_exception_edit_view(request: HttpRequest, id: str, exception_id: st
                 actor=request.user,
                 owner=form.cleaned_data["owner"],
                 due_date=form.cleaned_data["due_date"],
+                base_version=form.cleaned_data["version"],
             )
             messages.success(request, "Residual exception updated.")
         except DomainError as exc:

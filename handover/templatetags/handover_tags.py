@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 import zoneinfo
 from datetime import datetime, timedelta
+from typing import Any
 
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+
+from runs.attempts.business_state import business_reason_words, run_business_state
 
 register = template.Library()
 
@@ -47,6 +50,8 @@ STATUS_ICONS = {
     "skipped": "↷",
     "attempted": "↗",
     "committed": "✔",
+    "awaiting_confirmation": "✋",
+    "discarded": "⊘",
     # handovers and their notifications
     "draft": "✎",
     "handed_over": "➜",
@@ -66,6 +71,9 @@ STATUS_ICONS = {
     "leased": "⧖",
     "started": "▶",
     "sending": "…",
+    # a run's business state
+    "ok": "✔",
+    "attention": "⚠",
 }
 
 
@@ -194,3 +202,21 @@ def markdown_code(value: object, mode: str = "") -> SafeString:
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return mark_safe(f"{fence}{pad}{text}{pad}{fence}")  # noqa: S308 - a code span shows its content literally
+
+
+@register.simple_tag
+def business_badge(run: Any) -> str:
+    """A run's business state as a badge with its reasons in words, the technical status beside it.
+
+    Reads the annotations ``run_business_state_annotate`` added (the selectors of every page that
+    shows runs add them), so it runs no query for an annotated run.
+    """
+    state = run_business_state(run)
+    words = "; ".join(business_reason_words(r) for r in state.reasons)
+    return format_html(
+        '<span class="business-state" title="{}">{}{}</span> <span class="muted small">technical: {}</span>',
+        words,
+        badge(state.state, "attention" if state.state == "attention" else ""),
+        format_html(' <span class="small business-reasons">{}</span>', words) if words else "",
+        run.status,
+    )

@@ -66,6 +66,9 @@ class Run(TimeStampedModel):
     ledger_updated_at = models.DateTimeField(
         null=True, blank=True, help_text="when a work-ledger load or change last stored the totals"
     )
+    ledger_version = models.PositiveIntegerField(
+        default=0, help_text="raised by every write to the run's work ledger (a load, a change, an explanation)"
+    )
     # failure class: suggested from the ledger's evidence, confirmed by a person (runs.ledger)
     failure_class_suggested = models.CharField(max_length=30, choices=FailureClass.choices, blank=True)
     failure_class = models.CharField(max_length=30, choices=FailureClass.choices, blank=True)

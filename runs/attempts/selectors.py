@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from runs.attempts.business_state import run_business_state_annotate
 from runs.attempts.models import Attempt, Run
 from runs.permissions import User, run_visibility_filter
 from runs.timeline.models import TimelineEvent
@@ -49,11 +50,9 @@ def run_list(
     if search:
         matching = Attempt.objects.filter(Q(execution_id__icontains=search) | Q(correlation_ref__icontains=search))
         runs = runs.filter(pk__in=matching.values("run_id"))
-    return (
-        runs.select_related("job", "tenant", "target")
-        .annotate(attempt_count=Coalesce(_attempt_count(), 0))
-        .order_by("-window_start", "-id")
-    )
+    return run_business_state_annotate(
+        runs.select_related("job", "tenant", "target").annotate(attempt_count=Coalesce(_attempt_count(), 0))
+    ).order_by("-window_start", "-id")
 
 
 def _attempt_count() -> Subquery:
@@ -66,13 +65,20 @@ def run_get(*, user: User, public_id: object) -> Run | None:
     """One run visible to ``user`` with its attempts (by number) and timeline (in order) prefetched.
 
     Returns None when it does not exist or may not be seen (callers answer 404 either way).
+    The business state's facts are annotated (``runs.attempts.business_state``).
     Queries: run, attempts, timeline (with actors), runner reports.
     """
     return (
-        Run.objects.filter(run_visibility_filter(user=user), public_id=public_id)
+        run_business_state_annotate(Run.objects.filter(run_visibility_filter(user=user), public_id=public_id))
         .select_related("job", "tenant", "target")
         .prefetch_related(
-            Prefetch("attempts", queryset=Attempt.objects.order_by("number", "created_at", "id")),
+            Prefetch(
+                "attempts",
+                # the replay request a manual_replay attempt came from (the approvals app's dispatch row)
+                queryset=Attempt.objects.select_related("replay_dispatch__request__requested_by").order_by(
+                    "number", "created_at", "id"
+                ),
+            ),
             Prefetch(
                 "timeline",
                 queryset=TimelineEvent.objects.select_related("actor_user", "actor_integration", "attempt").order_by(

@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from handover.core.fields import HttpUrlOrNullField
+from runs.attempts.business_state import run_business_state
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.timeline.serializers import TimelineEventSerializer
 
@@ -26,6 +27,13 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
         slug_field="username", read_only=True, allow_null=True
     )
     log_url = HttpUrlOrNullField(help_text="the (restricted) log link: an http(s) URL, or null when there is none")
+    replay_request = serializers.UUIDField(
+        source="replay_dispatch.request.public_id",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="the replay request this attempt was dispatched from (trigger manual_replay); null otherwise",
+    )
 
     class Meta:
         model = Attempt
@@ -35,6 +43,7 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "number",
             "source_number",
             "trigger",
+            "replay_request",
             "is_trigger_inferred",
             "duplicate_trigger",
             "duplicate_explained_at",
@@ -79,6 +88,12 @@ class RunListSerializer(serializers.ModelSerializer[Run]):
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     attempt_count = serializers.IntegerField(read_only=True)
     has_target = serializers.SerializerMethodField()
+    business_state = serializers.SerializerMethodField(
+        help_text="what people see first: ok, attention (succeeded but something needs a person) or the status"
+    )
+    business_state_reasons = serializers.SerializerMethodField(
+        help_text="codes: unresolved:N, possible_duplicates:N, duplicate_trigger, conflicting_report, handover:<status>"
+    )
 
     class Meta:
         model = Run
@@ -90,6 +105,8 @@ class RunListSerializer(serializers.ModelSerializer[Run]):
             "window_start",
             "window_end",
             "scheduled_for",
+            "business_state",
+            "business_state_reasons",
             "status",
             "attempt_count",
             "has_target",
@@ -105,6 +122,12 @@ class RunListSerializer(serializers.ModelSerializer[Run]):
 
     def get_has_target(self, run: Run) -> bool:
         return run.target_id is not None
+
+    def get_business_state(self, run: Run) -> str:
+        return run_business_state(run).state  # from the selector's annotations: no query
+
+    def get_business_state_reasons(self, run: Run) -> list[str]:
+        return list(run_business_state(run).reasons)
 
 
 class RunDetailSerializer(RunListSerializer):

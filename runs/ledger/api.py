@@ -29,10 +29,11 @@ from handover.core.parsers import FormParser, MultiPartParser
 from handover.core.serializers import ProblemSerializer
 from runs.attempts.models import Run
 from runs.ledger.common import run_ledger_require_writer
+from runs.ledger.confirmations import LedgerVersionConflict, work_item_load_confirm, work_item_load_discard
 from runs.ledger.failure_class import run_failure_class_confirm
 from runs.ledger.files import LedgerInputError
 from runs.ledger.filters import WorkItemChangeFilterSet, WorkItemFilterSet, WorkItemSearchFilterSet
-from runs.ledger.items import work_item_change, work_item_verify
+from runs.ledger.items import work_item_change, work_item_duplicate_explain, work_item_verify
 from runs.ledger.loads import (
     ID_COLUMN_OPTIONS,
     OPTION_NAMES,
@@ -131,6 +132,16 @@ class WorkItemSerializer(serializers.ModelSerializer[WorkItem]):
     )
     evidence_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     evidence_summary = serializers.CharField(read_only=True)
+    destination_load = serializers.UUIDField(
+        source="destination_load.public_id",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="the destination export whose facts the item holds; null before any",
+    )
+    duplicate_explained_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = WorkItem
@@ -145,7 +156,12 @@ class WorkItemSerializer(serializers.ModelSerializer[WorkItem]):
             "runner_status",
             "destination_count",
             "destination_ref",
+            "destination_load",
             "is_possible_duplicate",
+            "duplicate_explained_by",
+            "duplicate_explained_at",
+            "duplicate_explanation",
+            "duplicate_evidence_ref",
             "evidence_kind",
             "evidence_ref",
             "evidence_by",
@@ -207,17 +223,43 @@ class WorkItemLoadProgressSerializer(serializers.Serializer[dict[str, Any]]):
     message = serializers.CharField(allow_blank=True)
 
 
+class WorkItemLoadPreviewItemSerializer(serializers.Serializer[dict[str, Any]]):
+    record_id = serializers.CharField()
+    to = serializers.CharField(help_text="the outcome after the load")
+    possible_duplicate_cleared = serializers.BooleanField()
+
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields = super().get_fields()
+        fields["from"] = serializers.CharField(help_text="the outcome before the load")  # a keyword in Python
+        return fields
+
+
+class WorkItemLoadPreviewSerializer(serializers.Serializer[dict[str, Any]]):
+    """What a load would weaken: how many items, by change, and the first 50 (the page offers the whole list)."""
+
+    total = serializers.IntegerField(required=False)
+    counts = serializers.DictField(child=serializers.IntegerField(), required=False)
+    items = WorkItemLoadPreviewItemSerializer(many=True, required=False)
+
+
 class WorkItemLoadSerializer(serializers.ModelSerializer[WorkItemLoad]):
     """One uploaded file and what became of it; ``progress`` is live while it is pending or running."""
 
     id = serializers.UUIDField(source="public_id", read_only=True)
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    confirmed_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     progress = serializers.SerializerMethodField()
+    preview = WorkItemLoadPreviewSerializer(
+        read_only=True, help_text="while awaiting confirmation: what the load would weaken"
+    )
 
     class Meta:
         model = WorkItemLoad
         fields = [
             "id",
+            "number",
             "batch",
             "kind",
             "status",
@@ -237,6 +279,12 @@ class WorkItemLoadSerializer(serializers.ModelSerializer[WorkItemLoad]):
             "created_at",
             "started_at",
             "finished_at",
+            "preview",
+            "preview_version",
+            "confirmed_by",
+            "confirmed_at",
+            "confirmed_version",
+            "confirm_reason",
             "progress",
         ]
         read_only_fields = fields
@@ -332,6 +380,7 @@ class RunLedgerSerializer(serializers.ModelSerializer[Run]):
             "uncertain_count",
             "possible_duplicate_count",
             "ledger_updated_at",
+            "ledger_version",
             "is_reconciled",
             "failure_class_suggested",
             "failure_class",
@@ -343,6 +392,23 @@ class RunLedgerSerializer(serializers.ModelSerializer[Run]):
     def get_is_reconciled(self, run: Run) -> bool:
         """True only when a population is loaded and nothing is unresolved (never "fine" before that)."""
         return run.ledger_updated_at is not None and run.eligible_count > 0 and run.unresolved_count == 0
+
+
+class WorkItemLoadConfirmInputSerializer(serializers.Serializer[dict[str, Any]]):
+    reason = serializers.CharField(max_length=2000, help_text="why these records may be weakened (required)")
+    ledger_version = serializers.IntegerField(
+        min_value=0, help_text="the ledger version the preview was computed on (the load's preview_version)"
+    )
+
+
+class WorkItemLoadDiscardInputSerializer(serializers.Serializer[dict[str, Any]]):
+    reason = serializers.CharField(max_length=2000, help_text="why the load is not applied (required)")
+
+
+class WorkItemDuplicateExplainInputSerializer(serializers.Serializer[dict[str, Any]]):
+    record_id = serializers.CharField(max_length=300)
+    reason = serializers.CharField(max_length=2000, help_text="why it is not a duplicate (required)")
+    evidence_ref = serializers.CharField(max_length=300, help_text="ticket, provider operation or query (required)")
 
 
 class RunFailureClassConfirmInputSerializer(serializers.Serializer[dict[str, Any]]):
@@ -507,7 +573,9 @@ class WorkItemLoadListCreateView(StrictQueryMixin, generics.ListAPIView[WorkItem
         description=(
             "CSV (header detected; the id column chosen by name) or JSON lines. Files of one upload load "
             "together in one transaction: a failed load changes nothing. Small uploads load at once (201); "
-            "large ones run as a task (202) whose progress the load's `progress` shows."
+            "large ones run as a task (202) whose progress the load's `progress` shows. An upload that would weaken "
+            "the ledger is not applied (202, status `awaiting_confirmation`, with its `preview`): confirm it at "
+            "`loads/{load_id}/confirm/` or discard it. Loads are numbered per run and kind and never deleted."
         ),
         tags=["work ledger"],
         request={"multipart/form-data": WorkItemLoadCreateInputSerializer},
@@ -583,6 +651,101 @@ class WorkItemLoadRetryView(StrictQueryMixin, APIView):
         return Response(WorkItemLoadSerializer(load).data, status=status.HTTP_202_ACCEPTED)
 
 
+class WorkItemLoadConfirmView(StrictQueryMixin, APIView):
+    """Apply a load that waits for confirmation, accepting its weakenings against the version previewed."""
+
+    @extend_schema(
+        summary="Confirm a load that would weaken the ledger",
+        description=(
+            "A load that would weaken the ledger (a completed record no longer completed, an absent or rejected one "
+            "becoming uncertain or unverified, a possible-duplicate flag cleared) waits `awaiting_confirmation` with "
+            "nothing applied and its `preview`. Confirm it with a reason and the `ledger_version` the preview was "
+            "computed on (`preview_version`). When the ledger changed since, nothing is applied and the answer is "
+            "409 with the load and its new preview under `load`. A small load applies at once (200); a large one is "
+            "queued (202)."
+        ),
+        tags=["work ledger"],
+        request=WorkItemLoadConfirmInputSerializer,
+        responses={
+            200: WorkItemLoadSerializer,
+            202: WorkItemLoadSerializer,
+            **PROBLEMS,
+            **_problem(409, "the load does not wait for a confirmation, or the ledger changed since its preview"),
+        },
+    )
+    def post(self, request: Request, id: str, load_id: str) -> Response:
+        run = _writable_run(request, id)
+        data = WorkItemLoadConfirmInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        load = work_item_load_get(run=run, public_id=_uuid(load_id))
+        if load is None:
+            raise Http404
+        load.run = run
+        try:
+            load = work_item_load_confirm(user=request.user, load=load, **data.validated_data)
+        except LedgerVersionConflict as exc:
+            body = problem(
+                exc.status,
+                exc.title,
+                exc.detail,
+                type_=exc.type,
+                extra={"load": WorkItemLoadSerializer(exc.load).data},
+            )
+            return problem_response(body)
+        except LedgerInputError as exc:
+            return _input_problem(exc)
+        committed = load.status == WorkItemLoad.Status.COMMITTED
+        return Response(
+            WorkItemLoadSerializer(load).data, status=status.HTTP_200_OK if committed else status.HTTP_202_ACCEPTED
+        )
+
+
+class WorkItemLoadDiscardView(StrictQueryMixin, APIView):
+    """Decline a load that waits for confirmation: kept ``discarded``, nothing applied."""
+
+    @extend_schema(
+        summary="Discard a load that waits for confirmation",
+        tags=["work ledger"],
+        request=WorkItemLoadDiscardInputSerializer,
+        responses={
+            200: WorkItemLoadSerializer,
+            **PROBLEMS,
+            **_problem(409, "the load does not wait for a confirmation"),
+        },
+    )
+    def post(self, request: Request, id: str, load_id: str) -> Response:
+        run = _writable_run(request, id)
+        data = WorkItemLoadDiscardInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        load = work_item_load_get(run=run, public_id=_uuid(load_id))
+        if load is None:
+            raise Http404
+        load.run = run
+        load = work_item_load_discard(user=request.user, load=load, **data.validated_data)
+        return Response(WorkItemLoadSerializer(load).data)
+
+
+class WorkItemDuplicateExplainView(StrictQueryMixin, APIView):
+    """A person explains one possible duplicate (the only way its flag is cleared)."""
+
+    @extend_schema(
+        summary="Explain a possible duplicate",
+        tags=["work ledger"],
+        request=WorkItemDuplicateExplainInputSerializer,
+        responses={
+            200: WorkItemSerializer,
+            **PROBLEMS,
+            **_problem(409, "the item is not an unexplained possible duplicate"),
+        },
+    )
+    def post(self, request: Request, id: str) -> Response:
+        run = _writable_run(request, id)
+        data = WorkItemDuplicateExplainInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        item = work_item_duplicate_explain(user=request.user, run=run, **data.validated_data)
+        return Response(WorkItemSerializer(item).data)
+
+
 class RunLedgerView(StrictQueryMixin, APIView):
     """A run's ledger totals and failure class."""
 
@@ -618,7 +781,10 @@ __all__ = [
     "WorkItemChangeListView",
     "WorkItemChangeView",
     "WorkItemListView",
+    "WorkItemDuplicateExplainView",
+    "WorkItemLoadConfirmView",
     "WorkItemLoadDetailView",
+    "WorkItemLoadDiscardView",
     "WorkItemLoadListCreateView",
     "WorkItemLoadRetryView",
     "WorkItemSearchView",

@@ -19,12 +19,25 @@ from runs.ledger.models import WorkItem, WorkItemLoad
 from runs.ledger.reconciliation import APPLY, KIND_ORDER, reconcile
 from runs.ledger.staging import is_postgres, stage_create, stage_load, stage_name
 from runs.ledger.totals import RunTotals, destination_is_complete, run_totals_refresh
+from runs.ledger.weakening import (
+    SNAPSHOT,
+    Confirmation,
+    WeakeningFound,
+    snapshot_take,
+    weakened_rows,
+    weakenings_record,
+)
 from runs.timeline.services import timeline_event_record
 
 logger = logging.getLogger(__name__)
 
 
-def _batch_summary(loads: list[WorkItemLoad], counts: dict[str, dict[str, int]], totals: RunTotals) -> str:
+def _batch_summary(
+    loads: list[WorkItemLoad],
+    counts: dict[str, dict[str, int]],
+    totals: RunTotals,
+    confirmation: Confirmation | None = None,
+) -> str:
     parts = []
     for load in loads:
         c = counts[load.kind]
@@ -40,7 +53,7 @@ def _batch_summary(loads: list[WorkItemLoad], counts: dict[str, dict[str, int]],
             text += f"; {c['not_in_population']:,} not in the population)" if c["not_in_population"] else ")"
         elif load.kind == WorkItemLoad.Kind.DESTINATION:
             complete = "complete for the window" if load.is_destination_complete else "not declared complete"
-            text = f"destination export ({complete}): {c['present']:,} records present"
+            text = f"destination export #{load.number} ({complete}): {c['present']:,} records present"
             if c["not_eligible"] or c["present_more_than_once"]:
                 text += (
                     f", possible duplicates: {c['not_eligible']:,} not eligible, "
@@ -53,9 +66,12 @@ def _batch_summary(loads: list[WorkItemLoad], counts: dict[str, dict[str, int]],
             )
         parts.append(text)
     verb = "Verified from" if [ld.kind for ld in loads] == [WorkItemLoad.Kind.PROVIDER_LOOKUP] else "Loaded"
+    confirmed = (
+        f" Weakenings confirmed by {confirmation.user.get_username()}: {confirmation.reason}" if confirmation else ""
+    )
     return (
         f"{verb} {'; '.join(parts)}. Totals: {totals.eligible:,} eligible, {totals.completed:,} completed, "
-        f"{totals.unresolved:,} unresolved, {totals.possible_duplicates:,} possible duplicates"
+        f"{totals.unresolved:,} unresolved, {totals.possible_duplicates:,} possible duplicates.{confirmed}"
     )
 
 
@@ -84,7 +100,10 @@ def work_item_load_run(*, load_id: int) -> WorkItemLoad:
         # waited on its row locks until it committed): answer the load as it is now, not as read.
         return WorkItemLoad.objects.defer("content").get(pk=load_id)
     loads = list(
-        WorkItemLoad.objects.filter(batch=first.batch).defer("content").select_related("created_by").order_by("id")
+        WorkItemLoad.objects.filter(batch=first.batch)
+        .defer("content")
+        .select_related("created_by", "confirmed_by")
+        .order_by("id")
     )
     for load in loads:
         load_progress_publish(load, "reading", 1, "reading the file")
@@ -101,7 +120,15 @@ def work_item_load_run(*, load_id: int) -> WorkItemLoad:
             # One ledger writer per run at a time: totals are computed from a settled set of items.
             run = Run.objects.select_for_update().select_related("job", "tenant").get(pk=first.run_id)
             loads.sort(key=lambda ld: KIND_ORDER.index(WorkItemLoad.Kind(ld.kind)))
-            counts, totals = _batch_apply(loads, run)
+            confirmation = _confirmation(loads, run)
+            try:
+                with transaction.atomic():  # a savepoint: a weakening rolls the whole apply back
+                    counts, totals = _batch_apply(loads, run, confirmation)
+            except WeakeningFound as found:
+                _batch_await(loads, run, found)
+                for load in loads:
+                    load_progress_publish(load, "awaiting_confirmation", 100, "waiting for a person's confirmation")
+                return WorkItemLoad.objects.defer("content").get(pk=load_id)
             finished = timezone.now()
             for load in loads:
                 WorkItemLoad.objects.filter(pk=load.pk).update(
@@ -111,13 +138,14 @@ def work_item_load_run(*, load_id: int) -> WorkItemLoad:
                     counts=counts[load.kind],
                     content=b"",
                     error="",
+                    preview_list=b"",
                 )
             only = [ld.kind for ld in loads] == [WorkItemLoad.Kind.PROVIDER_LOOKUP]
             timeline_event_record(
                 job=run.job,
                 run=run,
                 kind="work_items_verified" if only else "work_items_loaded",
-                summary=_batch_summary(loads, counts, totals),
+                summary=_batch_summary(loads, counts, totals, confirmation),
                 actor_user=first.created_by,
                 data={
                     "batch": str(first.batch),
@@ -127,12 +155,19 @@ def work_item_load_run(*, load_id: int) -> WorkItemLoad:
                             "kind": ld.kind,
                             "file_name": ld.file_name,
                             "sha256": ld.sha256,
+                            "number": ld.number,
                             "is_destination_complete": ld.is_destination_complete,
                             "counts": counts[ld.kind],
                         }
                         for ld in loads
                     ],
                     "totals": totals.as_dict(),
+                    "ledger_version": run.ledger_version,
+                    "confirmed": (
+                        {"by": confirmation.user.get_username(), "reason": confirmation.reason}
+                        if confirmation
+                        else None
+                    ),
                 },
             )
             run_failure_class_suggest(run=run, totals=totals, actor=first.created_by)
@@ -149,9 +184,15 @@ def work_item_load_run(*, load_id: int) -> WorkItemLoad:
     return WorkItemLoad.objects.defer("content").get(pk=load_id)
 
 
-def _batch_apply(loads: list[WorkItemLoad], run: Run) -> tuple[dict[str, dict[str, int]], RunTotals]:
+def _batch_apply(
+    loads: list[WorkItemLoad], run: Run, confirmation: Confirmation | None
+) -> tuple[dict[str, dict[str, int]], RunTotals]:
     """The body of a batch, inside its transaction: stage every file, apply them in order, store totals.
 
+    Before applying, the run's items are copied aside; afterwards they are compared with the copy.
+    A weakening (``weakening_sql``) without a valid ``confirmation`` raises WeakeningFound with the
+    preview (the caller's savepoint rolls everything back); with one, each weakened item gets its
+    history row and each cleared possible duplicate the confirmer's explanation.
     Returns the counts per kind and the new totals. A LedgerInputError names the file it is about
     (``file.csv: Line 7: ...``) and carries the load in ``load``.
     """
@@ -166,9 +207,11 @@ def _batch_apply(loads: list[WorkItemLoad], run: Run) -> tuple[dict[str, dict[st
     params = {
         "run": run.pk,
         "provider_load": provider.pk if provider else None,
+        "destination_load": destination.pk if destination else None,
+        "destination_complete": bool(destination and destination.is_destination_complete),
         "actor": loads[0].created_by_id,
         "now": timezone.now(),
-        "complete": destination.is_destination_complete if destination else destination_is_complete(run),
+        "complete": bool(destination and destination.is_destination_complete) or destination_is_complete(run),
         "timed_out": _timed_out(run),
     }
     counts: dict[str, dict[str, int]] = {}
@@ -178,6 +221,8 @@ def _batch_apply(loads: list[WorkItemLoad], run: Run) -> tuple[dict[str, dict[st
         if is_postgres():
             # Hash joins and aggregates over a million ids spill to disk at the default 4 MB.
             cursor.execute("SET LOCAL work_mem = '256MB'")
+        if not fresh:
+            snapshot_take(cursor, params)
         for index, load in enumerate(loads):
             table = stage_name(load.kind)
             stage_create(cursor, table)
@@ -201,6 +246,16 @@ def _batch_apply(loads: list[WorkItemLoad], run: Run) -> tuple[dict[str, dict[st
         # from it; otherwise bring every item whose derived columns changed up to date.
         reconciled = 0 if fresh and WorkItemLoad.Kind.POPULATION in stages else reconcile(cursor, params)
         counts[loads[-1].kind]["reconciled"] = reconciled
+        if not fresh:
+            weakened = weakened_rows(cursor, params)
+            if weakened and confirmation is None:
+                raise WeakeningFound(weakened, counts)
+            if weakened and confirmation is not None:
+                reference = (destination or loads[0]).label
+                counts[loads[-1].kind]["weakened"] = weakenings_record(
+                    cursor, {**params, "load": (destination or loads[0]).pk}, confirmation, reference
+                )
+            cursor.execute(f"DROP TABLE IF EXISTS {SNAPSHOT}")
         # The staging tables go with the transaction when it rolls back (a failed COPY leaves it
         # aborted, so no DROP could run then); on success they are dropped here.
         for table in stages.values():
@@ -250,3 +305,55 @@ def _batch_fail(
             fields["content"] = b""
         WorkItemLoad.objects.filter(pk=load.pk).update(**fields)
         load_progress_publish(load, "failed", 100, message)
+
+
+def _confirmation(loads: list[WorkItemLoad], run: Run) -> Confirmation | None:
+    """The person's confirmation of the batch's weakenings, if every load carries one for the current version.
+
+    A confirmation given on an older ledger version does not count: the batch is previewed again.
+    """
+    first = loads[0]
+    if first.confirmed_at is None or first.confirmed_by is None:
+        return None
+    if first.confirmed_version != run.ledger_version:
+        return None
+    return Confirmation(user=first.confirmed_by, reason=first.confirm_reason, at=first.confirmed_at)
+
+
+def _batch_await(loads: list[WorkItemLoad], run: Run, found: WeakeningFound) -> None:
+    """Store the batch ``awaiting_confirmation`` with its preview (nothing applied) and write one timeline event."""
+    version = Run.objects.filter(pk=run.pk).values_list("ledger_version", flat=True).get()
+    preview = found.preview()
+    listing = zlib.compress(found.csv_bytes(), 1)
+    for load in loads:
+        kind_counts = found.counts.get(load.kind, {})
+        WorkItemLoad.objects.filter(pk=load.pk).update(
+            status=WorkItemLoad.Status.AWAITING_CONFIRMATION,
+            preview=preview,
+            preview_version=version,
+            preview_list=listing,
+            row_count=kind_counts.get("rows", 0),
+            counts=kind_counts,
+            confirmed_by=None,
+            confirmed_at=None,
+            confirmed_version=None,
+            confirm_reason="",
+            finished_at=None,
+        )
+    names = ", ".join(ld.label for ld in loads)
+    timeline_event_record(
+        job=run.job,
+        run=run,
+        kind="work_items_load_awaiting_confirmation",
+        summary=(
+            f"{names} would weaken {preview['total']:,} records ({found.counts_text()}): nothing applied; "
+            "it waits for a person's confirmation."
+        ),
+        actor_user=loads[0].created_by,
+        data={
+            "batch": str(loads[0].batch),
+            "loads": [str(ld.public_id) for ld in loads],
+            "ledger_version": version,
+            "preview": {"total": preview["total"], "counts": preview["counts"]},
+        },
+    )

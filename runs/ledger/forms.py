@@ -59,6 +59,27 @@ class WorkItemVerifyForm(forms.Form):
     note = forms.CharField(max_length=2000, required=False)
 
 
+class WorkItemLoadConfirmForm(forms.Form):
+    """A person's confirmation of a load's weakenings, against the ledger version the preview showed."""
+
+    reason = forms.CharField(max_length=2000)
+    ledger_version = forms.IntegerField(min_value=0, widget=forms.HiddenInput)
+
+
+class WorkItemLoadDiscardForm(forms.Form):
+    """Why a waiting load is not applied."""
+
+    reason = forms.CharField(max_length=2000)
+
+
+class WorkItemDuplicateExplainForm(forms.Form):
+    """A person's explanation of one possible duplicate."""
+
+    record_id = forms.CharField(max_length=300)
+    reason = forms.CharField(max_length=2000)
+    evidence_ref = forms.CharField(max_length=300)
+
+
 class RunFailureClassForm(forms.Form):
     """A person's confirmation of the run's failure class."""
 

@@ -140,3 +140,65 @@ def work_item_verify(
         )
         run_failure_class_suggest(run=run, totals=totals, actor=user)
     return item
+
+
+def work_item_duplicate_explain(
+    *, user: User, run: Run, record_id: str, reason: str, evidence_ref: str = ""
+) -> WorkItem:
+    """Explain one possible duplicate: the only way its flag is cleared (docs/work-ledger.md "Loads").
+
+    ``reason`` (required) says why it is not a duplicate (or why the duplicate is acceptable);
+    ``evidence_ref`` (required, at most 300 characters) names the ticket, provider operation or
+    query that shows it. Stores who and when on the item, clears the flag for good (later loads
+    do not raise it again), writes an ``explain`` WorkItemChange and one
+    ``work_item_duplicate_explained`` timeline event and refreshes the totals (raising the
+    ledger version). Raises NotFound, LedgerPermissionDenied, DomainError (no reason or
+    reference, reference too long) and InvalidTransition (the item is not a possible duplicate).
+    """
+    run_ledger_require_writer(user=user, run=run)
+    reason, evidence_ref = reason.strip(), evidence_ref.strip()
+    errors: dict[str, list[str]] = {}
+    if not reason:
+        errors["reason"] = ["required"]
+    if not evidence_ref:
+        errors["evidence_ref"] = ["required"]
+    elif len(evidence_ref) > 300:
+        errors["evidence_ref"] = [f"at most 300 characters (it has {len(evidence_ref)})"]
+    if errors:
+        raise DomainError("Say why it is not a duplicate and name the evidence.", errors=errors)
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("job", "tenant").get(pk=run.pk)
+        item = _item_for_update(run, record_id)
+        if not item.is_possible_duplicate:
+            raise InvalidTransition(f"{item.record_id} is not an unexplained possible duplicate.")
+        now = timezone.now()
+        WorkItem.objects.filter(pk=item.pk).update(
+            is_possible_duplicate=False,
+            duplicate_explained_at=now,
+            duplicate_explained_by=user,
+            duplicate_explanation=reason,
+            duplicate_evidence_ref=evidence_ref,
+        )
+        WorkItemChange.objects.create(
+            work_item=item,
+            run=run,
+            kind=WorkItemChange.Kind.EXPLAIN,
+            from_outcome=item.outcome,
+            to_outcome=item.outcome,
+            evidence_kind=WorkItem.EvidenceKind.MANUAL,
+            evidence_ref=evidence_ref,
+            note=reason,
+            changed_by=user,  # type: ignore[misc]  # a signed-in person (run_ledger_require_writer refused anyone else)
+            changed_at=now,
+        )
+        totals = run_totals_refresh(run=run)
+        timeline_event_record(
+            job=run.job,
+            run=run,
+            kind="work_item_duplicate_explained",
+            summary=f"{item.record_id}: possible duplicate explained ({evidence_ref}): {reason}",
+            actor_user=user,  # type: ignore[arg-type]
+            data={"record_id": item.record_id, "evidence_ref": evidence_ref, "totals": totals.as_dict()},
+        )
+    item.refresh_from_db()
+    return item

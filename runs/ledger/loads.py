@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition
@@ -57,8 +58,10 @@ def work_item_loads_create(
     fresh run's items are then written once with every file's facts. ``id_column`` names the id
     column in every file, ``options["<kind>_id_column"]`` in one kind's file; ``options`` also
     names the optional columns (``OPTION_NAMES``). Batches up to
-    ``HANDOVER_LEDGER_SYNC_MAX_BYTES`` in all load before this returns (status ``committed``);
-    larger ones are queued on commit (task ``runs.work_item_load_run``; status ``pending``).
+    ``HANDOVER_LEDGER_SYNC_MAX_BYTES`` in all load before this returns (status ``committed``, or
+    ``awaiting_confirmation`` with a preview when they would weaken the ledger: nothing applied);
+    larger ones are queued on commit (task ``runs.work_item_load_run``; status ``pending``). Each
+    load gets the next ``number`` of its kind on the run ("destination export #2").
 
     Raises NotFound (run not visible), LedgerPermissionDenied (auditors and other readers),
     LedgerFileTooLarge (a file over ``HANDOVER_LEDGER_MAX_UPLOAD_BYTES``; nothing stored),
@@ -95,31 +98,51 @@ def work_item_loads_create(
         )
     batch = uuid.uuid4()
     now = timezone.now()
-    loads = [
-        WorkItemLoad.objects.create(
-            run=run,
-            batch=batch,
-            kind=upload.kind,
-            format=file_format,
-            id_column=options.get(f"{upload.kind}_id_column") or (id_column or "record_id").strip(),
-            options={k: v for k, v in options.items() if k in OPTION_NAMES},
-            is_destination_complete=is_destination_complete and upload.kind == WorkItemLoad.Kind.DESTINATION,
-            file_name=upload.file_name[:255],
-            # zlib at level 1: ids compress several-fold at a few hundred MB/s, so storing and
-            # reading back a large upload costs little (the task gets only the row id)
-            content=zlib.compress(upload.content, 1),
-            size_bytes=len(upload.content),
-            sha256=hashlib.sha256(upload.content).hexdigest(),
-            created_by=user,
-            created_at=now,
+    ordered = sorted(files, key=lambda f: KIND_ORDER.index(WorkItemLoad.Kind(f.kind)))
+    with transaction.atomic():
+        # Numbered per run and kind under the run's row lock, so two uploads never share a number.
+        Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True).get()
+        numbers = dict(
+            WorkItemLoad.objects.filter(run=run, kind__in=kinds)
+            .values("kind")
+            .annotate(last=Max("number"))
+            .values_list("kind", "last")
         )
-        for upload in sorted(files, key=lambda f: KIND_ORDER.index(WorkItemLoad.Kind(f.kind)))
-    ]
+        loads = [
+            WorkItemLoad.objects.create(
+                run=run,
+                number=(numbers.get(upload.kind) or 0) + 1,
+                batch=batch,
+                kind=upload.kind,
+                format=file_format,
+                id_column=options.get(f"{upload.kind}_id_column") or (id_column or "record_id").strip(),
+                options={k: v for k, v in options.items() if k in OPTION_NAMES},
+                is_destination_complete=is_destination_complete and upload.kind == WorkItemLoad.Kind.DESTINATION,
+                file_name=upload.file_name[:255],
+                # zlib at level 1: ids compress several-fold at a few hundred MB/s, so storing and
+                # reading back a large upload costs little (the task gets only the row id)
+                content=zlib.compress(upload.content, 1),
+                size_bytes=len(upload.content),
+                sha256=hashlib.sha256(upload.content).hexdigest(),
+                created_by=user,
+                created_at=now,
+            )
+            for upload in ordered
+        ]
     for load in loads:
         load.content = b""  # stored; no need to hold it in memory too
+    return work_item_batch_start(loads=loads)
+
+
+def work_item_batch_start(*, loads: list[WorkItemLoad]) -> list[WorkItemLoad]:
+    """Run a stored ``pending`` batch now when small, else queue it for the worker (on commit); return its loads.
+
+    Batches up to ``HANDOVER_LEDGER_SYNC_MAX_BYTES`` in all run before this returns; the rest are
+    queued (task ``runs.work_item_load_run``). Raises LedgerInputError from a synchronous run.
+    """
     if sum(load.size_bytes for load in loads) <= settings.HANDOVER_LEDGER_SYNC_MAX_BYTES:
         work_item_load_run(load_id=loads[0].pk)
-        return list(WorkItemLoad.objects.filter(batch=batch).defer("content").order_by("id"))
+        return list(WorkItemLoad.objects.filter(batch=loads[0].batch).defer("content").order_by("id"))
     for load in loads:
         load_progress_publish(load, "queued", 0, "waiting for a worker")
     _enqueue(loads[0].pk)

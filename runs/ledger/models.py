@@ -75,12 +75,36 @@ class WorkItem(models.Model):
     is_attempted = models.BooleanField(default=False, help_text="the job runner reported it attempted")
     runner_status = models.CharField(max_length=20, choices=RunnerStatus.choices, blank=True)
     destination_count = models.PositiveIntegerField(
-        default=0, help_text="how many times the latest destination export holds the record"
+        default=0, help_text="how many times a destination export holds the record (the most any export listed it)"
     )
     destination_ref = models.CharField(max_length=300, blank=True)
     is_possible_duplicate = models.BooleanField(
-        default=False, help_text="in the destination but not eligible, or in it more than once"
+        default=False, help_text="in the destination but not eligible, or in it more than once, and not explained"
     )
+    destination_load = models.ForeignKey(
+        "runs.WorkItemLoad",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_constraint=False,  # see ``run``: no per-row foreign-key check on a million-row load
+        db_index=False,
+        help_text="the destination export that last listed the record (its destination facts' load)",
+    )
+    # A possible duplicate is cleared only by a person's explanation (docs/work-ledger.md "Loads"):
+    # once explained, later loads never flag the item again.
+    duplicate_explained_at = models.DateTimeField(null=True, blank=True)
+    duplicate_explained_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+    )
+    duplicate_explanation = models.TextField(blank=True, help_text="why the possible duplicate is not one")
+    duplicate_evidence_ref = models.CharField(max_length=300, blank=True, help_text="ticket or provider reference")
     # evidence for the outcome
     evidence_kind = models.CharField(max_length=30, choices=EvidenceKind.choices, blank=True)
     evidence_ref = models.CharField(max_length=300, blank=True, help_text="provider operation or correlation id")
@@ -126,6 +150,16 @@ class WorkItem(models.Model):
                 condition=~Q(outcome="skipped") | ~Q(skip_reason="") | ~Q(evidence_kind=""),
                 name="runs_workitem_skipped_reason",
                 violation_error_code="skip_reason_required",
+            ),
+            # an explained duplicate says why, and who explained it when
+            models.CheckConstraint(
+                condition=Q(duplicate_explained_at__isnull=True, duplicate_explanation="")
+                | (
+                    Q(duplicate_explained_at__isnull=False, duplicate_explained_by__isnull=False)
+                    & ~Q(duplicate_explanation="")
+                ),
+                name="runs_workitem_dup_explained",
+                violation_error_code="explanation_required",
             ),
         ]
         # No index on outcome: a load rewrites most outcomes of a run, and every index on a changed
@@ -182,6 +216,8 @@ class WorkItem(models.Model):
 class _WorkItemChangeKind(models.TextChoices):
     CHANGE = "change", "Changed by a person"
     VERIFY = "verify", "Verified by a provider lookup"
+    WEAKEN = "weaken", "Weakened by a load a person confirmed"
+    EXPLAIN = "explain", "Possible duplicate explained by a person"
 
 
 class WorkItemChange(models.Model):
@@ -232,7 +268,9 @@ class _WorkItemLoadKind(models.TextChoices):
 class _WorkItemLoadStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     RUNNING = "running", "Running"
+    AWAITING_CONFIRMATION = "awaiting_confirmation", "Awaiting confirmation"
     COMMITTED = "committed", "Committed"
+    DISCARDED = "discarded", "Discarded"
     FAILED = "failed", "Failed"
 
 
@@ -257,11 +295,14 @@ class WorkItemLoad(models.Model):
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="work_item_loads")
+    number = models.PositiveIntegerField(
+        default=1, help_text="1, 2, ... per run and kind, in upload order (the upload service numbers it)"
+    )
     batch = models.UUIDField(
         default=uuid.uuid4, db_index=True, help_text="files uploaded together share it and load in one transaction"
     )
     kind = models.CharField(max_length=20, choices=Kind.choices)
-    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    status = models.CharField(max_length=30, choices=Status.choices, default=Status.PENDING)
     format = models.CharField(max_length=10, choices=Format.choices, default=Format.AUTO)
     id_column = models.CharField(max_length=200, default="record_id")
     options = models.JSONField(
@@ -287,9 +328,40 @@ class WorkItemLoad(models.Model):
     created_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # the confirmation a weakening load waits for
+    preview = models.JSONField(
+        default=dict, blank=True, help_text="weakenings: counts by change, total, the first 50 items"
+    )
+    preview_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="the run's ledger version the preview was computed on"
+    )
+    preview_list = models.BinaryField(
+        blank=True, editable=False, help_text="every weakened item as CSV, zlib-compressed (the downloadable list)"
+    )
+    confirmed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    confirmed_version = models.PositiveIntegerField(null=True, blank=True)
+    confirm_reason = models.TextField(blank=True, help_text="why the person accepted the weakenings (or discarded)")
 
     class Meta:
         constraints = [
+            models.UniqueConstraint(
+                fields=["run", "kind", "number"],
+                name="runs_workitemload_number_unique",
+                violation_error_code="duplicate",
+            ),
+            models.CheckConstraint(
+                condition=Q(confirmed_at__isnull=True) | (Q(confirmed_by__isnull=False) & ~Q(confirm_reason="")),
+                name="runs_workitemload_confirm_reason",
+                violation_error_code="reason_required",
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="awaiting_confirmation") | Q(preview_version__isnull=False),
+                name="runs_workitemload_awaiting_preview",
+                violation_error_code="preview_required",
+            ),
             choices_check("runs_workitemload_kind_valid", "kind", _WorkItemLoadKind),
             choices_check("runs_workitemload_status_valid", "status", _WorkItemLoadStatus),
             choices_check("runs_workitemload_format_valid", "format", _WorkItemLoadFormat),
@@ -302,4 +374,9 @@ class WorkItemLoad(models.Model):
         indexes = [models.Index(fields=["run", "-created_at"], name="runs_wiload_run_idx")]
 
     def __str__(self) -> str:
-        return f"{self.kind} load {self.public_id} ({self.status})"
+        return f"{self.kind} load #{self.number} {self.public_id} ({self.status})"
+
+    @property
+    def label(self) -> str:
+        """The load's name for people: "Destination export #2"."""
+        return f"{self.get_kind_display()} #{self.number}"

@@ -17,6 +17,7 @@ FACTS = {
     "enote": "evidence_note",
     "eby": "evidence_by_id",
     "eat": "evidence_at",
+    "dexp": "duplicate_explained_at",
 }
 DERIVED_COLUMNS = ("outcome", "evidence_kind", "evidence_ref", "evidence_note", "evidence_by_id", "evidence_at")
 
@@ -48,7 +49,10 @@ def derived_sql(facts: dict[str, str] | None = None) -> dict[str, str]:
         return f"CASE {whens} ELSE {otherwise[index]} END"
 
     derived = {column: case(i) for i, column in enumerate(DERIVED_COLUMNS)}
-    derived["is_possible_duplicate"] = f"({f['dc']} > 1 OR ({f['dc']} > 0 AND (NOT {f['pop']} OR {f['skip']} <> '')))"
+    # A person's explanation clears the flag for good: no later load raises it again.
+    derived["is_possible_duplicate"] = (
+        f"(({f['dc']} > 1 OR ({f['dc']} > 0 AND (NOT {f['pop']} OR {f['skip']} <> ''))) AND {f['dexp']} IS NULL)"
+    )
     return derived
 
 

@@ -43,8 +43,10 @@ def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str
         "enote": "''",
         "eby": "NULL",
         "eat": "NULL",
+        "dexp": "NULL",
     }
     derived = derived_sql(facts)
+    dload = "(CASE WHEN d.n IS NULL THEN NULL ELSE %(destination_load)s END)" if dest else "NULL"
     joins = ""
     if runner:
         joins += f" LEFT JOIN {runner} r ON r.stage_id = p.stage_id"
@@ -52,9 +54,11 @@ def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str
         joins += f" LEFT JOIN {destination_grouped_sql(dest, 'd')} ON d.stage_id = p.stage_id"
     insert = f"""
         INSERT INTO {ITEM} (run_id, record_id, is_in_population, skip_reason, attributes, is_attempted,
-            runner_status, destination_count, destination_ref, is_possible_duplicate, {", ".join(DERIVED_COLUMNS)})
+            runner_status, destination_count, destination_ref, destination_load_id, is_possible_duplicate,
+            duplicate_explanation, duplicate_evidence_ref, {", ".join(DERIVED_COLUMNS)})
         SELECT %(run)s, p.stage_id, TRUE, p.stage_skip, {attributes}, {facts["att"]}, {facts["rs"]}, {facts["dc"]},
-            {facts["dref"]}, {derived["is_possible_duplicate"]}, {", ".join(derived[c] for c in DERIVED_COLUMNS)}
+            {facts["dref"]}, {dload}, {derived["is_possible_duplicate"]}, '', '',
+            {", ".join(derived[c] for c in DERIVED_COLUMNS)}
         FROM {pop} p{joins}
         WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = p.stage_id)
         ORDER BY p.stage_id
@@ -152,21 +156,29 @@ def _apply_runner_report(cursor: Any, params: dict[str, Any], stages: dict[str, 
 
 
 def _apply_destination(cursor: Any, params: dict[str, Any], stages: dict[str, str], fresh: bool) -> dict[str, int]:
-    """Replace the run's destination facts with this export's; keep and flag ids nobody listed as eligible."""
+    """Add this export's facts to the run's items (the union of the loads); keep and flag ids nobody listed as eligible.
+
+    An export says nothing about ids it does not list, unless it is declared complete for the
+    window: then the items it lacks lose their destination facts (and become ``absent``). A record
+    listed more often than before keeps the larger count; no item is ever deleted.
+    """
     stage = stages[WorkItemLoad.Kind.DESTINATION]
     grouped = destination_grouped_sql(stage, "s")
-    derived = derived_sql({"dc": "s.n", "dref": "s.ref"})
+    count = f"(CASE WHEN {ITEM}.destination_count > s.n THEN {ITEM}.destination_count ELSE s.n END)"
+    ref = f"(CASE WHEN s.ref <> '' THEN s.ref ELSE {ITEM}.destination_ref END)"
+    derived = derived_sql({"dc": count, "dref": ref})
     # A fresh run's items were inserted with this export's facts joined in: nothing to update.
     joined = fresh and WorkItemLoad.Kind.POPULATION in stages
     updated = 0
     if not joined:
         cursor.execute(
             f"""
-            UPDATE {ITEM} SET destination_count = s.n, destination_ref = s.ref, {set_derived_sql(derived)}
+            UPDATE {ITEM} SET destination_count = {count}, destination_ref = {ref},
+                destination_load_id = %(destination_load)s, {set_derived_sql(derived)}
             FROM {grouped}
             WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = s.stage_id
-              AND ({ITEM}.destination_count <> s.n OR {ITEM}.destination_ref <> s.ref
-                   OR {differs_sql(derived, ITEM + ".")})
+              AND ({ITEM}.destination_count <> {count} OR {ITEM}.destination_ref <> {ref}
+                   OR {ITEM}.destination_load_id IS NULL OR {differs_sql(derived, ITEM + ".")})
             """,
             params,
         )
@@ -182,10 +194,11 @@ def _apply_destination(cursor: Any, params: dict[str, Any], stages: dict[str, st
     cursor.execute(
         f"""
         INSERT INTO {ITEM} (run_id, record_id, outcome, is_in_population, skip_reason, attributes, is_attempted,
-            runner_status, destination_count, destination_ref, is_possible_duplicate, evidence_kind, evidence_ref,
-            evidence_note, evidence_by_id, evidence_at)
-        SELECT %(run)s, s.stage_id, 'completed', FALSE, '', NULL, FALSE, '', s.n, s.ref, TRUE, 'destination_query',
-            s.ref, '', %(actor)s, %(now)s
+            runner_status, destination_count, destination_ref, destination_load_id, is_possible_duplicate,
+            evidence_kind, evidence_ref, evidence_note, evidence_by_id, evidence_at, duplicate_explanation,
+            duplicate_evidence_ref)
+        SELECT %(run)s, s.stage_id, 'completed', FALSE, '', NULL, FALSE, '', s.n, s.ref, %(destination_load)s, TRUE,
+            'destination_query', s.ref, '', %(actor)s, %(now)s, '', ''
         FROM {grouped}
         WHERE NOT EXISTS ({known})
         ORDER BY s.stage_id
@@ -194,27 +207,22 @@ def _apply_destination(cursor: Any, params: dict[str, Any], stages: dict[str, st
     )
     not_eligible = _rowcount(cursor)
     left = 0
-    if fresh:  # no earlier export to replace
+    if fresh or not params["destination_complete"]:
+        # nothing earlier to contradict, or an export that says nothing about the ids it lacks
         return _destination_counts(cursor, stage, updated, not_eligible, left)
-    # The export replaces the previous one: records it no longer holds lose their destination facts.
+    # Declared complete for the window: the records it lacks are not in the destination (as of
+    # this load). Their earlier facts go; the items stay (a weakening waits for a person).
     gone = derived_sql({"dc": "0", "dref": "''"})
     cursor.execute(
         f"""
-        UPDATE {ITEM} SET destination_count = 0, destination_ref = '', {set_derived_sql(gone)}
+        UPDATE {ITEM} SET destination_count = 0, destination_ref = '', destination_load_id = %(destination_load)s,
+            {set_derived_sql(gone)}
         WHERE run_id = %(run)s AND destination_count > 0
           AND NOT EXISTS (SELECT 1 FROM {stage} WHERE {stage}.stage_id = {ITEM}.record_id)
         """,
         params,
     )
     left = _rowcount(cursor)
-    cursor.execute(
-        f"""
-        DELETE FROM {ITEM}
-        WHERE run_id = %(run)s AND NOT is_in_population AND destination_count = 0
-          AND NOT EXISTS (SELECT 1 FROM {CHANGE} c WHERE c.work_item_id = {ITEM}.id)
-        """,
-        params,
-    )
     return _destination_counts(cursor, stage, updated, not_eligible, left)
 
 

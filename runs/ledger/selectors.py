@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
+from runs.attempts.business_state import business_state_annotations
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
 from runs.permissions import User, run_visibility_filter
@@ -59,7 +60,11 @@ def work_item_list(
         items = items.filter(is_possible_duplicate=possible_duplicate)
     if record_id:
         items = items.filter(record_id=record_id)
-    return items.select_related("evidence_by").order_by("record_id")
+    return (
+        items.select_related("evidence_by", "duplicate_explained_by", "destination_load")
+        .defer("destination_load__content", "destination_load__preview_list")
+        .order_by("record_id")
+    )
 
 
 @dataclass
@@ -114,7 +119,10 @@ def work_item_search(*, user: User, record_id: str, limit: int = 100) -> QuerySe
         return WorkItem.objects.none()
     return (
         WorkItem.objects.filter(run_visibility_filter(user=user, prefix="run__"), record_id=record_id)
-        .select_related("run__job", "run__tenant", "evidence_by")
+        # each run's business-state facts, read with the items (the view hands them to the runs)
+        .annotate(**business_state_annotations("run_id"))
+        .select_related("run__job", "run__tenant", "evidence_by", "duplicate_explained_by", "destination_load")
+        .defer("destination_load__content", "destination_load__preview_list")
         .order_by("-run__window_start", "-run_id")[:limit]
     )
 
@@ -127,12 +135,53 @@ def work_item_change_list(*, run: Run, record_id: str | None = None) -> QuerySet
     return changes.select_related("work_item", "changed_by", "load").order_by("-changed_at", "-id")
 
 
+def run_ledger_disclosures(*, run: Run) -> list[dict[str, str]]:
+    """What a replay request must show its approvers about the run's ledger (docs/work-ledger.md "Loads").
+
+    Every item weakened from ``completed`` (by a confirmed load or a person's change) and every
+    possible duplicate a person explained, oldest first: ``{"kind": "weakened" | "explained",
+    "record_id", "from", "to", "by" (username), "at" (ISO 8601 UTC), "why", "reference"}``.
+    Queries: one.
+    """
+    changes = (
+        WorkItemChange.objects.filter(run=run)
+        .filter(
+            Q(kind=WorkItemChange.Kind.EXPLAIN)
+            | (Q(from_outcome=WorkItem.Outcome.COMPLETED) & ~Q(to_outcome=WorkItem.Outcome.COMPLETED))
+        )
+        .select_related("work_item", "changed_by")
+        .order_by("changed_at", "id")
+    )
+    return [
+        {
+            "kind": "explained" if change.kind == WorkItemChange.Kind.EXPLAIN else "weakened",
+            "record_id": change.work_item.record_id,
+            "from": change.from_outcome,
+            "to": change.to_outcome,
+            "by": change.changed_by.get_username(),
+            "at": change.changed_at.isoformat(),
+            "why": change.note,
+            "reference": change.evidence_ref,
+        }
+        for change in changes
+    ]
+
+
+def run_possible_duplicates_unexplained(*, run: Run, limit: int = 50) -> list[str]:
+    """Record ids of the run's possible duplicates nobody explained yet (at most ``limit``). Queries: one."""
+    return list(
+        WorkItem.objects.filter(run=run, is_possible_duplicate=True)
+        .order_by("record_id")
+        .values_list("record_id", flat=True)[:limit]
+    )
+
+
 def work_item_load_list(*, run: Run) -> QuerySet[WorkItemLoad]:
     """A run's loads, newest first, without the stored bytes."""
     return (
         WorkItemLoad.objects.filter(run=run)
-        .defer("content")
-        .select_related("created_by")
+        .defer("content", "preview_list")
+        .select_related("created_by", "confirmed_by")
         .order_by("-created_at", "-id")
     )
 

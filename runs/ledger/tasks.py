@@ -13,7 +13,8 @@ logger = logging.getLogger(__name__)
 def work_item_load_run(load_id: int) -> str:
     """Run a large work-ledger upload (the batch of ``load_id``) that the request queued; return its status.
 
-    Idempotent: a batch already ``committed`` or ``failed`` is left alone (a redelivered message
+    Idempotent: a batch already ``committed``, ``failed``, ``discarded`` or waiting for a person's
+    confirmation is left alone (a redelivered message
     changes nothing), and the service serialises two runners of one batch. Bad input is recorded
     on the loads (``failed``, with line and column), not retried; an unexpected error is recorded
     too and the bytes kept, so a person can retry it. Time limits: 30 minutes (a million-row load
@@ -27,7 +28,7 @@ def work_item_load_run(load_id: int) -> str:
     if load is None:
         logger.warning("work-ledger load %s is gone", load_id)
         return "missing"
-    if load.status in (WorkItemLoad.Status.COMMITTED, WorkItemLoad.Status.FAILED):
+    if load.status not in (WorkItemLoad.Status.PENDING, WorkItemLoad.Status.RUNNING):
         return load.status
     try:
         return run_load(load_id=load_id).status

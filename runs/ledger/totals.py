@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from runs.attempts.models import Run
@@ -51,20 +51,25 @@ _COLUMNS = {
 
 
 def destination_is_complete(run: Run) -> bool:
-    """Whether the run's latest committed destination export was declared complete for the window."""
-    latest = (
-        WorkItemLoad.objects.filter(run=run, kind=WorkItemLoad.Kind.DESTINATION, status=WorkItemLoad.Status.COMMITTED)
-        .order_by("-finished_at", "-id")
-        .values_list("is_destination_complete", flat=True)
-        .first()
-    )
-    return bool(latest)
+    """Whether any committed destination export of the run was declared complete for the window.
+
+    Destination facts are the union of the exports: once one export vouched for the whole window,
+    an eligible record no export lists is ``absent`` (docs/work-ledger.md "Loads").
+    """
+    return WorkItemLoad.objects.filter(
+        run=run,
+        kind=WorkItemLoad.Kind.DESTINATION,
+        status=WorkItemLoad.Status.COMMITTED,
+        is_destination_complete=True,
+    ).exists()
 
 
 def run_totals_refresh(*, run: Run) -> RunTotals:
     """Recompute the run's totals from its items (one aggregate) and store them on the run.
 
-    Call inside the transaction of the load or change. Counts: eligible = in the population and
+    Call inside the transaction of the load or change; it also raises the run's ``ledger_version``
+    (every ledger write goes through here, so a preview computed on an older version is stale).
+    Counts: eligible = in the population and
     not skipped; completed, rejected, unresolved (unverified + absent + uncertain) and attempted
     count eligible items only; possible duplicates count every flagged item. Sets
     ``run.ledger_updated_at``. Writes no timeline event (the caller's event carries the totals).
@@ -85,7 +90,8 @@ def run_totals_refresh(*, run: Run) -> RunTotals:
     now = timezone.now()
     fields: dict[str, object] = {column: getattr(totals, name) for name, column in _COLUMNS.items()}
     fields["ledger_updated_at"] = now
-    Run.objects.filter(pk=run.pk).update(**fields, updated_at=now)
+    Run.objects.filter(pk=run.pk).update(**fields, updated_at=now, ledger_version=F("ledger_version") + 1)
     for name, value in fields.items():
         setattr(run, name, value)
+    run.ledger_version = Run.objects.filter(pk=run.pk).values_list("ledger_version", flat=True).get()
     return totals

@@ -3,27 +3,41 @@ changes, verifications and failure class, and "what happened to this record?".""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
 from handover.core.views import form_post
+from runs.attempts.business_state import BUSINESS_STATE_FACTS
 from runs.attempts.models import Run
+from runs.ledger.confirmations import (
+    LedgerVersionConflict,
+    work_item_load_confirm,
+    work_item_load_discard,
+    work_item_load_preview_csv,
+)
 from runs.ledger.failure_class import run_failure_class_confirm
 from runs.ledger.files import LedgerInputError
 from runs.ledger.forms import (
     RunFailureClassForm,
     WorkItemChangeForm,
+    WorkItemDuplicateExplainForm,
+    WorkItemLoadConfirmForm,
+    WorkItemLoadDiscardForm,
     WorkItemLoadForm,
     WorkItemSearchForm,
     WorkItemVerifyForm,
 )
-from runs.ledger.items import work_item_change, work_item_verify
+from runs.ledger.items import work_item_change, work_item_duplicate_explain, work_item_verify
 from runs.ledger.loads import OPTION_NAMES, LoadFile, work_item_loads_create
 from runs.ledger.models import WorkItem, WorkItemLoad
 from runs.ledger.selectors import (
@@ -38,6 +52,15 @@ from runs.ledger.selectors import (
 )
 
 LEDGER_PAGE_SIZE = 50
+# Feedback of the ledger's forms is shown inside the ledger section, next to the forms (the page
+# scrolls to #ledger after each of them), not at the top of the page where nobody would see it.
+LEDGER_MESSAGE_TAG = "ledger"
+
+
+def _say(send: Callable[..., None], request: HttpRequest, text: str) -> None:
+    send(request, text, extra_tags=LEDGER_MESSAGE_TAG)
+
+
 # the stacked bar's segments, in order: settled work first, then what still needs a person
 LEDGER_SEGMENTS = [
     ("completed", "completed_count"),
@@ -116,7 +139,13 @@ def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
     ]
     css, headline = _ledger_headline(run)
     writable = run_ledger_writable(user=request.user, run=run)
-    loads = list(work_item_load_list(run=run)[:5])
+    # one query: the five newest loads and every load that waits for a person, however old
+    newest = WorkItemLoad.objects.filter(run=run).order_by("-created_at", "-id").values("pk")[:5]
+    shown = list(
+        work_item_load_list(run=run).filter(Q(pk__in=newest) | Q(status=WorkItemLoad.Status.AWAITING_CONFIRMATION))
+    )
+    loads = shown[:5]  # newest first: the five newest lead, older waiting loads follow
+    awaiting = [load for load in shown if load.status == WorkItemLoad.Status.AWAITING_CONFIRMATION]
     return {
         "ledger": {
             "headline": headline,
@@ -130,6 +159,7 @@ def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
             "only_duplicates": only_duplicates,
             "outcomes": WorkItem.Outcome.choices,
             "loads": [(load, work_item_load_progress(load=load)) for load in loads],
+            "awaiting": awaiting,
             "writable": writable,
             "load_form": WorkItemLoadForm() if writable else None,
             "change_form": WorkItemChangeForm() if writable else None,
@@ -161,7 +191,7 @@ def work_item_load_create_view(request: HttpRequest, id: str) -> HttpResponse:
     run = _ledger_run(request, id)
     form = WorkItemLoadForm(request.POST, request.FILES)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        _say(messages.error, request, " ".join(e for errors in form.errors.values() for e in errors))
         return _to_ledger(run)
     data = form.cleaned_data
     try:
@@ -179,15 +209,23 @@ def work_item_load_create_view(request: HttpRequest, id: str) -> HttpResponse:
             is_destination_complete=data["is_destination_complete"],
         )
     except LedgerInputError as exc:
-        messages.error(request, f"Nothing was loaded. {exc.detail}")
+        _say(messages.error, request, f"Nothing was loaded. {exc.detail}")
         return _to_ledger(run)
     except DomainError as exc:
-        messages.error(request, exc.detail)
+        _say(messages.error, request, exc.detail)
         return _to_ledger(run)
     if all(load.status == WorkItemLoad.Status.COMMITTED for load in loads):
-        messages.success(request, "Loaded: " + ", ".join(f"{ld.get_kind_display()} ({ld.row_count:,})" for ld in loads))
+        _say(messages.success, request, "Loaded: " + ", ".join(f"{ld.label} ({ld.row_count:,})" for ld in loads))
+    elif any(load.status == WorkItemLoad.Status.AWAITING_CONFIRMATION for load in loads):
+        total = loads[0].preview.get("total", 0)
+        _say(
+            messages.warning,
+            request,
+            f"Not applied: {', '.join(ld.label for ld in loads)} would weaken {total:,} records. "
+            "Review them below, then confirm with a reason or discard the load.",
+        )
     else:
-        messages.info(request, "The files are large: they load in the background (progress below).")
+        _say(messages.info, request, "The files are large: they load in the background (progress below).")
     return _to_ledger(run)
 
 
@@ -222,6 +260,7 @@ def work_item_change_view(request: HttpRequest, id: str) -> HttpResponse:
         act=lambda data: work_item_change(user=request.user, run=run, **data),
         success=lambda item: f"{item.record_id} is now {item.outcome}.",
         done=_to_ledger(run),
+        extra_tags=LEDGER_MESSAGE_TAG,
     )
 
 
@@ -237,6 +276,7 @@ def work_item_verify_view(request: HttpRequest, id: str) -> HttpResponse:
         act=lambda data: work_item_verify(user=request.user, run=run, **data),
         success=lambda item: f"{item.record_id} verified: {item.outcome}.",
         done=_to_ledger(run),
+        extra_tags=LEDGER_MESSAGE_TAG,
     )
 
 
@@ -252,6 +292,7 @@ def run_failure_class_confirm_view(request: HttpRequest, id: str) -> HttpRespons
         act=lambda data: run_failure_class_confirm(user=request.user, run=run, **data),
         success=lambda _: "Failure class confirmed.",
         done=_to_ledger(run),
+        extra_tags=LEDGER_MESSAGE_TAG,
     )
 
 
@@ -262,4 +303,91 @@ def work_item_search_view(request: HttpRequest) -> HttpResponse:
     items = None
     if form.is_valid():
         items = list(work_item_search(user=request.user, record_id=form.cleaned_data["record_id"])[:100])
+        for item in items:  # the business state's facts came with the items: no query per run
+            for name in BUSINESS_STATE_FACTS:
+                setattr(item.run, name, getattr(item, name))
     return render(request, "runs/ledger/work_item_search.html", {"form": form, "items": items})
+
+
+def _ledger_load(run: Run, load_id: str) -> WorkItemLoad:
+    load = work_item_load_get(run=run, public_id=load_id)
+    if load is None:
+        raise Http404("No such load")
+    load.run = run
+    return load
+
+
+@login_required
+@require_POST
+def work_item_load_confirm_view(request: HttpRequest, id: str, load_id: str) -> HttpResponse:
+    """Apply a load that waits for confirmation, against the ledger version its preview showed."""
+    run = _ledger_run(request, id)
+    load = _ledger_load(run, load_id)
+    form = WorkItemLoadConfirmForm(request.POST)
+    if not form.is_valid():
+        _say(messages.error, request, "Say why these records may be weakened.")
+        return _to_ledger(run)
+    try:
+        load = work_item_load_confirm(user=request.user, load=load, **form.cleaned_data)
+    except LedgerVersionConflict as exc:
+        _say(messages.error, request, exc.detail)
+        return _to_ledger(run)
+    except DomainError as exc:
+        _say(messages.error, request, exc.detail)
+        return _to_ledger(run)
+    if load.status == WorkItemLoad.Status.COMMITTED:
+        _say(messages.success, request, f"{load.label} applied; the weakenings are kept in each item's history.")
+    else:
+        _say(messages.info, request, f"{load.label} is confirmed and loads in the background (progress below).")
+    return _to_ledger(run)
+
+
+@login_required
+@require_POST
+def work_item_load_discard_view(request: HttpRequest, id: str, load_id: str) -> HttpResponse:
+    """Decline a load that waits for confirmation (kept, nothing applied)."""
+    run = _ledger_run(request, id)
+    load = _ledger_load(run, load_id)
+    return form_post(
+        request,
+        WorkItemLoadDiscardForm(request.POST),
+        invalid="Say why the load is discarded.",
+        act=lambda data: work_item_load_discard(user=request.user, load=load, **data),
+        success=lambda ld: f"{ld.label} discarded; nothing was applied.",
+        done=_to_ledger(run),
+        extra_tags=LEDGER_MESSAGE_TAG,
+    )
+
+
+@login_required
+def work_item_load_preview_view(request: HttpRequest, id: str, load_id: str) -> HttpResponse:
+    """Download every item a waiting load would weaken, as CSV."""
+    run = run_get_for_ledger(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    load = _ledger_load(run, load_id)
+    response = HttpResponse(work_item_load_preview_csv(load=load), content_type="text/csv; charset=utf-8")
+    name = f"{load.kind}-{load.number}-weakened.csv"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@login_required
+@require_POST
+def work_item_duplicate_explain_view(request: HttpRequest, id: str) -> HttpResponse:
+    """A person explains one possible duplicate (reason and evidence reference).
+
+    Back to the page the form was on (``next``: a local path, e.g. the replay request form), else to the ledger.
+    """
+    run = _ledger_run(request, id)
+    back = request.POST.get("next") or ""
+    safe = url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}) and back.startswith("/")
+    return form_post(
+        request,
+        WorkItemDuplicateExplainForm(request.POST),
+        invalid="Give the record id, why it is not a duplicate and the evidence reference (at most 300 characters).",
+        act=lambda data: work_item_duplicate_explain(user=request.user, run=run, **data),
+        success=lambda item: f"{item.record_id}: possible duplicate explained.",
+        done=redirect(back) if safe else _to_ledger(run),
+        extra_tags="" if safe else LEDGER_MESSAGE_TAG,
+    )

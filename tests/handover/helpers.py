@@ -65,3 +65,15 @@ def settle_check(check: NextRunCheck, status: str, **values: Any) -> NextRunChec
     NextRunCheck.objects.filter(pk=check.pk).update(status=status, status_changed_at=now, **values)
     check.refresh_from_db()
     return check
+
+
+def edit_form_data(handover: Handover) -> dict[str, Any]:
+    """What the edit page posts when nothing is changed: every section and field, the version and the base texts."""
+    from handover.handovers.forms import HandoverEditForm
+
+    form = HandoverEditForm(handover=Handover.objects.get(pk=handover.pk))
+    data = {name: value for name, value in form.initial.items() if value is not None}
+    data["is_supportability_defect"] = "on" if data.get("is_supportability_defect") else ""
+    if not data["is_supportability_defect"]:
+        del data["is_supportability_defect"]
+    return data

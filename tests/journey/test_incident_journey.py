@@ -291,7 +291,13 @@ def wait_for_fragments(page: Page) -> None:
     expect(page.locator("#run-replays table, #run-replays p.muted").first).to_be_visible()
 
 
-def upload(page: Page, files: dict[str, str], complete: bool, before_load: Callable[[], None] | None = None) -> None:
+def upload(
+    page: Page,
+    files: dict[str, str],
+    complete: bool,
+    before_load: Callable[[], None] | None = None,
+    expect_message: str = "Loaded:",
+) -> None:
     """Open the ledger's upload form, choose the files by kind, tick "complete" or not, and load."""
     form = page.locator("form.ledger-upload")
     if not form.is_visible():
@@ -303,7 +309,7 @@ def upload(page: Page, files: dict[str, str], complete: bool, before_load: Calla
     if before_load is not None:
         before_load()
     form.get_by_role("button", name="Load").click()
-    expect(page.locator(".messages li.success")).to_contain_text("Loaded:")
+    expect(page.locator("#ledger-messages")).to_contain_text(expect_message)
 
 
 # --- the journey ----------------------------------------------------------------------------------
@@ -490,6 +496,48 @@ def test_incident_journey_from_first_alert_to_closed_handover(
         expect(page.locator("h1")).to_contain_text("completed")
         shot(page, "replay-completed", focus=page.get_by_role("heading", name="Dispatch and delivery log"))
 
+        # -- 10:06: the gateway sends a second, partial export "complete for the window": only the two -----
+        # replayed invoices. Taken as the whole truth it would make three delivered invoices absent: it is
+        # not applied, it waits with its preview, and support discards it.
+        clock.move_to(berlin("2026-11-28 10:06:00"))
+        page.goto(run_url)
+        upload(page, {"destination": "destination-1006-replayed-only.csv"}, complete=True, expect_message="Not applied")
+        waiting = page.locator(".ledger-awaiting")
+        expect(waiting).to_contain_text("Destination export #4")
+        expect(waiting).to_contain_text("would weaken 3 records")
+        expect(waiting.locator("table.ledger-preview tbody tr")).to_have_count(3)
+        expect(ledger.locator(".ledger-headline")).to_contain_text("Reconciled")  # nothing applied
+        shot(page, "ledger-second-export-waits", focus=waiting)
+        waiting.get_by_label("Why not apply it?").fill("a partial export: the gateway re-sent only the replayed two")
+        waiting.get_by_role("button", name="Discard the load").click()
+        expect(page.locator("#ledger-messages")).to_contain_text("discarded")
+        expect(page.locator(".ledger-awaiting")).to_have_count(0)
+
+        # -- 10:08: sam and tom edit the handover at once: nobody's text is overwritten unseen ------------
+        clock.move_to(berlin("2026-11-28 10:08:00"))
+        edit_url = f"{handover_url}edit/"
+        page.goto(edit_url)
+        tom.page.goto(edit_url)
+        page.get_by_role("textbox", name="Deadlines and waiting downstream tasks").fill(
+            "Month-end close on 2026-11-30 09:00 waits for INV-1003 and INV-1005."
+        )
+        page.get_by_role("button", name="Save").click()
+        expect(page.locator(".messages li.success")).to_contain_text("Saved")
+        tom.page.get_by_role("textbox", name="Deadlines and waiting downstream tasks").fill(
+            "Month-end close 2026-11-30; the dunning run at 06:00 reads the two invoices first."
+        )
+        tom.page.get_by_role("button", name="Save").click()
+        conflict = tom.page.locator("#conflict-deadlines")
+        expect(conflict.locator(".conflict-theirs")).to_contain_text("09:00 waits for INV-1003")
+        shot(tom.page, "handover-conflicting-edit", focus=tom.page.locator(".edit-conflicts"))
+        conflict.get_by_label("edit (the box below)").check()
+        tom.page.get_by_role("textbox", name="Deadlines and waiting downstream tasks").fill(
+            "Month-end close on 2026-11-30 09:00 waits for INV-1003 and INV-1005; the dunning run at 06:00 "
+            "reads them first."
+        )
+        tom.page.get_by_role("button", name="Save").click()
+        expect(tom.page.locator(".messages li.success")).to_contain_text("Saved")
+
         # -- 10:10: support moves the handover to verifying: the next-run check is scheduled ---------------
         clock.move_to(berlin("2026-11-28 10:10:00"))
         page.goto(handover_url)
@@ -622,6 +670,16 @@ def _assert_business_records(world: World, run: Run, replay_id: str, handover_ur
     assert handover.status == "closed" and handover.closed_by == sam and handover.handed_over_by == sam
     assert handover.escalation_owner == tom
     assert handover.links.get().next_run_check == check
+    assert handover.deadlines.startswith("Month-end close on 2026-11-30 09:00") and "dunning run" in handover.deadlines
+    from runs.ledger.models import WorkItemLoad
+
+    loads = list(WorkItemLoad.objects.filter(run=run, kind="destination").order_by("number"))
+    assert [(ld.number, ld.status) for ld in loads] == [
+        (1, "committed"),
+        (2, "committed"),
+        (3, "committed"),
+        (4, "discarded"),
+    ]
     assert handover.handed_over_at < handover.verifying_at < handover.resolved_at < handover.closed_at
 
     # Who was told: the approvers of the request, the escalation owner of the handover.
@@ -665,6 +723,10 @@ def _assert_business_records(world: World, run: Run, replay_id: str, handover_ur
         "failure_class_suggested",  # the suggestion withdrawn: the run succeeded
         "next_run_check_scheduled",
         "replay_completed",
+        "work_items_load_awaiting_confirmation",  # 10:06 the partial export: not applied, waits
+        "work_items_load_discarded",
+        "handover_edited",  # 10:08 sam's deadlines
+        "handover_edited",  # tom's, written after he saw sam's beside his own
         "handover_verifying",
         "next_run_check_awaiting_confirmation",  # the next run succeeded; it has no ledger
         "next_run_check_confirmed",

@@ -227,7 +227,9 @@ def test_creating_on_the_page_shows_the_token_once_and_keeps_it_nowhere(
     caplog.set_level(logging.DEBUG)
     client = signed_in(alice)
 
-    page = client.post(CREATE, {"label": "nightly export check", "expires_in_days": "30"})
+    posted = client.post(CREATE, {"label": "nightly export check", "expires_in_days": "30"})
+    assert posted.status_code == 302 and posted["Location"] == CREATE  # POST → redirect → GET
+    page = client.get(CREATE)
 
     token = AuthToken.objects.get(user=alice)
     html = page.content.decode()
@@ -238,8 +240,11 @@ def test_creating_on_the_page_shows_the_token_once_and_keeps_it_nowhere(
     assert AuditEvent.objects.get(action="api_token_create").actor == alice
     # never again: not on the list, not in the session, not in the logs, not in any table
     assert raw not in client.get(LIST).content.decode()
-    assert raw not in client.get(CREATE, follow=True).content.decode()
+    reloaded = client.get(CREATE, follow=True)  # reloading the "token issued" page
+    assert raw not in reloaded.content.decode() and "shown only once" in reloaded.content.decode()
+    assert AuthToken.objects.filter(user=alice).count() == 1  # and no second token
     assert raw not in rows_of_every_token_table()
+    assert not any(raw in s.session_data or raw in str(s.get_decoded()) for s in Session.objects.all())
     assert all(raw not in cookie.value for cookie in client.cookies.values())
     assert raw not in caplog.text
     assert token_client(raw).get(API).status_code == 200

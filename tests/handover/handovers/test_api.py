@@ -140,6 +140,7 @@ def test_patch_edits_sections_and_owners_and_keeps_history(world: World, draft: 
         f"{BASE}{draft.public_id}/",
         {"business_impact": "Acme cannot bill 2 customers.", "escalation_owner": "olga-owner", "confirm": ["affected"]},
         content_type="application/json",
+        HTTP_IF_MATCH=f'"{draft.version}"',
     )
 
     assert response.status_code == 200, response.content
@@ -156,7 +157,9 @@ def test_patch_edits_sections_and_owners_and_keeps_history(world: World, draft: 
             "created_at": history[0]["created_at"],
         }
     ]
-    unknown = client.patch(f"{BASE}{draft.public_id}/", {"escalation_owner": "nobody"}, content_type="application/json")
+    unknown = client.patch(
+        f"{BASE}{draft.public_id}/", {"escalation_owner": "nobody", "version": 2}, content_type="application/json"
+    )
     assert unknown.status_code == 400 and "escalation_owner" in unknown.json()["errors"]
 
 
@@ -218,7 +221,7 @@ def test_residual_exception_api(world: World, draft: Handover, load_ledger: Ledg
 
     updated = client.patch(
         f"{BASE}{draft.public_id}/residual-exceptions/{created.json()['id']}/",
-        {"owner": "olga-owner", "due_date": "2026-12-04"},
+        {"owner": "olga-owner", "due_date": "2026-12-04", "version": created.json()["version"]},
         content_type="application/json",
     )
     assert updated.status_code == 200 and updated.json()["due_date"] == "2026-12-04"

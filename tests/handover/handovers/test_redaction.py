@@ -12,7 +12,7 @@ from handover.handovers.models import Handover, HandoverRevision
 from handover.handovers.services import handover_create, handover_update
 from runs.alerts.redaction import redaction_token
 from runs.timeline.models import TimelineEvent
-from tests.handover.helpers import World
+from tests.handover.helpers import World, edit_form_data
 
 pytestmark = pytest.mark.django_db
 SECRET = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dcFAKE0123"
@@ -45,7 +45,7 @@ def test_an_edit_with_a_secret_is_stored_redacted_everywhere_and_named(world: Wo
 
 def test_the_edit_page_says_what_was_removed(world: World, draft: Handover) -> None:
     client = client_for(world.support)
-    data = {section: getattr(draft, section) for section in Handover.Section.values}
+    data = edit_form_data(draft)
     data.update(deadlines="Before 09:00; password=Hunter2Hunter2 for the sftp", escalation_owner="", confirm=[])
 
     response = client.post(f"/handovers/{draft.public_id}/edit/", data, follow=True)
@@ -58,7 +58,7 @@ def test_the_edit_page_says_what_was_removed(world: World, draft: Handover) -> N
 
 def test_an_edit_without_a_secret_says_nothing(world: World, draft: Handover) -> None:
     client = client_for(world.support)
-    data = {section: getattr(draft, section) for section in Handover.Section.values}
+    data = edit_form_data(draft)
     data.update(deadlines="Before 09:00 for order ORD-2026-000123", escalation_owner="", confirm=[])
 
     response = client.post(f"/handovers/{draft.public_id}/edit/", data, follow=True)
@@ -72,7 +72,7 @@ def test_the_api_answer_names_the_redacted_sections(world: World, draft: Handove
 
     response = client.patch(
         f"/api/v1/handovers/{draft.public_id}/",
-        {"affected": "acme-foods; Authorization: Bearer abcDEF123456ghiJKL789"},
+        {"affected": "acme-foods; Authorization: Bearer abcDEF123456ghiJKL789", "version": draft.version},
         content_type="application/json",
     )
 

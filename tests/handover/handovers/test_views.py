@@ -18,7 +18,7 @@ from runs.catalog.pause import job_pause
 from runs.timeline.models import TimelineEvent
 from tests.conftest import fixture_path
 from tests.factories import RunFactory, UserFactory
-from tests.handover.helpers import LedgerLoader, World, force_status
+from tests.handover.helpers import LedgerLoader, World, edit_form_data, force_status
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +55,7 @@ def test_edit_form_saves_a_revision_and_confirms_generated_text(world: World, dr
     client = client_for(world.support)
     form = client.get(f"/handovers/{draft.public_id}/edit/")
     assert form.status_code == 200 and "Confirm generated text as it is" in form.content.decode()
-    data = {section: getattr(draft, section) for section in Handover.Section.values}
+    data = edit_form_data(draft)
     data.update(
         business_impact="Acme's dunning run waits for 2 invoices.",
         escalation_owner="olga-owner",

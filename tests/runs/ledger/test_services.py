@@ -14,6 +14,7 @@ from django.test import override_settings
 from handover.core.errors import DomainError, InvalidTransition, NotFound
 from runs.attempts.models import Attempt, Run
 from runs.ledger.common import LedgerPermissionDenied
+from runs.ledger.confirmations import work_item_load_confirm
 from runs.ledger.failure_class import failure_class_for, run_failure_class_confirm, run_failure_class_suggest
 from runs.ledger.files import LedgerInputError
 from runs.ledger.items import work_item_change, work_item_verify
@@ -136,27 +137,62 @@ def test_files_loaded_together_or_one_by_one_reconcile_alike(ledger_world: Ledge
 # --- reconciliation edge cases -------------------------------------------------------------------------
 
 
-def test_a_new_destination_export_replaces_the_previous_one(ledger_world: LedgerWorld) -> None:
+def test_a_second_destination_export_adds_to_the_first_and_deletes_nothing(ledger_world: LedgerWorld) -> None:
+    load(ledger_world, population=POPULATION, runner_report=csv("record_id,status", "A1,completed", "A2,completed"))
+    (first,) = load(ledger_world, destination=csv("record_id,reference", "A1,g1", "A2,g2", "X9,gx"))
+    assert outcomes(ledger_world.run)["A2"] == "completed"
+
+    (second,) = load(ledger_world, destination=csv("record_id,reference", "A3,g3"))
+
+    assert (first.number, second.number, second.status) == (1, 2, "committed")
+    found = outcomes(ledger_world.run)
+    assert (found["A1"], found["A2"], found["A3"], found["X9"]) == ("completed",) * 4  # the union of the exports
+    assert item(ledger_world, "X9").is_possible_duplicate
+    assert item(ledger_world, "A3").destination_load_id == second.pk
+    assert item(ledger_world, "A1").destination_load_id == first.pk
+    assert second.counts["no_longer_present"] == 0
+
+
+def test_a_complete_export_lacking_completed_records_waits_for_a_person(ledger_world: LedgerWorld) -> None:
     load(ledger_world, population=POPULATION, runner_report=csv("record_id,status", "A1,completed", "A2,completed"))
     load(ledger_world, destination=csv("record_id,reference", "A1,g1", "A2,g2", "X9,gx"))
-    assert outcomes(ledger_world.run)["A2"] == "completed"
+    before = list(WorkItem.objects.filter(run=ledger_world.run).order_by("record_id").values())
+    version = Run.objects.get(pk=ledger_world.run.pk).ledger_version
 
     (second,) = load(ledger_world, complete=True, destination=csv("record_id,reference", "A1,g1"))
 
-    found = outcomes(ledger_world.run)
-    assert (found["A1"], found["A2"], found["A3"]) == ("completed", "absent", "absent")
-    assert "X9" not in found  # a not-eligible record no longer in the destination is dropped
-    assert second.counts["no_longer_present"] == 2
+    assert second.status == "awaiting_confirmation"
+    assert list(WorkItem.objects.filter(run=ledger_world.run).order_by("record_id").values()) == before
+    assert second.preview_version == version
+    assert second.preview["total"] == 2  # A2 completed → absent, X9's flag cleared
+    assert second.preview["counts"] == {"completed → absent": 1, "possible duplicate cleared": 1}
+    assert [i["record_id"] for i in second.preview["items"]] == ["A2", "X9"]
 
 
 def test_a_later_attempted_never_downgrades_claimed_done(ledger_world: LedgerWorld) -> None:
     load(ledger_world, population=POPULATION, runner_report=csv("record_id,status", "A1,completed", "A2,failed"))
-    load(ledger_world, runner_report=csv("record_id,status", "A1,attempted", "A2,completed", "A3,attempted"))
+    (report,) = load(
+        ledger_world, runner_report=csv("record_id,status", "A1,attempted", "A2,completed", "A3,attempted")
+    )
+    # rejected → uncertain weakens the ledger: it waits for a person
+    assert report.status == "awaiting_confirmation"
+    assert item(ledger_world, "A2").outcome == "rejected"
+    work_item_load_confirm(
+        user=ledger_world.support, load=report, reason="retried by the runner", ledger_version=report.preview_version
+    )
 
     a1, a2, a3 = (item(ledger_world, r) for r in ("A1", "A2", "A3"))
     assert (a1.runner_status, a1.outcome) == ("completed", "uncertain")
     assert (a2.runner_status, a2.outcome) == ("completed", "uncertain")  # a retry's word wins
     assert (a3.runner_status, a3.is_attempted, a3.outcome) == ("attempted", True, "unverified")
+    change = WorkItemChange.objects.get(work_item=a2)
+    assert (change.kind, change.from_outcome, change.to_outcome, change.note, change.changed_by) == (
+        "weaken",
+        "rejected",
+        "uncertain",
+        "retried by the runner",
+        ledger_world.support,
+    )
 
 
 def test_runner_ids_outside_the_population_are_counted_not_added(ledger_world: LedgerWorld) -> None:
@@ -190,11 +226,21 @@ def test_a_population_reload_adds_ids_updates_rules_and_adopts_destination_recor
     assert item(ledger_world, "X9").is_possible_duplicate
 
     (reload,) = load(ledger_world, population=csv("record_id,skip_reason", "A1,now skipped", "A6,", "X9,"))
+    # adopting X9 would clear its possible-duplicate flag: a person must confirm (and so explain) it
+    assert reload.status == "awaiting_confirmation"
+    assert item(ledger_world, "X9").is_possible_duplicate
+    reload = work_item_load_confirm(
+        user=ledger_world.support,
+        load=reload,
+        reason="X9 was eligible after all",
+        ledger_version=reload.preview_version,
+    )
 
     assert reload.counts["added"] == 1
     assert item(ledger_world, "A1").outcome == "skipped"
     x9 = item(ledger_world, "X9")
     assert (x9.is_in_population, x9.is_possible_duplicate, x9.outcome) == (True, False, "completed")
+    assert (x9.duplicate_explanation, x9.duplicate_explained_by) == ("X9 was eligible after all", ledger_world.support)
     assert set(outcomes(ledger_world.run)) == {"A1", "A2", "A3", "A4", "A5", "A6", "X9"}
 
 

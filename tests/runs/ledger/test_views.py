@@ -95,7 +95,7 @@ def test_support_uploads_through_the_form(ledger_world: LedgerWorld) -> None:
     )
 
     assert response.redirect_chain[-1][0].endswith(f"/runs/{ledger_world.run.public_id}/#ledger")
-    assert "Loaded: Eligible population (5), Destination export (1)" in response.content.decode()
+    assert "Loaded: Eligible population #1 (5), Destination export #1 (1)" in response.content.decode()
     assert outcomes(ledger_world.run) == {
         "A1": "completed",
         "A2": "absent",
