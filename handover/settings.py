@@ -370,8 +370,11 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="handover@localhost")
 EMAIL_BACKEND = env.str(
     "EMAIL_BACKEND", default=EMAIL_CONFIG.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 )
-# Absolute links in e-mail and chat messages start with this.
-HANDOVER_BASE_URL = env.str("HANDOVER_BASE_URL", default="http://localhost:8000")
+# Absolute links built outside a request (e-mail, chat, replay webhooks) start with this; links in an
+# answer to a request are built from that request (handover.core.links). Required in production.
+HANDOVER_BASE_URL = env.str("HANDOVER_BASE_URL", default="" if PRODUCTION else "http://127.0.0.1:8000")
+if PRODUCTION and not HANDOVER_BASE_URL.startswith("https://"):
+    raise ImproperlyConfigured("HANDOVER_BASE_URL must be set to the site's https:// address in production.")
 # Optional chat-compatible webhook (Slack/Mattermost `{"text": ...}`) told when a handover is handed over.
 HANDOVER_CHAT_WEBHOOK_URL = env.str("HANDOVER_CHAT_WEBHOOK_URL", default="")
 # Hosts the chat webhook may reach although they resolve to a private or loopback address.
