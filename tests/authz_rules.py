@@ -228,6 +228,11 @@ def _runner_credential(world: Any, scope: str) -> dict[str, Any]:
     return {"prefix": world.objects[key].prefix}
 
 
+def _random_id(world: Any, scope: str) -> dict[str, Any]:
+    """An id nobody's row has (a chat/push target of someone else reads the same: 404)."""
+    return {"id": "00000000-0000-4000-8000-000000000000"}
+
+
 def _foreign_token(world: Any, scope: str) -> dict[str, Any]:
     """The prefix of a token held by a person outside the matrix's roles (made once per world)."""
     from knox.models import AuthToken
@@ -352,6 +357,20 @@ RULES: dict[str, Rule] = {
     # the caller's own personal API tokens: anyone signed in, only their own
     "handover-api:api-token-list": R(site=True, GET=signed_in, POST=signed_in, data=_token_create),
     "handover-api:api-token-detail": R(site=True, DELETE=someone_elses, kwargs=_foreign_token),
+    # the caller's own notifications: anyone signed in, only their own
+    "handover-api:notification-list": R(site=True, GET=signed_in),
+    "handover-api:notification-unread-count": R(site=True, GET=signed_in),
+    "handover-api:notification-read": R(site=True, POST=signed_in),
+    "handover:notification-list": R(site=True, GET=signed_in),
+    "handover:notification-read": R(site=True, POST=signed_in),
+    "handover:profile": R(site=True, GET=signed_in),
+    "handover:profile-email": R(site=True, POST=signed_in),
+    "handover:profile-email-verify": R(site=True, GET=signed_in, kwargs=lambda w, s: {"token": "not-a-token"}),
+    "handover:profile-time-zone": R(site=True, POST=signed_in),
+    "handover:profile-preferences": R(site=True, POST=signed_in),
+    "handover:profile-target-add": R(site=True, POST=signed_in),
+    "handover:profile-target-delete": R(site=True, POST=someone_elses, kwargs=_random_id),
+    "handover:profile-target-test": R(site=True, POST=someone_elses, kwargs=_random_id),
     # --- runs pages ----------------------------------------------------------------------------------
     "runs:run-list": R("run", GET=listing(READ)),
     "runs:run-detail": R("run", GET=READ),

@@ -52,6 +52,7 @@ from handover.handovers.services import (
     residual_exception_create,
     residual_exception_update,
 )
+from handover.notifications.selectors import notification_rows_about
 from runs.attempts.models import Run
 from runs.permissions import run_visibility_filter
 
@@ -166,6 +167,7 @@ def _page_context(request: HttpRequest, handover: Handover) -> dict[str, Any]:
         "links": list(handover.links.all()),
         "exceptions": list(handover.residual_exceptions.all()),
         "notifications": list(handover.notifications.all()),
+        "told": notification_rows_about(dedup_prefix=f"handover:{handover.public_id}:"),
         "conditions": handover_closing_conditions(handover=handover),
         "may_write": handover_may_write(user=request.user, handover=handover),
     }

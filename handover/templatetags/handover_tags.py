@@ -66,6 +66,9 @@ STATUS_ICONS = {
     "leased": "⧖",
     "started": "▶",
     "sending": "…",
+    # notification deliveries
+    "held": "⧗",
+    "undeliverable": "⊘",
 }
 
 
