@@ -350,7 +350,8 @@ def notification_preferences_set(*, user: AbstractBaseUser, choices: dict[tuple[
     """Store the person's choices per (event, channel); a choice equal to the default removes its row."""
     with transaction.atomic():
         for (event, channel), enabled in choices.items():
-            if enabled == channel_default(event, channel):
+            # chat's default depends on having a target, so a choice for it is always kept
+            if channel != "chat" and enabled == channel_default(event, channel):
                 NotificationPreference.objects.filter(user_id=user.pk, event=event, channel=channel).delete()
             else:
                 NotificationPreference.objects.update_or_create(

@@ -26,6 +26,7 @@ from handover.notifications.selectors import apprise_target_list, notification_l
 from handover.notifications.services import (
     apprise_target_add,
     apprise_target_test,
+    apprise_targets_for,
     notification_email_address,
     notification_email_change,
     notification_email_verify,
@@ -64,8 +65,11 @@ def _me(request: HttpRequest) -> int:
 
 def _current_preferences(request: HttpRequest) -> dict[tuple[str, str], bool]:
     chosen = {(p.event, p.channel): p.enabled for p in NotificationPreference.objects.filter(user_id=_me(request))}
+    has_chat = bool(apprise_targets_for(user=request.user))  # type: ignore[arg-type]
     return {
-        (event, channel): chosen.get((event, channel), channel_default(event, channel))
+        (event, channel): chosen.get(
+            (event, channel), channel_default(event, channel) and (channel != "chat" or has_chat)
+        )
         for event, _ in EVENTS
         for channel, _ in CHANNELS
     }
