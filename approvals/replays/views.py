@@ -43,6 +43,7 @@ from approvals.replays.selectors import (
     scope_candidates,
 )
 from handover.core.errors import DomainError
+from handover.notifications.selectors import notification_rows_about
 from handover.notifications.told import told_for, told_sentence
 from runs.attempts.models import Run
 from runs.ledger.selectors import run_get_for_ledger
@@ -194,6 +195,7 @@ def _detail_context(request: HttpRequest, replay: ReplayRequest) -> dict[str, An
         "decision_form": DecisionForm(initial={"scope_fingerprint": replay.scope_fingerprint}, kinds=my_kinds),
         "reason_form": ReasonForm(),
         "settle_form": SettleForm(),
+        "told": notification_rows_about(dedup_prefix=f"replay:{replay.public_id}"),
     }
 
 

@@ -53,6 +53,7 @@ from handover.handovers.services import (
     residual_exception_update,
 )
 from handover.notifications.selectors import notification_rows_about
+from handover.notifications.told import told_for, told_sentence
 from runs.attempts.models import Run
 from runs.permissions import run_visibility_filter
 
@@ -253,7 +254,7 @@ def handover_edit_view(request: HttpRequest, id: str) -> HttpResponse:
 
 
 ACTIONS: dict[str, tuple[Callable[..., Handover], str]] = {
-    "hand-over": (handover_hand_over, "Handed over; the escalation owner is being notified."),
+    "hand-over": (handover_hand_over, "Handed over."),
     "start-recovery": (handover_start_recovery, "Recovery started."),
     "verify": (handover_verify, "Verifying: the next-run check is scheduled."),
     "close": (handover_close, "Closed."),
@@ -280,6 +281,11 @@ def handover_action_view(request: HttpRequest, id: str, action: str) -> HttpResp
         elif action in ACTIONS:
             verb, done = ACTIONS[action]
             verb(handover=handover, actor=request.user)
+            if action == "hand-over":
+                told = told_for(event="handed_over", dedup_key=f"handover:{handover.public_id}:handed_over")
+                done += " " + told_sentence(
+                    told, nobody="Nobody could be told: the escalation owner has no channel selected for it."
+                )
             messages.success(request, done)
         else:
             raise Http404("No such action")
