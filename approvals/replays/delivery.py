@@ -1,4 +1,4 @@
-"""Delivering a dispatch to the job's signed webhook, telling approvers, and the beat sweeps.
+"""Delivering a dispatch to the job's signed webhook, reminding approvers, and the beat sweeps.
 
 Webhook delivery follows the task rules (docs/architecture.md "Layout rules"): the task passes only
 the dispatch id; the service claims the
