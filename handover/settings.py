@@ -433,5 +433,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("HANDOVER_LOG_LEVEL", default="INFO")},
     # axes: its start-up banner and per-login lines are noise; lockouts are still logged (WARNING)
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    # apprise: its INFO lines name the target (an Apprise URL carries its token): warnings only
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+        "apprise": {"level": "WARNING"},
+    },
 }

@@ -91,6 +91,13 @@ def apprise_targets_for(*, user: AbstractBaseUser) -> list[AppriseTarget]:
     return list(AppriseTarget.objects.filter(team__members__pk=user.pk).distinct().order_by("pk"))
 
 
+def email_mask(address: str) -> str:
+    """``b…@example.com``: enough for a person to recognise their address, not a copy of it (rule 8 in
+    docs/architecture.md: no e-mail addresses on pages)."""
+    local, _, domain = address.partition("@")
+    return f"{local[:1]}…@{domain}" if domain else ""
+
+
 def notify(
     *,
     event: str,
@@ -145,7 +152,7 @@ def notify(
                 notification=row,
                 channel="email",
                 destination="email",
-                shown_as=address,
+                shown_as=email_mask(address),
                 status=status,
                 error="" if address else "no verified e-mail address",
                 created_at=now,
@@ -169,9 +176,10 @@ def notify(
                 entry.missing.append("chat not deliverable: no chat/push URL")
             for target in targets:
                 destination = f"apprise:{target.pk}"
-                if target.team_id is not None and destination in team_destinations:
-                    continue  # the team's channel carries this event once, not once per member
-                team_destinations.add(destination) if target.team_id is not None else None
+                if target.team_id is not None:
+                    if destination in team_destinations:
+                        continue  # the team's channel carries this event once, not once per member
+                    team_destinations.add(destination)
                 delivery = NotificationDelivery.objects.create(
                     notification=row,
                     channel="chat",
@@ -391,10 +399,11 @@ def notification_email_change(*, user: AbstractBaseUser, password: str, address:
     return path
 
 
-def notification_email_verify(*, token: str) -> NotificationEmail:
+def notification_email_verify(*, token: str, user: AbstractBaseUser) -> NotificationEmail:
     """Follow a verification link: the pending address becomes the verified one (and the account's e-mail).
 
-    Raises DomainError for an unknown, used or expired token.
+    Raises DomainError for an unknown, used or expired token, or one of another account (``user`` is
+    the signed-in person following the link).
     """
     with transaction.atomic():
         row = (
@@ -405,6 +414,8 @@ def notification_email_verify(*, token: str) -> NotificationEmail:
         )
         if row is None or row.pending_sent_at is None:
             raise DomainError("This verification link is unknown or was used already.")
+        if row.user_id != user.pk:
+            raise DomainError("This verification link belongs to another account: sign in as its owner.")
         if row.pending_sent_at < timezone.now() - timedelta(hours=VERIFY_TOKEN_HOURS):
             raise DomainError("This verification link has expired: change the address again.")
         row.verified, row.verified_at = row.pending, timezone.now()

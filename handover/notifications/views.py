@@ -132,12 +132,9 @@ def profile_email_view(request: HttpRequest) -> HttpResponse:
 def profile_email_verify_view(request: HttpRequest, token: str) -> HttpResponse:
     """GET (from the mail): the pending address becomes the notification address."""
     try:
-        row = notification_email_verify(token=token)
+        row = notification_email_verify(token=token, user=request.user)  # type: ignore[arg-type]
     except DomainError as exc:
         messages.error(request, exc.detail)
-        return redirect("handover:profile")
-    if row.user_id != request.user.pk:
-        messages.error(request, "This link belongs to another account.")
         return redirect("handover:profile")
     messages.success(request, f"Notifications now go to {row.verified}.")
     return redirect("handover:profile")

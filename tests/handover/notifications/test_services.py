@@ -140,13 +140,18 @@ def test_an_email_change_needs_the_password_and_goes_there_only_once_verified(de
     path = notification_email_change(user=bea, password=PASSWORD, address="new@example.com")
     assert mail.outbox[-1].to == ["new@example.com"] and path in mail.outbox[-1].body
     tell([bea], key="replay:before")
-    assert NotificationDelivery.objects.get().shown_as == "bea@example.com"  # still the verified one
+    assert NotificationDelivery.objects.get().shown_as == "b…@example.com"  # still the verified one (masked)
 
+    stranger = Client()
+    UserFactory(username="mallory", email="m@example.com")
+    assert stranger.login(username="mallory", password=PASSWORD)
+    stranger.get(path)  # another account cannot use bea's link
+    assert NotificationEmail.objects.get(user=bea).pending == "new@example.com"
     assert client.get(path).status_code == 302
     bea.refresh_from_db()
     assert bea.email == "new@example.com" and NotificationEmail.objects.get(user=bea).verified == "new@example.com"
     tell([bea], key="replay:after")
-    assert NotificationDelivery.objects.order_by("pk").last().shown_as == "new@example.com"
+    assert NotificationDelivery.objects.order_by("pk").last().shown_as == "n…@example.com"
     assert client.get(path).status_code == 302  # a used link changes nothing
     assert NotificationEmail.objects.get(user=bea).verified == "new@example.com"
 
