@@ -20,7 +20,8 @@ from typing import Any
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 
-from handover.core.outbound import TargetRefused, TargetUnresolved, host_resolve_checked
+from handover.core.outbound import TargetRefused, host_resolve_checked
+from handover.core.outbound import TargetUnresolved as NameUnresolved
 
 GENERIC_SCHEMES = frozenset({"json", "jsons", "form", "forms", "xml", "xmls"})
 # Services whose address is the one in the URL (self-hosted): the host is checked like a webhook's.
@@ -40,6 +41,10 @@ SELF_HOSTED_SCHEMES = GENERIC_SCHEMES | {
 
 class TargetNotAllowed(Exception):
     """The URL is refused (not Apprise's, a scheme or host off the allow-list, an internal address)."""
+
+
+class TargetUnresolved(TargetNotAllowed):
+    """The target's name does not resolve now: refused at save, retried at send (DNS may come back)."""
 
 
 @dataclass(frozen=True)
@@ -119,8 +124,8 @@ def target_check(url: str, *, resolve: bool = True) -> CheckedTarget:
                 host_resolve_checked(host, int(port), allowed_hosts=settings.HANDOVER_APPRISE_PRIVATE_HOSTS)
             except TargetRefused as exc:
                 raise TargetNotAllowed(f"Refused: {exc}") from exc
-            except TargetUnresolved as exc:
-                raise TargetNotAllowed(str(exc)) from exc
+            except NameUnresolved as exc:
+                raise TargetUnresolved(str(exc)) from exc
     return CheckedTarget(scheme=scheme, host=host, masked=url_mask(url, host))
 
 

@@ -32,6 +32,7 @@ from handover.core.links import absolute_url
 from handover.core.rows import row_insert_unless_conflict
 from handover.notifications.apprise_targets import (
     TargetNotAllowed,
+    TargetUnresolved,
     apprise_send,
     target_check,
     url_decrypt,
@@ -231,7 +232,11 @@ def _send(delivery: NotificationDelivery, title: str, text: str) -> None:
     if delivery.target is None:
         raise DomainError("the chat/push URL was removed")
     url = url_decrypt(delivery.target.url_encrypted)
-    if not apprise_send(url, title=title, body=text):
+    try:
+        accepted = apprise_send(url, title=title, body=text)
+    except TargetUnresolved as exc:
+        raise DeliveryTransientError(str(exc)) from exc
+    if not accepted:
         raise DeliveryTransientError("the chat/push service did not accept the message")
 
 

@@ -163,3 +163,28 @@ def test_the_time_zone_comes_from_the_iana_list() -> None:
     assert client.post("/profile/time-zone/", {"time_zone": "Mars/Olympus"}).status_code == 400
     assert client.post("/profile/time-zone/", {"time_zone": "Europe/Berlin"}).status_code == 302
     assert 'value="Europe/Berlin"' in client.get("/profile/").content.decode()
+
+
+@override_settings(HANDOVER_APPRISE_SCHEMES=["jsons"], HANDOVER_APPRISE_GENERIC_HOSTS=["hooks.example.com"])
+def test_a_chat_target_whose_name_stops_resolving_is_retried_not_failed(
+    delivered: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from handover.notifications.services import DeliveryTransientError, notification_delivery_send
+
+    public = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.215.14", 443))]
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: public)
+    bea = UserFactory(username="bea", email="")
+    apprise_target_add(url="jsons://hooks.example.com/bea", user=bea)
+    tell([bea], event="check_failed")
+    chat = NotificationDelivery.objects.get(channel="chat")
+
+    def no_dns(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    with pytest.raises(DeliveryTransientError):
+        notification_delivery_send(delivery_id=chat.pk)
+    chat.refresh_from_db()
+    assert chat.status == "pending" and chat.claimed_at is None and chat.attempt_count == 1
