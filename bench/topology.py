@@ -204,6 +204,7 @@ class Topology:
             "HANDOVER_PRODUCTION": "true",
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "HANDOVER_BASE_URL": "https://handover.example.com",
             "DATABASE_URL": self.db_url,
             "CELERY_BROKER_URL": BROKER_URL,
             "CACHE_URL": CACHE_URL,

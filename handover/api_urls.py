@@ -7,6 +7,7 @@ from rest_framework.routers import DefaultRouter
 
 from handover.accounts.api import ApiTokenViewSet
 from handover.handovers.api import HandoverViewSet
+from handover.notifications.api import NotificationViewSet
 from runs.catalog.pause_api import JobPauseView, JobResumeView
 
 router = DefaultRouter(use_regex_path=False)
@@ -16,6 +17,8 @@ router.include_format_suffixes = False
 router.register("handovers", HandoverViewSet, basename="handover")
 # the caller's own personal API tokens: /api/v1/tokens/ and /api/v1/tokens/<prefix>/
 router.register("tokens", ApiTokenViewSet, basename="api-token")
+# the caller's own notifications: /api/v1/notifications/, unread-count/, read/
+router.register("notifications", NotificationViewSet, basename="notification")
 
 app_name = "handover-api"
 urlpatterns = [

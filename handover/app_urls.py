@@ -25,6 +25,18 @@ from handover.handovers.views import (
     residual_exception_edit_view,
     run_handover_box_view,
 )
+from handover.notifications.views import (
+    notification_list_view,
+    notification_read_view,
+    profile_email_verify_view,
+    profile_email_view,
+    profile_preferences_view,
+    profile_target_add_view,
+    profile_target_delete_view,
+    profile_target_test_view,
+    profile_time_zone_view,
+    profile_view,
+)
 from runs.catalog.pause_views import job_pause_view, job_resume_view
 
 app_name = "handover"
@@ -53,4 +65,15 @@ urlpatterns = [
     path("account/tokens/", api_token_list_view, name="api-token-list"),
     path("account/tokens/new/", api_token_create_view, name="api-token-create"),
     path("account/tokens/<str:prefix>/revoke/", api_token_revoke_view, name="api-token-revoke"),
+    # the signed-in person's notifications and profile (address, time zone, preferences, chat/push targets)
+    path("notifications/", notification_list_view, name="notification-list"),
+    path("notifications/read/", notification_read_view, name="notification-read"),
+    path("profile/", profile_view, name="profile"),
+    path("profile/email/", profile_email_view, name="profile-email"),
+    path("profile/email/verify/<str:token>/", profile_email_verify_view, name="profile-email-verify"),
+    path("profile/time-zone/", profile_time_zone_view, name="profile-time-zone"),
+    path("profile/preferences/", profile_preferences_view, name="profile-preferences"),
+    path("profile/targets/", profile_target_add_view, name="profile-target-add"),
+    path("profile/targets/<uuid:id>/delete/", profile_target_delete_view, name="profile-target-delete"),
+    path("profile/targets/<uuid:id>/test/", profile_target_test_view, name="profile-target-test"),
 ]

@@ -95,6 +95,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # the unread count in the navigation (one indexed COUNT per page for a signed-in person)
+                "handover.notifications.context_processors.unread_notifications",
             ],
         },
     }
@@ -355,6 +357,8 @@ CELERY_BEAT_SCHEDULE = {
     "approvals-replay-sweep": {"task": "approvals.replay_sweep", "schedule": 60.0},
     # Every 15 minutes: remind the eligible approvers of replay requests waiting too long.
     "approvals-replay-remind": {"task": "approvals.replay_request_remind", "schedule": 900.0},
+    # Every minute: send the digests of held notifications and enqueue again deliveries whose message was lost.
+    "handover-notification-sweep": {"task": "handover.notification_sweep", "schedule": 60.0},
 }
 # How far back the missed-run sweep re-checks fire times each tick (a longer outage is walked from
 # the target's latest run), in seconds.
@@ -370,17 +374,36 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="handover@localhost")
 EMAIL_BACKEND = env.str(
     "EMAIL_BACKEND", default=EMAIL_CONFIG.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 )
-# Absolute links in e-mail and chat messages start with this.
-HANDOVER_BASE_URL = env.str("HANDOVER_BASE_URL", default="http://localhost:8000")
-# Optional chat-compatible webhook (Slack/Mattermost `{"text": ...}`) told when a handover is handed over.
-HANDOVER_CHAT_WEBHOOK_URL = env.str("HANDOVER_CHAT_WEBHOOK_URL", default="")
-# Hosts the chat webhook may reach although they resolve to a private or loopback address.
-HANDOVER_CHAT_WEBHOOK_ALLOWED_HOSTS = env.list("HANDOVER_CHAT_WEBHOOK_ALLOWED_HOSTS", default=[])
+# Absolute links built outside a request (e-mail, chat, replay webhooks) start with this; links in an
+# answer to a request are built from that request (handover.core.links). Required in production.
+HANDOVER_BASE_URL = env.str("HANDOVER_BASE_URL", default="" if PRODUCTION else "http://127.0.0.1:8000")
+if PRODUCTION and not HANDOVER_BASE_URL.startswith("https://"):
+    raise ImproperlyConfigured("HANDOVER_BASE_URL must be set to the site's https:// address in production.")
 # "Needs attention": a run unresolved for longer than this (seconds since it was scheduled) is listed.
 HANDOVER_UNRESOLVED_AGE_SECONDS = env.int("HANDOVER_UNRESOLVED_AGE_SECONDS", default=24 * 3600)
 # "Needs attention": a job target with this many failures among its last N settled runs fails repeatedly.
 HANDOVER_REPEATED_FAILURES = env.int("HANDOVER_REPEATED_FAILURES", default=3)
 HANDOVER_REPEATED_FAILURES_OF = env.int("HANDOVER_REPEATED_FAILURES_OF", default=5)
+
+# --- notifications (handover/notifications/) ------------------------------------------------------
+# Fernet keys (comma-separated, the first encrypts) for the stored Apprise URLs; empty: derived from the
+# secret key (development). Generate one (docs/production.md "Settings"):
+#   python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"
+HANDOVER_NOTIFICATION_KEYS = env.list("HANDOVER_NOTIFICATION_KEYS", default=[])
+# Apprise schemes people may use (the admin's allow-list).
+HANDOVER_APPRISE_SCHEMES = env.list(
+    "HANDOVER_APPRISE_SCHEMES",
+    default=["slack", "msteams", "discord", "tgram", "mmosts", "ntfys", "jsons", "forms"]
+    + ([] if PRODUCTION else ["json", "form"]),
+)
+# Hosts generic json/form/xml targets may reach (nothing else is allowed for them).
+HANDOVER_APPRISE_GENERIC_HOSTS = env.list("HANDOVER_APPRISE_GENERIC_HOSTS", default=[])
+# Hosts a chat/push target may reach although they are (or resolve to) a private or loopback address.
+HANDOVER_APPRISE_PRIVATE_HOSTS = env.list("HANDOVER_APPRISE_PRIVATE_HOSTS", default=[])
+# A storm: more than this many messages to one person on one channel within the minutes below are held
+# and sent as one digest.
+HANDOVER_NOTIFICATION_STORM_COUNT = env.int("HANDOVER_NOTIFICATION_STORM_COUNT", default=10)
+HANDOVER_NOTIFICATION_STORM_MINUTES = env.int("HANDOVER_NOTIFICATION_STORM_MINUTES", default=10)
 
 # --- replays (approvals app) ----------------------------------------------------------------------
 # A replay request still pending after this long expires (its approvals are void), in seconds.
@@ -410,5 +433,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("HANDOVER_LOG_LEVEL", default="INFO")},
     # axes: its start-up banner and per-login lines are noise; lockouts are still logged (WARNING)
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    # apprise: its INFO lines name the target (an Apprise URL carries its token): warnings only
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+        "apprise": {"level": "WARNING"},
+    },
 }

@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from handover.handovers import tasks as handover_tasks
+from handover.notifications import tasks as notification_tasks
 
-__all__ = ["handover_tasks"]
+__all__ = ["handover_tasks", "notification_tasks"]

@@ -10,6 +10,7 @@ from runs.alerts.receive_api import AlertIngestView
 from runs.attempts.api import RunViewSet
 from runs.audit.api import AuditEventViewSet
 from runs.catalog.integrations_api import IntegrationViewSet
+from runs.catalog.runner_credentials_api import RunnerCredentialDetailView, RunnerCredentialListView
 from runs.checks.api import NextRunCheckViewSet
 from runs.ledger import api as workitems
 
@@ -68,4 +69,10 @@ urlpatterns = [
         name="work-item-load-discard",
     ),
     path("items/", workitems.WorkItemSearchView.as_view(), name="work-item-search"),
+    path("jobs/<uuid:id>/runner-credentials/", RunnerCredentialListView.as_view(), name="runner-credential-list"),
+    path(
+        "jobs/<uuid:id>/runner-credentials/<str:prefix>/",
+        RunnerCredentialDetailView.as_view(),
+        name="runner-credential-detail",
+    ),
 ]

@@ -27,6 +27,7 @@ from runs.catalog.integration_views import (
     integration_mapping_view,
     integration_reprocess_view,
 )
+from runs.catalog.runner_credential_views import runner_credential_create_view, runner_credential_revoke_view
 from runs.catalog.views import job_detail_view, job_list_view
 from runs.checks.views import (
     check_confirm_view,
@@ -116,4 +117,10 @@ urlpatterns = [
     path("checks/<uuid:id>/confirm/", check_confirm_view, name="check-confirm"),
     path("jobs/", job_list_view, name="job-list"),
     path("jobs/<uuid:id>/", job_detail_view, name="job-detail"),
+    path("jobs/<uuid:id>/runner-credentials/", runner_credential_create_view, name="runner-credential-create"),
+    path(
+        "jobs/<uuid:id>/runner-credentials/<str:prefix>/revoke/",
+        runner_credential_revoke_view,
+        name="runner-credential-revoke",
+    ),
 ]

@@ -16,5 +16,6 @@ CELERY_PID=$!
 trap 'kill $CELERY_PID 2>/dev/null || true' EXIT INT TERM
 echo
 echo "Handover is at http://127.0.0.1:${PORT:-8000}/  (worker + beat log: var/celery.log)"
-echo "Log in with a demo user printed above; the passwords are shown only when the users are created."
+echo "Log in with a demo user printed above; the passwords are shown only when the users are created"
+echo "(forgot them? .venv/bin/python manage.py load_demo --reset-passwords prints new ones). Mail is printed in this log."
 $PY manage.py runserver "127.0.0.1:${PORT:-8000}"

@@ -114,6 +114,7 @@ READ = on_tenant(READERS)
 WRITE = on_tenant(WRITERS)
 REQUEST_REPLAY = on_tenant(frozenset({"support"}))  # support requests replays
 STAFF_ON_TENANT = on_tenant(frozenset())  # visible to readers, acted on by admins only
+MANAGE_RUNNERS = on_tenant(frozenset({"technical_owner"}))  # a job's runner credentials: its owner and admins
 
 
 def listing(policy: Policy) -> Policy:
@@ -215,6 +216,21 @@ def _runs(world: Any, scope: str) -> dict[str, Any]:
 
 def _token_create(world: Any, scope: str) -> dict[str, Any]:
     return {"label": "matrix script", "expires_in_days": 7}
+
+
+def _runner_credential(world: Any, scope: str) -> dict[str, Any]:
+    """The prefix of a runner credential of the scope's job (made once per world and scope)."""
+    from runs.catalog.services import runner_credential_create
+
+    key = ("runner_credential", scope)
+    if key not in world.objects:
+        world.objects[key] = runner_credential_create(job=world.obj("job", scope), label="matrix")[0]
+    return {"prefix": world.objects[key].prefix}
+
+
+def _random_id(world: Any, scope: str) -> dict[str, Any]:
+    """An id nobody's row has (a chat/push target of someone else reads the same: 404)."""
+    return {"id": "00000000-0000-4000-8000-000000000000"}
 
 
 def _foreign_token(world: Any, scope: str) -> dict[str, Any]:
@@ -343,9 +359,25 @@ RULES: dict[str, Rule] = {
     "handover-api:handover-residual-exception-detail": R("exception", PATCH=WRITE),
     "handover-api:job-pause": R("job", POST=WRITE),
     "handover-api:job-resume": R("job", POST=WRITE),
+    "runs-api:runner-credential-list": R("job", GET=MANAGE_RUNNERS, POST=MANAGE_RUNNERS),
+    "runs-api:runner-credential-detail": R("job", DELETE=MANAGE_RUNNERS, kwargs=_runner_credential),
     # the caller's own personal API tokens: anyone signed in, only their own
     "handover-api:api-token-list": R(site=True, GET=signed_in, POST=signed_in, data=_token_create),
     "handover-api:api-token-detail": R(site=True, DELETE=someone_elses, kwargs=_foreign_token),
+    # the caller's own notifications: anyone signed in, only their own
+    "handover-api:notification-list": R(site=True, GET=signed_in),
+    "handover-api:notification-unread-count": R(site=True, GET=signed_in),
+    "handover-api:notification-read": R(site=True, POST=signed_in),
+    "handover:notification-list": R(site=True, GET=signed_in),
+    "handover:notification-read": R(site=True, POST=signed_in),
+    "handover:profile": R(site=True, GET=signed_in),
+    "handover:profile-email": R(site=True, POST=signed_in),
+    "handover:profile-email-verify": R(site=True, GET=signed_in, kwargs=lambda w, s: {"token": "not-a-token"}),
+    "handover:profile-time-zone": R(site=True, POST=signed_in),
+    "handover:profile-preferences": R(site=True, POST=signed_in),
+    "handover:profile-target-add": R(site=True, POST=signed_in),
+    "handover:profile-target-delete": R(site=True, POST=someone_elses, kwargs=_random_id),
+    "handover:profile-target-test": R(site=True, POST=someone_elses, kwargs=_random_id),
     # --- runs pages ----------------------------------------------------------------------------------
     "runs:run-list": R("run", GET=listing(READ)),
     "runs:run-detail": R("run", GET=READ),
@@ -363,6 +395,8 @@ RULES: dict[str, Rule] = {
     "runs:check-confirm": R("check", POST=WRITE),
     "runs:job-list": R("job", GET=listing(READ)),
     "runs:job-detail": R("job", GET=READ),
+    "runs:runner-credential-create": R("job", POST=MANAGE_RUNNERS),
+    "runs:runner-credential-revoke": R("job", POST=MANAGE_RUNNERS, kwargs=_runner_credential),
     "runs:work-item-load-create": R("run", POST=WRITE),
     "runs:work-item-load-progress": R("load", GET=READ),
     "runs:work-item-load-confirm": R("load", POST=WRITE),

@@ -393,7 +393,10 @@ def test_load_demo_ends_with_the_demo_users_passwords() -> None:
     assert re.fullmatch(r"  \S+ +[A-Za-z0-9_-]{16}", first), first
 
     second = _last_line("load_demo", "--demo")
-    assert second == "Demo users already exist; their passwords were printed when they were created."
+    assert second == (
+        "Demo users already exist; their passwords were printed when they were created "
+        "(manage.py load_demo --reset-passwords prints new ones)."
+    )
 
 
 # --- 4. Templates --------------------------------------------------------------------------------

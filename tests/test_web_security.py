@@ -237,6 +237,7 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path: Path) -> None:
         "HANDOVER_PRODUCTION": "true",
         "DJANGO_SECRET_KEY": "x" * 20 + uuid.uuid4().hex + "y" * 20,
         "DJANGO_ALLOWED_HOSTS": "handover.example.com",
+        "HANDOVER_BASE_URL": "https://handover.example.com",
         "HANDOVER_VAR_DIR": str(tmp_path),
     }
     result = subprocess.run(

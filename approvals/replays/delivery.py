@@ -1,4 +1,4 @@
-"""Delivering a dispatch to the job's signed webhook, telling approvers, and the beat sweeps.
+"""Delivering a dispatch to the job's signed webhook, reminding approvers, and the beat sweeps.
 
 Webhook delivery follows the task rules (docs/architecture.md "Layout rules"): the task passes only
 the dispatch id; the service claims the
@@ -14,23 +14,19 @@ from __future__ import annotations
 
 import logging
 import random
-import smtplib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import F, Q
-from django.urls import reverse
 from django.utils import timezone
 
 from approvals.replays import webhook_client as webhooks
 from approvals.replays.dispatch import dispatch_lapse, dispatch_transition, replay_request_dispatch
-from approvals.replays.models import Approval, Dispatch, ReplayRequest, ReplayWebhook, WebhookDelivery
+from approvals.replays.models import Dispatch, ReplayRequest, ReplayWebhook, WebhookDelivery
 from approvals.replays.requests import replay_request_complete_if_confirmed, replay_request_expire
 from approvals.replays.rules import ReplayRefused
-from approvals.replays.selectors import approvers_eligible
 from handover.core.errors import InvalidTransition
 from runs.alerts.redaction import redact_text
 
@@ -156,71 +152,35 @@ def dispatch_webhook_deliver(*, dispatch_id: int) -> DeliveryResult:
     return DeliveryResult("delivered", delivery_id=row.pk)
 
 
-# --- telling approvers ------------------------------------------------------------------------------
-
-
-def _recipients(request: ReplayRequest) -> list[tuple[str, str]]:
-    """(username, e-mail) of the eligible approvers of each kind nobody has decided yet."""
-    live = list(Approval.objects.filter(request=request, voided_at__isnull=True).values_list("kind", "actor_id"))
-    decided_kinds = {k for k, _ in live}
-    decided_people = {a for _, a in live}
-    found: dict[str, str] = {}
-    for kind in Approval.Kind:
-        if kind.value in decided_kinds:
-            continue
-        for user in approvers_eligible(run=request.run, kind=kind, exclude=request.requested_by):
-            if user.pk not in decided_people and getattr(user, "email", ""):
-                found[user.get_username()] = user.email  # type: ignore[attr-defined]
-    return sorted(found.items())
-
-
 def replay_request_notify(*, request_id: int, reason: str) -> int:
-    """E-mail the eligible approvers of a pending request who have not decided yet; returns how many.
+    """Tell the eligible approvers of a pending request who have not decided yet; returns how many were told.
 
-    ``reason``: ``requested`` (once: claimed with a guarded UPDATE on ``notified_at``) or
-    ``reminder`` (the reminder sweep claimed it already). Nothing is sent for a request that is no
-    longer pending. Raises NotifyTransientError for a mail-server error (the task retries; a
-    ``requested`` claim is released first).
+    ``reason``: ``requested`` -- the request's own transaction told them already (``replay_event_record``),
+    so this counts those notifications; ``reminder`` -- a new notification per reminder (the reminder
+    sweep claimed it, stamped ``reminded_at``), through each approver's chosen channels. Nothing for a
+    request that is no longer pending. Delivery (e-mail, chat) happens after commit with its own retries.
     """
+    from approvals.replays.notices import replay_notices_send
+    from handover.notifications.models import Notification
+
     request = (
         ReplayRequest.objects.filter(pk=request_id).select_related("run__job", "run__tenant", "requested_by").first()
     )
     if request is None or request.status != ReplayRequest.Status.PENDING:
         return 0
     if reason == "requested":
-        claimed = ReplayRequest.objects.filter(pk=request.pk, notified_at__isnull=True).update(
-            notified_at=timezone.now()
+        return Notification.objects.filter(event="approval_needed", dedup_key=f"replay:{request.public_id}").count()
+    stamp = (request.reminded_at or timezone.now()).strftime("%Y%m%dT%H%M%S")
+    waiting = timezone.now() - request.created_at
+    with transaction.atomic():
+        told = replay_notices_send(
+            request=request,
+            kind="replay_requested",
+            summary=f"Still waiting for approval after {int(waiting.total_seconds() // 3600)} h; it expires at "
+            f"{request.expires_at:%Y-%m-%d %H:%M}Z unless both approvals are given.",
+            reminder=stamp,
         )
-        if not claimed:
-            return 0
-    recipients = _recipients(request)
-    run = request.run
-    link = settings.HANDOVER_BASE_URL.rstrip("/") + reverse("approvals:replay-detail", kwargs={"id": request.public_id})
-    waiting = "waiting" if reason == "requested" else "still waiting"
-    subject = f"[Handover] Replay {waiting} for approval: {run.job.key} · {run.tenant.slug}"
-    text = redact_text(
-        "\n".join(
-            [
-                f"{request.requested_by.get_username()} asks to replay {request.item_count:,} item(s) of "
-                f"{run.job.key} for {run.tenant.slug} ({run.environment}), window {run.window_start:%Y-%m-%d %H:%M}Z.",
-                f"Kind: {request.get_kind_display()}.",
-                f"Reason: {request.reason}",
-                f"It expires at {request.expires_at:%Y-%m-%d %H:%M}Z unless both approvals are given.",
-                "",
-                f"Review the scope, the checks and the side effects, then decide: {link}",
-            ]
-        )
-    )
-    sent = 0
-    try:
-        for _, address in recipients:
-            send_mail(subject=subject, message=text, from_email=None, recipient_list=[address], fail_silently=False)
-            sent += 1
-    except (smtplib.SMTPException, OSError) as exc:
-        if reason == "requested" and sent == 0:
-            ReplayRequest.objects.filter(pk=request.pk).update(notified_at=None)
-        raise NotifyTransientError(f"{type(exc).__name__}: {exc}") from exc
-    return sent
+    return len(told)
 
 
 # --- the sweeps -----------------------------------------------------------------------------------

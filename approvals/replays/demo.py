@@ -93,7 +93,7 @@ def demo_replay_load(*, log: Callable[[str], None] = lambda _: None) -> ReplayRe
         log("  replays: the dunmore-pharmacy run of 2026-11-27 or the demo people are missing; skipped")
         return None
     if ReplayRequest.objects.filter(run=run).exists():
-        log("  replays: already told")
+        log("  replays: already loaded")
         return None
     support, business, technical = people["support"], people["business-owner"], people["tech-owner"]
 

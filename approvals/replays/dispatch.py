@@ -25,6 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 
@@ -40,6 +41,7 @@ from approvals.replays.requests import (
 from approvals.replays.rules import ReplayRefused, evaluate, refusal
 from approvals.replays.selectors import replay_may_manage
 from handover.core.errors import Conflict, DomainError, InvalidTransition, NotFound
+from handover.core.links import absolute_url
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt
 from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
@@ -68,8 +70,17 @@ class ReplayKeyMismatch(DomainError):
     title = "Not this replay's runner or key"
 
 
-def _absolute(path: str) -> str:
-    return settings.HANDOVER_BASE_URL.rstrip("/") + path
+def runner_urls(*, request: ReplayRequest, http_request: HttpRequest | None = None) -> dict[str, str]:
+    """The replay's ``claim_url`` and ``report_url``: from ``http_request`` when answering one (the claim),
+    else from ``HANDOVER_BASE_URL`` (the webhook body, built outside a request)."""
+    return {
+        "claim_url": absolute_url(
+            reverse("approvals-api:replay-claim", kwargs={"id": request.public_id}), http_request
+        ),
+        "report_url": absolute_url(
+            reverse("approvals-api:replay-runner-report", kwargs={"id": request.public_id}), http_request
+        ),
+    }
 
 
 def dispatch_payload(*, request: ReplayRequest, dispatch_id: str, key: str, channel: str) -> str:
@@ -100,8 +111,7 @@ def dispatch_payload(*, request: ReplayRequest, dispatch_id: str, key: str, chan
             "window_end": run.window_end.isoformat(),
         },
         "record_ids": record_ids,
-        "claim_url": _absolute(reverse("approvals-api:replay-claim", kwargs={"id": request.public_id})),
-        "report_url": _absolute(reverse("approvals-api:replay-runner-report", kwargs={"id": request.public_id})),
+        **runner_urls(request=request),
     }
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 

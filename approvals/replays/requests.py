@@ -84,9 +84,12 @@ def replay_event_record(
     data: dict[str, Any] | None = None,
     attempt: Any = None,
 ) -> TimelineEvent:
-    """Append one event about ``request`` to its run's timeline (call inside the change's transaction)."""
+    """Append one event about ``request`` to its run's timeline and tell the people it concerns
+    (``approvals.replays.notices``); call inside the change's transaction."""
+    from approvals.replays.notices import replay_notices_send
+
     run = request.run
-    return timeline_event_record(
+    event = timeline_event_record(
         job=run.job,
         run=run,
         attempt=attempt,
@@ -95,6 +98,8 @@ def replay_event_record(
         actor_user=actor,
         data={"replay_request": str(request.public_id), **(data or {})},
     )
+    replay_notices_send(request=request, kind=kind, summary=event.summary)
+    return event
 
 
 def checks_store(*, request: ReplayRequest, checks: list[CheckResult]) -> None:
@@ -358,8 +363,6 @@ def replay_request_create(
                 },
             )
             _handover_link(request=request, actor=actor)
-            request_pk = request.pk
-            transaction.on_commit(lambda: _enqueue_notify(request_pk, "requested"))
     except ReplayRefused as exc:
         replay_refusal_record(run=run, actor=actor, stage="request", error=exc)
         raise
@@ -385,12 +388,6 @@ def _handover_link(*, request: ReplayRequest, actor: AbstractBaseUser) -> None:
             handover_start_recovery(handover=handover, actor=actor)
         except InvalidTransition:  # someone moved it meanwhile; the link stands
             logger.info("handover %s was not moved to recovering", handover.public_id)
-
-
-def _enqueue_notify(request_pk: int, reason: str) -> None:
-    from approvals.replays.tasks import replay_request_notify
-
-    replay_request_notify.delay(request_pk, reason)
 
 
 # --- changing the scope, cancelling, expiring -----------------------------------------------------

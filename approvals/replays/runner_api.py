@@ -29,6 +29,7 @@ from handover.core.parsers import JSONParser
 from handover.core.serializers import ProblemSerializer
 from runs.catalog.authentication import bearer_from_request, runner_credential_authenticate
 from runs.catalog.models import RunnerCredential
+from runs.catalog.services import runner_credential_record_use
 
 TAG = ["replays (runner)"]
 UNAUTHENTICATED = OpenApiResponse(ProblemSerializer, description="no valid runner credential")
@@ -46,7 +47,10 @@ class _RunnerView(StrictQueryMixin, APIView):
     parser_classes = [JSONParser]
 
     def _credential(self, request: Request) -> RunnerCredential | None:
-        return runner_credential_authenticate(bearer_from_request(request._request))
+        credential = runner_credential_authenticate(bearer_from_request(request._request))
+        if credential is not None:
+            runner_credential_record_use(credential=credential)
+        return credential
 
     @staticmethod
     def _unauthenticated() -> Response:
@@ -111,7 +115,7 @@ class ReplayClaimView(_RunnerView):
             return self._unauthenticated()
         replay = self._request_for(credential, id)
         dispatch, claimed_now = dispatch_claim(request=replay, credential=credential)
-        return Response(ClaimSerializer(ClaimSerializer.shape(dispatch, claimed_now)).data)
+        return Response(ClaimSerializer(ClaimSerializer.shape(dispatch, claimed_now, request._request)).data)
 
 
 class ReplayRunnerReportView(_RunnerView):

@@ -6,9 +6,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from django.http import HttpRequest
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from approvals.replays.dispatch import runner_urls
 from approvals.replays.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, WebhookDelivery
 from approvals.replays.requests import RECOVERY_DECISIONS
 from handover.core.fields import BoundedDateTimeField, HttpUrlField
@@ -362,14 +364,17 @@ class ClaimSerializer(serializers.Serializer[dict[str, Any]]):
     replay = ReplayPayloadSerializer()
 
     @staticmethod
-    def shape(dispatch: Dispatch, claimed_now: bool) -> dict[str, Any]:
+    def shape(dispatch: Dispatch, claimed_now: bool, http_request: HttpRequest | None = None) -> dict[str, Any]:
+        """The answer's data; ``claim_url``/``report_url`` are rebuilt from ``http_request`` when given."""
+        replay = json.loads(dispatch.payload)
+        replay.update(runner_urls(request=dispatch.request, http_request=http_request))
         return {
             "dispatch": dispatch.public_id,
             "status": dispatch.status,
             "idempotency_key": dispatch.idempotency_key,
             "lease_expires_at": dispatch.lease_expires_at,
             "claimed_now": claimed_now,
-            "replay": json.loads(dispatch.payload),
+            "replay": replay,
         }
 
 

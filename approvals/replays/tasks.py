@@ -1,4 +1,4 @@
-"""Celery tasks of the approvals app: dispatch, webhook delivery, e-mail to approvers, and the sweeps.
+"""Celery tasks of the approvals app: dispatch, webhook delivery, reminders to approvers, and the sweeps.
 
 Each task takes ids only, loads its row, returns when the work is done already, and calls a
 service that claims the work with a guarded UPDATE (docs/architecture.md "Layout rules"): a repeated or lost message
@@ -58,10 +58,9 @@ def dispatch_webhook_deliver(self: Task, dispatch_id: int) -> str:
 
 @shared_task(bind=True, name="approvals.replay_request_notify", max_retries=NOTIFY_MAX_RETRIES)
 def replay_request_notify(self: Task, request_id: int, reason: str) -> int:
-    """E-mail the eligible approvers of a pending request (``reason``: requested, reminder).
-
-    Mail-server errors retry with exponential backoff and jitter, at most five times. Returns how
-    many messages were sent.
+    """Tell the eligible approvers of a pending request again (``reason``: reminder) or count those told
+    when it was made (``requested``), through ``handover.notifications``; each channel's delivery retries
+    on its own. Returns how many people were told.
     """
     from approvals.replays.delivery import NotifyTransientError
     from approvals.replays.delivery import replay_request_notify as notify

@@ -43,6 +43,8 @@ from approvals.replays.selectors import (
     scope_candidates,
 )
 from handover.core.errors import DomainError
+from handover.notifications.selectors import notification_rows_about
+from handover.notifications.told import told_for, told_sentence
 from runs.attempts.models import Run
 from runs.ledger.selectors import run_get_for_ledger, run_possible_duplicates_unexplained
 
@@ -144,7 +146,12 @@ def replay_create_view(request: HttpRequest, run_id: str) -> HttpResponse:
         except DomainError as exc:
             _refused(request, exc)
         else:
-            messages.success(request, "Replay requested; the eligible approvers are told.")
+            told = told_for(event="approval_needed", dedup_key=f"replay:{replay.public_id}")
+            messages.success(
+                request,
+                "Replay requested. "
+                + told_sentence(told, nobody="Nobody could be told: no eligible approver has a channel to be told on."),
+            )
             return redirect("approvals:replay-detail", id=replay.public_id)
     effects, repeat_safety = side_effects(run=run)
     return render(
@@ -189,6 +196,7 @@ def _detail_context(request: HttpRequest, replay: ReplayRequest) -> dict[str, An
         "decision_form": DecisionForm(initial={"scope_fingerprint": replay.scope_fingerprint}, kinds=my_kinds),
         "reason_form": ReasonForm(),
         "settle_form": SettleForm(),
+        "told": notification_rows_about(dedup_prefix=f"replay:{replay.public_id}"),
     }
 
 

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from handover.core.outbound import TargetRefused, TargetUnresolved, address_is_internal, host_resolve_checked
+
 KEPT_RESPONSE_BYTES = 4096
 SIGNATURE_HEADER = "X-Handover-Signature"
 TIMESTAMP_HEADER = "X-Handover-Timestamp"
@@ -91,20 +93,9 @@ def url_problem(url: str) -> str | None:
         address = ipaddress.ip_address(host)
     except ValueError:
         return None
-    if _is_internal(address):
+    if address_is_internal(address):
         return "The webhook URL points at a loopback, private or link-local address."
     return None
-
-
-def _is_internal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    return (
-        address.is_loopback
-        or address.is_private
-        or address.is_link_local
-        or address.is_reserved
-        or address.is_multicast
-        or address.is_unspecified
-    )
 
 
 def resolve_target(url: str) -> str:
@@ -119,17 +110,11 @@ def resolve_target(url: str) -> str:
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    except OSError as exc:
+        return host_resolve_checked(host, port, allowed_hosts=settings.HANDOVER_REPLAY_WEBHOOK_ALLOWED_HOSTS)
+    except TargetRefused as exc:
+        raise PermanentError("The webhook URL resolves to a loopback, private or link-local address.") from exc
+    except TargetUnresolved as exc:
         raise TransientError(f"Cannot resolve the webhook host: {exc}") from exc
-    if not infos:
-        raise TransientError("The webhook host has no address.")
-    allowed = host in settings.HANDOVER_REPLAY_WEBHOOK_ALLOWED_HOSTS
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not allowed and _is_internal(address):
-            raise PermanentError("The webhook URL resolves to a loopback, private or link-local address.")
-    return str(infos[0][4][0])
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):

@@ -6,37 +6,25 @@ They follow the task rules of docs/architecture.md "Layout rules".
 from __future__ import annotations
 
 import logging
-import random
 
 from celery import shared_task
-from celery.app.task import Task
-
-from handover.handovers.notifiers.base import TransientError
 
 logger = logging.getLogger(__name__)
 MAX_RETRIES = 5
 
 
-@shared_task(bind=True, name="handover.handover_notification_send", max_retries=MAX_RETRIES)
-def handover_notification_send(self: Task, notification_id: int) -> str:
-    """Send one handover notification (e-mail or chat) by row id; idempotent.
+@shared_task(name="handover.handover_notification_send")
+def handover_notification_send(notification_id: int) -> str:
+    """Drain a message queued before handovers were told through ``handover.notifications``: the old row
+    (``HandoverNotification``) is marked ``failed`` with that reason, nothing is sent. Returns its status."""
+    from django.utils import timezone
 
-    Loads the row; gone or no longer pending → nothing to do. A transient error retries with
-    exponential backoff and jitter (at most ``MAX_RETRIES``); after the last one the row is marked
-    ``failed``. A permanent error is recorded on the row by the service and not retried.
-    Returns the row's status (or ``gone``).
-    """
-    from handover.handovers.notifications import handover_notification_fail
-    from handover.handovers.notifications import handover_notification_send as send
+    from handover.handovers.models import HandoverNotification
 
-    try:
-        row = send(notification_id=notification_id)
-    except TransientError as exc:
-        if self.request.retries >= MAX_RETRIES:
-            handover_notification_fail(notification_id=notification_id, error=f"gave up after retries: {exc}")
-            return "failed"
-        countdown = min(3600, 30 * 2**self.request.retries) + random.uniform(0, 10)  # noqa: S311 - jitter
-        raise self.retry(exc=exc, countdown=countdown) from exc
+    HandoverNotification.objects.filter(pk=notification_id, status="pending").update(
+        status="failed", failed_at=timezone.now(), error="superseded by the notifications subsystem", claimed_at=None
+    )
+    row = HandoverNotification.objects.filter(pk=notification_id).first()
     return row.status if row is not None else "gone"
 
 

@@ -59,6 +59,8 @@ from handover.handovers.services import (
 )
 from handover.handovers.staleness import text_diff
 from handover.handovers.versions import EditConflict
+from handover.notifications.selectors import notification_rows_about
+from handover.notifications.told import told_for, told_sentence
 from runs.attempts.models import Run
 from runs.permissions import run_visibility_filter
 
@@ -173,6 +175,7 @@ def _page_context(request: HttpRequest, handover: Handover) -> dict[str, Any]:
         "links": list(handover.links.all()),
         "exceptions": list(handover.residual_exceptions.all()),
         "notifications": list(handover.notifications.all()),
+        "told": notification_rows_about(dedup_prefix=f"handover:{handover.public_id}:"),
         "conditions": handover_closing_conditions(handover=handover),
         "may_write": handover_may_write(user=request.user, handover=handover),
         "staleness": handover_generated_staleness(handover=handover),
@@ -373,7 +376,7 @@ def _edit_save(
 
 
 ACTIONS: dict[str, tuple[Callable[..., Handover], str]] = {
-    "hand-over": (handover_hand_over, "Handed over; the escalation owner is being notified."),
+    "hand-over": (handover_hand_over, "Handed over."),
     "start-recovery": (handover_start_recovery, "Recovery started."),
     "verify": (handover_verify, "Verifying: the next-run check is scheduled."),
     "close": (handover_close, "Closed."),
@@ -400,6 +403,11 @@ def handover_action_view(request: HttpRequest, id: str, action: str) -> HttpResp
         elif action in ACTIONS:
             verb, done = ACTIONS[action]
             verb(handover=handover, actor=request.user)
+            if action == "hand-over":
+                told = told_for(event="handed_over", dedup_key=f"handover:{handover.public_id}:handed_over")
+                done += " " + told_sentence(
+                    told, nobody="Nobody could be told: the escalation owner has no channel selected for it."
+                )
             messages.success(request, done)
         else:
             raise Http404("No such action")

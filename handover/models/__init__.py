@@ -15,9 +15,23 @@ from handover.handovers.models import (
     HandoverRun,
     ResidualException,
 )
+from handover.notifications.models import (
+    AppriseTarget,
+    Notification,
+    NotificationDelivery,
+    NotificationEmail,
+    NotificationPreference,
+    Team,
+)
 
 __all__ = [
     "ApiTokenLabel",
+    "AppriseTarget",
+    "Notification",
+    "NotificationDelivery",
+    "NotificationEmail",
+    "NotificationPreference",
+    "Team",
     "ApiTokenUse",
     "Handover",
     "HandoverNotification",

@@ -74,6 +74,9 @@ STATUS_ICONS = {
     # a run's business state
     "ok": "✔",
     "attention": "⚠",
+    # notification deliveries
+    "held": "⧗",
+    "undeliverable": "⊘",
 }
 
 

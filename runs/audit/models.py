@@ -26,6 +26,8 @@ class _AuditEventAction(models.TextChoices):
     KEY_CREATE = "key_create", "Integration key created"
     KEY_ROTATE = "key_rotate", "Integration key rotated"
     KEY_REVOKE = "key_revoke", "Integration key revoked"
+    RUNNER_CREDENTIAL_CREATE = "runner_credential_create", "Runner credential issued"
+    RUNNER_CREDENTIAL_REVOKE = "runner_credential_revoke", "Runner credential revoked"
     API_TOKEN_CREATE = "api_token_create", "Personal API token created"
     API_TOKEN_REVOKE = "api_token_revoke", "Personal API token revoked"
     INTEGRATION_UPDATE = "integration_update", "Integration settings changed"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Prefetch, Q, QuerySet
 from guardian.shortcuts import get_objects_for_user
 
 from runs.attempts.models import Attempt, Run
-from runs.catalog.models import Job, JobTarget, SideEffect, Tenant
+from runs.catalog.models import Job, JobTarget, RunnerCredential, SideEffect, Tenant
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import missed_slots
 from runs.permissions import JOB_READ_PERMS, TENANT_READ_PERMS, User, job_list_owned, tenant_list_visible
@@ -201,3 +201,22 @@ def job_may_pause(*, user: User, job: Job) -> bool:
         Q(pk__in=JobTarget.objects.filter(job=job).values("tenant_id"))
         | Q(pk__in=Run.objects.filter(job=job).values("tenant_id"))
     ).exists()
+
+
+def job_may_manage_runner_credentials(*, user: User, job: Job) -> bool:
+    """Whether ``user`` may issue, list and revoke ``job``'s runner credentials: an admin (superuser) or a
+    technical owner of the job (docs/architecture.md "Roles and permissions"). One query at most."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    if getattr(user, "is_superuser", False):
+        return True
+    return job_list_owned(user=user).filter(pk=job.pk).exists()
+
+
+def runner_credential_list(*, job: Job) -> QuerySet[RunnerCredential]:
+    """``job``'s runner credentials, unrevoked first, newest first, with their creator loaded."""
+    return (
+        RunnerCredential.objects.filter(job=job)
+        .select_related("created_by", "job")
+        .order_by(F("revoked_at").desc(nulls_first=True), "-created_at", "-id")
+    )

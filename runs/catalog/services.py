@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -15,7 +15,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 
 from handover.core.errors import Conflict, DomainError
 from runs.alerts.parsers.registry import get_adapter
-from runs.audit.services import audit_actor, audit_key_change
+from runs.audit.services import audit_actor, audit_key_change, audit_record
 from runs.catalog.authentication import generate_secret
 from runs.catalog.models import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, Tenant, normalise_slug
 
@@ -175,12 +175,67 @@ def integration_key_revoke(
 def runner_credential_create(
     *, job: Job, created_by: AbstractBaseUser | None = None, label: str = ""
 ) -> tuple[RunnerCredential, str]:
-    """Issue a runner credential for ``job``; returns the row and the secret (shown once)."""
+    """Issue a runner credential for ``job``; returns the row and the secret (``rc_…``, shown once).
+
+    Only the SHA-256 of the secret and its 12-character prefix are stored (docs/security.md "Keys and
+    tokens"). Side effects, in one transaction: the RunnerCredential row and an AuditEvent
+    (``runner_credential_create``, by prefix only) attributed to ``created_by`` (None: the system).
+    """
     secret = generate_secret("rc")
-    record = RunnerCredential.objects.create(
-        job=job, label=label, prefix=secret.prefix, secret_hash=secret.secret_hash, created_by=created_by
-    )
+    with transaction.atomic():
+        record = RunnerCredential.objects.create(
+            job=job, label=label[:100], prefix=secret.prefix, secret_hash=secret.secret_hash, created_by=created_by
+        )
+        audit_record(
+            actor=created_by,
+            action="runner_credential_create",
+            summary=f"Runner credential {record.prefix}… issued for job {job.key}"
+            + (f" ({record.label})" if record.label else ""),
+            job=job,
+            obj=record,
+            data={"job": job.key, "prefix": record.prefix, "label": record.label},
+        )
     return record, secret.key
+
+
+def runner_credential_revoke(
+    *, credential: RunnerCredential, actor: AbstractBaseUser | None = None
+) -> RunnerCredential:
+    """Revoke a runner credential now: from then its claims and reports answer 401.
+
+    Idempotent: a credential already revoked keeps its time and nothing is recorded. Side effects: the
+    row's ``revoked_at`` (a guarded UPDATE, so two revokes record one event) and an AuditEvent
+    (``runner_credential_revoke``) attributed to ``actor``. A lease the credential holds is left to
+    lapse (the replay sweep makes its dispatch ``unknown`` for a person to decide).
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        changed = RunnerCredential.objects.filter(pk=credential.pk, revoked_at__isnull=True).update(
+            revoked_at=now, updated_at=now
+        )
+        credential.refresh_from_db()
+        if changed:
+            audit_record(
+                actor=actor,
+                action="runner_credential_revoke",
+                summary=f"Runner credential {credential.prefix}… of job {credential.job.key} revoked",
+                job=credential.job,
+                obj=credential,
+                data={"job": credential.job.key, "prefix": credential.prefix, "label": credential.label},
+            )
+    return credential
+
+
+# ``last_used_at`` is refreshed at most this often, so a polling runner does not write its row every call.
+RUNNER_CREDENTIAL_USE_RESOLUTION = timedelta(minutes=1)
+
+
+def runner_credential_record_use(*, credential: RunnerCredential) -> None:
+    """Set the credential's ``last_used_at`` to now unless it was set less than a minute ago (one UPDATE)."""
+    now = timezone.now()
+    RunnerCredential.objects.filter(pk=credential.pk).filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - RUNNER_CREDENTIAL_USE_RESOLUTION)
+    ).update(last_used_at=now)
 
 
 def role_grant(*, user: AbstractBaseUser, role: str, obj: Tenant | Job, actor: AbstractBaseUser | None = None) -> None:

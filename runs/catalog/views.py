@@ -1,4 +1,5 @@
-"""Jobs the viewer may see: the list, and a job's schedule, DST sentences, targets, outages and checks."""
+"""Jobs the viewer may see: the list, and a job's schedule, DST sentences, targets, outages, checks and,
+for its admins and technical owners, its runner credentials with copy-paste ``curl`` for the runner API."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from handover.core.links import base_url
 from runs.attempts.models import Run
-from runs.catalog.selectors import job_get, job_list_visible, target_list_visible, target_outage_list
+from runs.catalog.runner_credential_views import RunnerCredentialForm, runner_credential_issued_pop
+from runs.catalog.selectors import (
+    job_get,
+    job_list_visible,
+    job_may_manage_runner_credentials,
+    runner_credential_list,
+    target_list_visible,
+    target_outage_list,
+)
 from runs.checks.schedules import job_schedule, schedule_dst_sentences, schedule_fire_times, target_schedule
 from runs.checks.selectors import check_list
 from runs.checks.slot_review import duration_warnings
@@ -50,7 +60,9 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
                 "duration_warning": warnings.get((target.tenant_id, target.environment)),
             }
         )
-    return render(
+    may_manage_credentials = job_may_manage_runner_credentials(user=request.user, job=job)
+    issued = runner_credential_issued_pop(request, job) if may_manage_credentials else None
+    response = render(
         request,
         "runs/catalog/job_detail.html",
         {
@@ -62,5 +74,13 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "targets": targets,
             "checks": list(check_list(user=request.user, job=job.key).order_by("-deadline_at", "-id")[:20]),
             "beat_warning": beat_warning_text(),
+            "may_manage_credentials": may_manage_credentials,
+            "credentials": list(runner_credential_list(job=job)) if may_manage_credentials else [],
+            "issued": issued,
+            "credential_form": RunnerCredentialForm(),
+            "base_url": base_url(request),
         },
     )
+    if issued is not None:
+        response["Cache-Control"] = "no-store"
+    return response

@@ -1,5 +1,5 @@
-"""Follow-ups of a failed check (the Celery task calls these): reopen the handover, e-mail the
-people responsible, and enqueue again the follow-ups whose message was lost."""
+"""Follow-ups of a failed check (the Celery task calls these): reopen the handover, tell the people
+responsible (``handover.notifications``), and enqueue again the follow-ups whose message was lost."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
@@ -70,12 +69,9 @@ def handover_reopen_for_failed_check(*, check: NextRunCheck) -> None:
     return None
 
 
-def next_run_check_failure_recipients(*, check: NextRunCheck) -> list[str]:
-    """E-mail addresses told about a failed check: its creator, the escalation owner of the handover
-    that asked for it, and the job's technical owners.
-
-    Returns distinct, non-empty addresses in a stable order.
-    """
+def next_run_check_failure_people(*, check: NextRunCheck) -> list[AbstractBaseUser]:
+    """The people told about a failed check: its creator, the escalation owners of the handovers that
+    asked for it, and the job's technical owners. Distinct, active, in that order."""
     from guardian.shortcuts import get_users_with_perms
 
     from handover.handovers.checks import handover_escalation_owners_for_check
@@ -87,22 +83,55 @@ def next_run_check_failure_recipients(*, check: NextRunCheck) -> list[str]:
     owners = get_users_with_perms(
         check.target.job, only_with_perms_in=["act_as_technical_owner"], with_group_users=True
     )
-    people.extend(owners)
-    emails: list[str] = []
+    people.extend(owners.order_by("pk"))
+    found: list[AbstractBaseUser] = []
     for person in people:
+        if person.is_active and all(p.pk != person.pk for p in found):
+            found.append(person)
+    return found
+
+
+def next_run_check_failure_recipients(*, check: NextRunCheck) -> list[str]:
+    """E-mail addresses of ``next_run_check_failure_people`` (distinct, non-empty, stable order)."""
+    emails: list[str] = []
+    for person in next_run_check_failure_people(check=check):
         address = getattr(person, "email", "")
-        if address and person.is_active and address not in emails:
+        if address and address not in emails:
             emails.append(address)
     return emails
 
 
+def _tell_check_failed(*, check: NextRunCheck, people: list[AbstractBaseUser]) -> None:
+    """One ``check_failed`` notification per person (once per check), through ``handover.notifications``
+    (imported lazily: the handover app imports this module)."""
+    from django.urls import reverse
+
+    from handover.notifications.services import notify
+
+    target = check.target
+    zone = target.timezone_override or target.job.timezone
+    with transaction.atomic():
+        notify(
+            event="check_failed",
+            recipients=people,
+            dedup_key=f"check:{check.public_id}",
+            subject=f"Next-run check failed: {target.job.key} / {target.tenant.slug} / {target.environment}",
+            body=(
+                f"The next run of {target.job.key} for {target.tenant.slug} ({target.environment}), "
+                f"expected at {local_text(check.expected_at, zone)} ({utc_text(check.expected_at)}), "
+                f"did not pass its check.\n\n{check.result_summary}\n\nCheck: {check.public_id}"
+            ),
+            link=reverse("runs:check-detail", kwargs={"id": check.public_id}),
+        )
+
+
 def next_run_check_notify_failed(*, check_ids: Iterable[int]) -> int:
-    """Run the follow-ups of failed checks: reopen the handover (hook) and e-mail the people responsible.
+    """Run the follow-ups of failed checks: reopen the handover (hook) and tell the people responsible.
 
     Each check is claimed by setting ``failure_notified_at`` with a guarded UPDATE, so a repeated
-    task does nothing twice; if sending fails the claim is released and the error re-raised (the
-    task retries). No transaction is held across the mail call. Returns how many checks were
-    notified. Mail: one message per check, no secrets or personal data beyond names.
+    task does nothing twice; if a follow-up fails the claim is released and the error re-raised (the
+    task retries). The notifications are written in a short transaction and delivered after it, each
+    channel with its own retries (no mail call here). Returns how many checks were followed up.
     """
     done = 0
     for check in NextRunCheck.objects.filter(
@@ -115,22 +144,9 @@ def next_run_check_notify_failed(*, check_ids: Iterable[int]) -> int:
             continue
         try:
             handover_reopen_for_failed_check(check=check)
-            recipients = next_run_check_failure_recipients(check=check)
-            if recipients:
-                target = check.target
-                zone = target.timezone_override or target.job.timezone
-                send_mail(
-                    subject=f"[Handover] Next-run check failed: {target.job.key} / {target.tenant.slug} / "
-                    f"{target.environment}",
-                    message=(
-                        f"The next run of {target.job.key} for {target.tenant.slug} ({target.environment}), "
-                        f"expected at {local_text(check.expected_at, zone)} ({utc_text(check.expected_at)}), "
-                        f"did not pass its check.\n\n{check.result_summary}\n\n"
-                        f"Check: {check.public_id}\n"
-                    ),
-                    from_email=None,
-                    recipient_list=recipients,
-                )
+            people = next_run_check_failure_people(check=check)
+            if people:
+                _tell_check_failed(check=check, people=people)
             else:
                 logger.warning("failed next-run check %s has nobody to notify", check.public_id)
         except Exception:

@@ -84,13 +84,23 @@ def body_for(source: str, path: Path, key: str) -> bytes:
     return raw
 
 
-def demo_load(*, log: Callable[[str], None] = lambda _: None) -> DemoReport:
+# The demo people's addresses: a reserved example domain (RFC 2606), so no mail leaves for a real person;
+# in development the console mail backend prints them in the server log.
+DEMO_EMAIL_DOMAIN = "handover.example"
+
+
+def demo_load(*, log: Callable[[str], None] = lambda _: None, reset_passwords: bool = False) -> DemoReport:
     """Register the demo job, tenants, targets, integrations and users; post every story once.
 
     Idempotent: a source whose demo integration already has deliveries is not posted again, and
-    existing users keep their passwords (only new users get one, returned once). Side effects:
-    rows through the services, and HTTP posts through Django's test client to the real endpoint.
+    existing users keep their passwords (only new users get one, returned once) unless
+    ``reset_passwords``, which gives every demo user a new random password (returned once). Demo users
+    have a verified notification address ``<username>@handover.example`` and the default channels
+    (in-app for every event). Side effects: rows through the services, and HTTP posts through
+    Django's test client to the real endpoint.
     """
+    from handover.notifications.services import notification_email_set_verified
+
     report = DemoReport()
     with transaction.atomic():
         job, _ = job_get_or_create(key=DEMO_JOB["key"], defaults=DEMO_JOB["defaults"])
@@ -110,6 +120,13 @@ def demo_load(*, log: Callable[[str], None] = lambda _: None) -> DemoReport:
                     username=username, password=password, is_staff=is_admin, is_superuser=is_admin
                 )
                 report.passwords[username] = password
+            elif reset_passwords:
+                password = secrets.token_urlsafe(12)
+                user.set_password(password)
+                user.save(update_fields=["password"])
+                report.passwords[username] = password
+            if not user.email:
+                notification_email_set_verified(user=user, address=f"{username}@{DEMO_EMAIL_DOMAIN}")
             for tenant in all_tenants:
                 for role in tenant_roles:
                     role_grant(user=user, role=role, obj=tenant)

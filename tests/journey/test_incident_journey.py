@@ -40,14 +40,13 @@ from handover.handovers.models import Handover
 from handover.handovers.tasks import handover_sweep_verifying
 from runs.alerts.models import Alert
 from runs.attempts.models import Run
-from runs.catalog.models import Job, SideEffect
+from runs.catalog.models import Job, RunnerCredential, SideEffect
 from runs.catalog.services import (
     integration_get_or_create,
     integration_key_create,
     job_get_or_create,
     job_target_get_or_create,
     role_grant,
-    runner_credential_create,
     tenant_get_or_create,
 )
 from runs.checks.models import NextRunCheck
@@ -98,7 +97,6 @@ class World:
     job: Job
     tenant: Any
     alert_key: str
-    runner_key: str
     support: Person
     business: Person
     technical: Person
@@ -107,7 +105,8 @@ class World:
 @pytest.fixture
 def world(db: None) -> World:
     """What an admin set up beforehand: the job and its side effect, the tenant and target, an
-    integration key bound to the tenant, the job's runner credential, and three people with roles."""
+    integration key bound to the tenant, and three people with roles (the job's runner credential is
+    issued on the job page by its technical owner, during the journey)."""
     job, _ = job_get_or_create(
         key="nightly-invoice-export",
         defaults={
@@ -128,7 +127,6 @@ def world(db: None) -> World:
     alert_key = integration_key_create(
         integration=integration_get_or_create(source="generic", name="scheduler"), tenants=[tenant], label="journey"
     ).key
-    _, runner_key = runner_credential_create(job=job, label="invoice runner")
     people = {}
     for username, role, obj in (
         ("sam", "support", tenant),
@@ -144,7 +142,6 @@ def world(db: None) -> World:
         job=job,
         tenant=tenant,
         alert_key=alert_key,
-        runner_key=runner_key,
         support=people["support"],
         business=people["business_owner"],
         technical=people["technical_owner"],
@@ -175,7 +172,7 @@ class Worker:
 def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
     """Capture what the pages and services enqueue (per task, no global eager mode)."""
     from approvals.replays import tasks as approval_tasks
-    from handover.handovers import tasks as handover_tasks
+    from handover.notifications import tasks as notification_tasks
     from runs.checks import tasks as check_tasks
     from runs.ledger import tasks as ledger_tasks
 
@@ -183,7 +180,7 @@ def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
     for task in (
         ledger_tasks.work_item_load_run,
         check_tasks.next_run_check_notify_failed,
-        handover_tasks.handover_notification_send,
+        notification_tasks.notification_deliver,
         approval_tasks.replay_request_dispatch,
         approval_tasks.dispatch_webhook_deliver,
         approval_tasks.replay_request_notify,
@@ -449,6 +446,8 @@ def test_incident_journey_from_first_alert_to_closed_handover(
             approver.page.set_default_timeout(TIMEOUT_MS)
             watch_console(approver.page, problems)
             log_in(approver.page, base, approver)
+            # in-app: bella was asked to approve; tom too, and he was handed the handover at 09:38
+            expect(approver.page.get_by_test_id("unread-count")).to_have_text("1" if kind == "business" else "2")
             approver.page.get_by_role("link", name="Replays").click()
             row = approver.page.locator("tr[id^=queue-]")
             expect(row).to_have_count(1)
@@ -459,15 +458,37 @@ def test_incident_journey_from_first_alert_to_closed_handover(
             expect(approver.page.locator("tr[id^=queue-]")).to_contain_text("decided")
         assert "approvals.replay_request_dispatch" in worker.work()
 
+        # -- 09:57: bella's unread count moved (approved, dispatched); she reads them and it is gone ---------
+        bella.page.reload()
+        expect(bella.page.get_by_test_id("unread-count")).to_have_text("3")
+        bella.page.get_by_test_id("nav-notifications").click()
+        expect(bella.page.get_by_test_id("notification-list")).to_contain_text("Replay dispatched to the job's runner")
+        bella.page.get_by_role("button", name="Mark all read").click()
+        expect(bella.page.get_by_test_id("unread-count")).to_have_count(0)
+
+        # -- 09:58: tom issues the job's runner credential on the job page (shown once) ---------------------
+        clock.move_to(berlin("2026-11-28 09:58:00"))
+        tom.page.get_by_role("link", name="Jobs").click()
+        tom.page.get_by_role("link", name="nightly-invoice-export").click()
+        tom.page.get_by_label("Label").fill("invoice runner")
+        tom.page.get_by_role("button", name="Issue a runner credential").click()
+        issued = tom.page.get_by_test_id("runner-credential-issued").locator("code.secret")
+        runner_key = issued.inner_text().strip()
+        assert runner_key.startswith("rc_")
+        expect(tom.page.get_by_test_id("runner-curl")).to_contain_text(f"{base}/api/v1/replays/claimable/")
+        tom.page.reload()  # shown once: a reload neither shows it nor issues another
+        expect(tom.page.get_by_test_id("runner-credential-issued")).to_have_count(0)
+        assert RunnerCredential.objects.filter(job=world.job).count() == 1
+
         # -- 10:00: the runner claims the replay, runs it and reports --------------------------------------
         clock.move_to(berlin("2026-11-28 10:00:00"))
         replay_id = replay_url.rstrip("/").rsplit("/", 1)[-1]
-        claimable = api.get("/api/v1/replays/claimable/", headers={"Authorization": f"Bearer {world.runner_key}"})
+        claimable = api.get("/api/v1/replays/claimable/", headers={"Authorization": f"Bearer {runner_key}"})
         assert claimable.status == 200
         assert [r["id"] for r in claimable.json()] == [replay_id]  # dispatched by the worker, not leased yet
-        lease = runner_post(api, world.runner_key, f"/api/v1/replays/{replay_id}/claim/")
+        lease = runner_post(api, runner_key, f"/api/v1/replays/{replay_id}/claim/")
         assert lease["claimed_now"] is True
-        again_lease = runner_post(api, world.runner_key, f"/api/v1/replays/{replay_id}/claim/")
+        again_lease = runner_post(api, runner_key, f"/api/v1/replays/{replay_id}/claim/")
         assert (again_lease["dispatch"], again_lease["claimed_now"]) == (lease["dispatch"], False)
         assert sorted(lease["replay"]["record_ids"]) == ["INV-1003", "INV-1005"], lease["replay"]
         report = {
@@ -477,12 +498,12 @@ def test_incident_journey_from_first_alert_to_closed_handover(
             "started_at": berlin("2026-11-28 10:00:20").isoformat(),
         }
         assert (
-            runner_post(api, world.runner_key, f"/api/v1/replays/{replay_id}/runner-report/", report)["attempt_status"]
+            runner_post(api, runner_key, f"/api/v1/replays/{replay_id}/runner-report/", report)["attempt_status"]
             == "running"
         )
         clock.move_to(berlin("2026-11-28 10:02:00"))
         report.update(status="succeeded", ended_at=berlin("2026-11-28 10:01:48").isoformat())
-        done = runner_post(api, world.runner_key, f"/api/v1/replays/{replay_id}/runner-report/", report)
+        done = runner_post(api, runner_key, f"/api/v1/replays/{replay_id}/runner-report/", report)
         assert (done["dispatch_status"], done["attempt_status"]) == ("succeeded", "succeeded")
         assert done["replay_status"] == "dispatched"  # the ledger has not confirmed the two invoices yet
 
@@ -685,11 +706,14 @@ def _assert_business_records(world: World, run: Run, replay_id: str, handover_ur
     # Who was told: the approvers of the request, the escalation owner of the handover.
     recipients = {address for message in mail.outbox for address in message.to}
     assert {"bella@acme.example", "tom@acme.example"} <= recipients
-    assert set(worker.enqueued) >= {
-        "approvals.replay_request_notify",
-        "approvals.replay_request_dispatch",
-        "handover.handover_notification_send",
-    }
+    assert set(worker.enqueued) >= {"approvals.replay_request_dispatch", "handover.notification_deliver"}
+    from handover.notifications.models import Notification, NotificationDelivery
+
+    told = sorted(Notification.objects.values_list("recipient__username", "event"))
+    assert ("bella", "approval_needed") in told and ("tom", "approval_needed") in told
+    assert ("tom", "handed_over") in told and ("sam", "replay_completed") in told
+    assert len(told) == len(set(told))  # once per person and event
+    assert not NotificationDelivery.objects.filter(status="pending").exists()  # the worker sent every one
     assert "runs.next_run_check_notify_failed" not in worker.enqueued
 
     # The run's timeline: complete and in order (the redelivered alert added nothing), every event with

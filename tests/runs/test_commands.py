@@ -6,6 +6,7 @@ from io import StringIO
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
@@ -72,6 +73,23 @@ def test_load_demo_posts_every_story_once_and_a_second_run_changes_nothing() -> 
     assert Run.objects.filter(tenant__slug="acme-foods").exists()
     assert Alert.objects.filter(outcome="unmatched", job_key="quarterly-vat-filing").exists()
     assert set(Integration.objects.values_list("source", flat=True)) >= {"generic", "alertmanager", "pagerduty"}
+
+
+@override_settings(DEBUG=False)
+def test_load_demo_reset_passwords_prints_new_ones_that_work_and_demo_people_have_addresses() -> None:
+    from django.contrib.auth import authenticate
+
+    from handover.notifications.services import notification_email_address
+
+    first = run("load_demo", "--demo")
+    old = next(line.split()[1] for line in first.splitlines() if line.strip().startswith("support "))
+    reset = run("load_demo", "--demo", "--reset-passwords")
+    new = next(line.split()[1] for line in reset.splitlines() if line.strip().startswith("support "))
+    assert new != old
+    assert authenticate(username="support", password=new) is not None
+    assert authenticate(username="support", password=old) is None
+    user = get_user_model().objects.get(username="support")
+    assert notification_email_address(user=user) == "support@handover.example"
 
 
 def test_reprocess_alerts_dry_run_changes_nothing(story_tenants: Any, make_key: Any, post_alert: Any) -> None:

@@ -1,4 +1,5 @@
-"""``manage.py load_demo [--demo]``: the demo job, tenants, users, and every fixture story, posted for real."""
+"""``manage.py load_demo [--demo] [--reset-passwords]``: the demo job, tenants, users, and every fixture story,
+posted for real."""
 
 from __future__ import annotations
 
@@ -19,11 +20,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--demo", action="store_true", help="allow loading demo data with DEBUG off")
+        parser.add_argument(
+            "--reset-passwords",
+            action="store_true",
+            help="give every demo user a new random password and print them (the old ones stop working)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not (settings.DEBUG or options["demo"]):
             raise CommandError("Refusing to load demo data with DEBUG off; pass --demo if you really mean it.")
-        report = demo_load(log=lambda line: self.stdout.write(line))
+        report = demo_load(log=lambda line: self.stdout.write(line), reset_passwords=options["reset_passwords"])
         for source in report.skipped_sources:
             self.stdout.write(f"{source}: already loaded, nothing posted")
         for source, posts in report.posts.items():
@@ -34,4 +40,7 @@ class Command(BaseCommand):
             for username, password in report.passwords.items():
                 self.stdout.write(f"  {username:16} {password}")
         else:
-            self.stdout.write("Demo users already exist; their passwords were printed when they were created.")
+            self.stdout.write(
+                "Demo users already exist; their passwords were printed when they were created "
+                "(manage.py load_demo --reset-passwords prints new ones)."
+            )

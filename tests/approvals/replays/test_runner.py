@@ -62,6 +62,23 @@ def test_claim_dispatches_an_approved_request_and_leases_it(world: World, approv
     assert kinds(world).count("replay_dispatched") == 1 and kinds(world).count("replay_claimed") == 1
 
 
+def test_the_claim_answers_urls_of_the_host_it_was_asked_on(
+    world: World, approved: ReplayRequest, settings: Any
+) -> None:
+    settings.ALLOWED_HOSTS = ["handover.internal.example"]
+    settings.HANDOVER_BASE_URL = "https://configured.example"
+    client = Client(HTTP_HOST="handover.internal.example")
+    body = claim(client, approved, world.credential_key).json()
+    base = f"http://handover.internal.example/api/v1/replays/{approved.public_id}"
+    assert body["replay"]["claim_url"] == f"{base}/claim/"
+    assert body["replay"]["report_url"] == f"{base}/runner-report/"
+    # the stored payload (the webhook's body, built outside a request) uses the configured base URL
+    stored = Dispatch.objects.get().payload
+    assert f"https://configured.example/api/v1/replays/{approved.public_id}/claim/" in stored
+    world.credential.refresh_from_db()
+    assert world.credential.last_used_at is not None
+
+
 def test_a_second_claim_returns_the_same_dispatch_and_writes_nothing(world: World, approved: ReplayRequest) -> None:
     client = Client()
     first = claim(client, approved, world.credential_key).json()

@@ -21,6 +21,7 @@ from approvals.replays.requests import (
 )
 from approvals.replays.rules import ApprovalNotAllowed, ReauthenticationRequired, ReplayRefused, scope_fingerprint
 from handover.core.errors import Conflict, DomainError, InvalidTransition
+from handover.notifications.models import Notification
 from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import SideEffect
@@ -67,7 +68,13 @@ def test_request_of_absent_items_records_scope_fingerprint_approvers_and_event(
     assert event.data["replay_request"] == str(request.public_id)
     assert event.data["item_count"] == 2
     # the eligible approvers are e-mailed after commit
-    assert enqueued["notify"] == [(request.pk, "requested")]
+    # the eligible approvers are told in the request's own transaction (notifications), not by a later task
+    assert enqueued["notify"] == []
+    assert sorted(
+        Notification.objects.filter(event="approval_needed", dedup_key=f"replay:{request.public_id}").values_list(
+            "recipient__username", flat=True
+        )
+    ) == ["bea-business", "bo-both", "tom-technical"]
 
 
 def test_request_all_absent_takes_every_absent_item(world: World, make_request: MakeRequest) -> None:

@@ -22,6 +22,8 @@ from approvals.replays.dispatch import replay_request_dispatch
 from approvals.replays.models import Dispatch, ReplayRequest, WebhookDelivery
 from approvals.replays.webhook_settings import replay_webhook_set
 from handover.core.errors import DomainError
+from handover.notifications import tasks as notification_tasks
+from handover.notifications.models import Notification
 from runs.attempts.models import Attempt
 from runs.timeline.models import TimelineEvent
 from tests.approvals.conftest import Approve, MakeRequest, World
@@ -289,9 +291,18 @@ def test_the_secret_is_not_stored_and_stays_until_rotated(world: World) -> None:
 # --- e-mail to approvers, reminders ---------------------------------------------------------------
 
 
-def test_the_eligible_approvers_are_emailed_once(world: World, make_request: MakeRequest) -> None:
-    request = make_request()
-    assert tasks.replay_request_notify.run(request.pk, "requested") == 3
+def test_the_eligible_approvers_are_told_once_and_mailed_on_delivery(
+    world: World, make_request: MakeRequest, django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    delivered: list[int] = []
+    monkeypatch.setattr(notification_tasks.notification_deliver, "delay", lambda pk: delivered.append(pk))
+    with django_capture_on_commit_callbacks(execute=True):
+        request = make_request()
+    notes = Notification.objects.filter(event="approval_needed", dedup_key=f"replay:{request.public_id}")
+    assert sorted(n.recipient.username for n in notes) == ["bea-business", "bo-both", "tom-technical"]
+    assert tasks.replay_request_notify.run(request.pk, "requested") == 3  # counted, not told again
+    for pk in delivered:
+        notification_tasks.notification_deliver(pk)
     assert sorted(m.to[0] for m in mail.outbox) == [
         "bea-business@example.com",
         "bo-both@example.com",
@@ -299,8 +310,7 @@ def test_the_eligible_approvers_are_emailed_once(world: World, make_request: Mak
     ]
     assert f"/replays/{request.public_id}/" in mail.outbox[0].body
     assert "sam-support@example.com" not in [m.to[0] for m in mail.outbox]
-    assert tasks.replay_request_notify.run(request.pk, "requested") == 0
-    assert len(mail.outbox) == 3
+    assert Notification.objects.filter(event="approval_needed").count() == 3
 
 
 def test_reminders_go_to_those_who_have_not_decided_once_per_interval(
@@ -313,7 +323,8 @@ def test_reminders_go_to_those_who_have_not_decided_once_per_interval(
         assert tasks.replay_request_remind.run() == 1
         assert tasks.replay_request_remind.run() == 0  # claimed: an overlapping tick reminds nobody twice
         assert tasks.replay_request_notify.run(request.pk, "reminder") == 2
-    assert sorted(m.to[0] for m in mail.outbox) == ["bo-both@example.com", "tom-technical@example.com"]
+    reminded = Notification.objects.filter(event="approval_needed", dedup_key__contains=":reminder:")
+    assert sorted(n.recipient.username for n in reminded) == ["bo-both", "tom-technical"]
     assert enqueued["notify"][-1] == (request.pk, "reminder")
     request.refresh_from_db()
     assert request.reminder_count == 1

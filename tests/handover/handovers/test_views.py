@@ -149,8 +149,8 @@ def test_my_handovers_query_budget(world: World, django_assert_max_num_queries: 
     client = client_for(world.owner)
     client.get("/handovers/mine/")
 
-    # session, user, preference; open: count, page, runs; closed: handovers, runs (none)
-    with django_assert_max_num_queries(8):
+    # session, user, preference, unread count; open: count, page, runs; closed: handovers, runs (none)
+    with django_assert_max_num_queries(9):
         response = client.get("/handovers/mine/")
     assert response.content.decode().count('class="card"') >= 5
 
@@ -286,8 +286,9 @@ def test_the_handover_page_query_budget(
     client = client_for(world.support)
     client.get(f"/handovers/{draft.public_id}/")
 
-    # session, user, preference; handover, runs, exceptions, covered items, notifications; closing
-    # conditions: runs with checks, two per item rule, exceptions; may-write: owned jobs, support tenants
-    with django_assert_max_num_queries(16):
+    # session, user, preference, unread count; handover, runs, exceptions, covered items, notifications;
+    # who was told (notifications, deliveries); closing conditions: runs with checks, two per item rule,
+    # exceptions; may-write: owned jobs, support tenants
+    with django_assert_max_num_queries(19):
         response = client.get(f"/handovers/{draft.public_id}/")
     assert response.status_code == 200 and response.content.decode().count("<p>left over") == 3

@@ -175,9 +175,9 @@ def test_inbox_page_query_count_does_not_grow_with_alerts(
     make_alerts(integration, specs)
     client = logged_in(admin)
 
-    # session, user, preference; outcome counts (grouped); unmatched part of the page; the rest
-    # part (the page crosses into it); rejected posts and their count (admins only)
-    with django_assert_max_num_queries(8):
+    # session, user, preference, unread notifications; outcome counts (grouped); unmatched part of the
+    # page; the rest part (the page crosses into it); rejected posts and their count (admins only)
+    with django_assert_max_num_queries(9):
         response = client.get("/inbox/")
     assert len(response.context["page"]) == 50
     assert dict(response.context["counts"])["unmatched"] == 23

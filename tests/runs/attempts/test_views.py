@@ -158,10 +158,10 @@ def test_run_page_query_count_is_bounded(django_assert_max_num_queries: Any) -> 
         AttemptFactory(run=run, number=number, config_version=f"cfg@{number % 2}")
     client = logged_in(admin)
 
-    # session, user, preference; run; attempts; runner reports; timeline; checks; ledger loads;
-    # the slot rules' flags: unexplained re-fires, recent durations of the target
+    # session, user, preference, unread notifications; run; attempts; runner reports; timeline; checks;
+    # ledger loads; the slot rules' flags: unexplained re-fires, recent durations of the target
     # (no item page and no duplicates query: the run has no ledger, its stored totals say so)
-    with django_assert_max_num_queries(11):
+    with django_assert_max_num_queries(12):
         response = client.get(f"/runs/{run.public_id}/")
     assert response.context["config_changed"] is True
 

@@ -256,9 +256,10 @@ def test_a_delivery_from_the_inbox_can_be_picked_by_id(
     nomad.post("04-next-run-ok.json", at=utc(2026, 11, 29, 1, 14, 6))
     delivery = Alert.objects.get(public_id=first.json()["alerts"][0]["id"]).delivery
 
-    # session, user, preferences; the integration; the picked delivery (validated); recent deliveries; the
-    # unmatched count; the samples' bodies; one job and one tenant lookup for both records (cached)
-    with django_assert_max_num_queries(10):
+    # session, user, preferences, unread notifications; the integration; the picked delivery (validated);
+    # recent deliveries; the unmatched count; the samples' bodies; one job and one tenant lookup for both
+    # records (cached)
+    with django_assert_max_num_queries(11):
         page = admin.get(f"{editor_url(nomad.integration)}?delivery={delivery.public_id}")
     html = page.content.decode()
 
@@ -313,9 +314,9 @@ def test_the_integration_page_shows_completeness_and_the_fields_most_often_missi
     other = integration_get_or_create(source="generic")
     integration_key_create(integration=other, tenants=[story_tenants["acme-foods"]])
 
-    # session, user, preferences; the integration; the completeness aggregate; the unmatched count; keys and
-    # their tenants; the tenants of the "issue a key" form; recent deliveries
-    with django_assert_max_num_queries(10):
+    # session, user, preferences, unread notifications; the integration; the completeness aggregate; the
+    # unmatched count; keys and their tenants; the tenants of the "issue a key" form; recent deliveries
+    with django_assert_max_num_queries(11):
         page = admin.get(f"/integrations/{nomad.integration.public_id}/")
 
     html = page.content.decode()

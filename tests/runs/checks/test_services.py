@@ -519,7 +519,10 @@ def test_sweep_writes_each_batch_with_a_constant_number_of_queries(
 # --- follow-ups: e-mail and the handover hook -------------------------------------------------
 
 
-def test_failed_check_emails_its_creator_and_the_technical_owners_once(world: dict[str, Any]) -> None:
+def test_failed_check_tells_its_creator_and_the_technical_owners_once(world: dict[str, Any]) -> None:
+    from handover.notifications.models import Notification, NotificationDelivery
+    from handover.notifications.tasks import notification_deliver
+
     creator = UserFactory(email="sam@example.com")
     owner = UserFactory(email="tech@example.com")
     role_grant(user=owner, role="technical_owner", obj=world["target"].job)
@@ -528,18 +531,21 @@ def test_failed_check_emails_its_creator_and_the_technical_owners_once(world: di
     sweep_at(DEADLINE)
 
     assert notify_task(check_ids=[check.pk]) == 1
-    assert notify_task(check_ids=[check.pk]) == 0  # the task may run twice; one e-mail
+    assert notify_task(check_ids=[check.pk]) == 0  # the task may run twice; one notification each
 
-    assert len(mail.outbox) == 1
+    notes = Notification.objects.filter(event="check_failed", dedup_key=f"check:{check.public_id}")
+    assert sorted(n.recipient.email for n in notes) == ["sam@example.com", "tech@example.com"]
+    for delivery in NotificationDelivery.objects.filter(channel="email"):
+        assert notification_deliver(delivery.pk) == "sent"
+    assert sorted(m.to[0] for m in mail.outbox) == ["sam@example.com", "tech@example.com"]
     message = mail.outbox[0]
-    assert sorted(message.to) == ["sam@example.com", "tech@example.com"]
     assert "nightly-invoice-export / acme-foods / prod" in message.subject
     assert "2026-11-29 02:00 CET" in message.body and str(check.public_id) in message.body
     check.refresh_from_db()
     assert check.failure_notified_at is not None
 
 
-def test_follow_up_releases_its_claim_when_the_mail_fails(
+def test_follow_up_releases_its_claim_when_telling_fails(
     world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     creator = UserFactory(email="sam@example.com")
@@ -547,9 +553,9 @@ def test_follow_up_releases_its_claim_when_the_mail_fails(
     sweep_at(DEADLINE)
 
     def broken(**kwargs: Any) -> None:
-        raise OSError("smtp down")
+        raise OSError("database hiccup")
 
-    monkeypatch.setattr("runs.checks.follow_ups.send_mail", broken)
+    monkeypatch.setattr("runs.checks.follow_ups._tell_check_failed", broken)
     with pytest.raises(OSError):
         next_run_check_notify_failed(check_ids=[check.pk])
     check.refresh_from_db()

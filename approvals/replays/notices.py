@@ -1,0 +1,100 @@
+"""Who is told about a replay's events, and what: the replay side of the notifications subsystem.
+
+Called by ``replay_event_record`` inside the change's transaction for every replay event; events
+that concern nobody (a claim, a rescope) tell nobody. Recipients: the eligible approvers who have
+not decided (approval needed); the requester and the approvers who decided (approved, rejected,
+completed, failed); plus the job's technical owners when a dispatch happens or lapses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+from django.urls import reverse
+from guardian.shortcuts import get_users_with_perms
+
+from approvals.replays.models import Approval, ReplayRequest
+from approvals.replays.selectors import approvers_eligible
+from handover.notifications.services import notify
+from handover.notifications.told import Told
+
+EVENT_FOR_KIND = {
+    "replay_requested": "approval_needed",
+    "replay_approved": "replay_approved",
+    "replay_rejected": "replay_rejected",
+    "replay_dispatched": "replay_dispatched",
+    "replay_dispatch_unknown": "dispatch_lapsed",
+    "replay_completed": "replay_completed",
+    "replay_failed": "replay_failed",
+}
+
+
+def replay_approvers_waiting(*, request: ReplayRequest) -> list[AbstractBaseUser]:
+    """The eligible approvers of each approval kind nobody has given yet, who have not decided (requester excluded)."""
+    live = list(Approval.objects.filter(request=request, voided_at__isnull=True).values_list("kind", "actor_id"))
+    decided_kinds = {k for k, _ in live}
+    decided_people = {a for _, a in live}
+    found: dict[int, AbstractBaseUser] = {}
+    for kind in Approval.Kind:
+        if kind.value in decided_kinds:
+            continue
+        for user in approvers_eligible(run=request.run, kind=kind, exclude=request.requested_by):
+            if user.pk not in decided_people:
+                found[user.pk] = user
+    return list(found.values())
+
+
+def _deciders(request: ReplayRequest) -> list[AbstractBaseUser]:
+    return [a.actor for a in Approval.objects.filter(request=request).select_related("actor").order_by("pk")]
+
+
+def _technical_owners(request: ReplayRequest) -> list[AbstractBaseUser]:
+    owners = cast(
+        "QuerySet[Any]",
+        get_users_with_perms(
+            request.run.job, only_with_perms_in=["act_as_technical_owner"], with_superusers=False, with_group_users=True
+        ),
+    )
+    return list(owners.filter(is_active=True).order_by("pk"))
+
+
+def replay_notices_send(*, request: ReplayRequest, kind: str, summary: str, reminder: str = "") -> list[Told]:
+    """Tell the people concerned about the replay event ``kind`` (a timeline kind); returns who was told how.
+
+    ``reminder`` (a stamp such as the reminder's time) makes a reminder a new notification of its own.
+    Call inside the change's transaction.
+    """
+    event = EVENT_FOR_KIND.get(kind)
+    if event is None:
+        return []
+    run = request.run
+    if event == "approval_needed":
+        people = replay_approvers_waiting(request=request)
+    else:
+        people = [request.requested_by, *_deciders(request)]
+        if event in ("replay_dispatched", "dispatch_lapsed"):
+            people += _technical_owners(request)
+    subjects = {
+        "approval_needed": "Replay waiting for your approval",
+        "replay_approved": "Replay approved",
+        "replay_rejected": "Replay rejected",
+        "replay_dispatched": "Replay dispatched to the job's runner",
+        "dispatch_lapsed": "Replay dispatch lapsed: a person decides",
+        "replay_completed": "Replay completed",
+        "replay_failed": "Replay failed",
+    }
+    subject = f"{subjects[event]}: {run.job.key} · {run.tenant.slug} · {request.item_count} item(s)"
+    body = (
+        f"{summary}\n\nRun: {run.job.key} for {run.tenant.slug} ({run.environment}), window "
+        f"{run.window_start:%Y-%m-%d %H:%M}Z → {run.window_end:%Y-%m-%d %H:%M}Z. Reason: {request.reason}"
+    )
+    return notify(
+        event=event,
+        recipients=people,
+        dedup_key=f"replay:{request.public_id}" + (f":reminder:{reminder}" if reminder else ""),
+        subject=subject,
+        body=body,
+        link=reverse("approvals:replay-detail", kwargs={"id": request.public_id}),
+    )
