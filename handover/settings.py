@@ -407,8 +407,17 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # URL keys travel in the ingestion address: masked in every line (handover/core/access_log.py)
+    "filters": {"mask_url_keys": {"()": "handover.core.access_log.UrlKeyMaskFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_url_keys"]}},
     "root": {"handlers": ["console"], "level": env.str("HANDOVER_LOG_LEVEL", default="INFO")},
-    # axes: its start-up banner and per-login lines are noise; lockouts are still logged (WARNING)
-    "loggers": {"django.db.backends": {"level": "WARNING"}, "axes": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # axes: its start-up banner and per-login lines are noise; lockouts are still logged (WARNING)
+        "axes": {"level": "WARNING"},
+        # runserver's request lines print paths: through the masking console handler, not Django's own
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # Django's "Unauthorized: <path>" warnings likewise (no ADMINS are set, so no mail is lost)
+        "django.request": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
 }
