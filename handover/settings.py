@@ -297,6 +297,8 @@ SPECTACULAR_SETTINGS = {
         "AttemptStatusEnum": "runs.attempts.models._AttemptStatus",
         "AlertOutcomeEnum": "runs.alerts.models._AlertOutcome",
         "DeliveryOutcomeEnum": "runs.alerts.models._DeliveryOutcome",
+        "IntegrationKeyKindEnum": "runs.catalog.models._IntegrationKeyKind",
+        "RefusedReasonEnum": "runs.alerts.models._RefusedReason",
         "RunFailureClassEnum": "runs.attempts.models._RunFailureClass",
         "WorkItemOutcomeEnum": "runs.ledger.models._WorkItemOutcome",
         "WorkItemEvidenceKindEnum": "runs.ledger.models._WorkItemEvidenceKind",

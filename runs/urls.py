@@ -25,6 +25,7 @@ from runs.catalog.integration_views import (
     integration_mapping_export_view,
     integration_mapping_view,
     integration_reprocess_view,
+    integration_transport_view,
 )
 from runs.catalog.views import job_detail_view, job_list_view
 from runs.checks.views import (
@@ -78,6 +79,7 @@ urlpatterns = [
     # custom integrations (docs/custom-integrations.md)
     path("integrations/new/", integration_create_view, name="integration-create"),
     path("integrations/<uuid:id>/keys/", integration_key_create_view, name="integration-key-create"),
+    path("integrations/<uuid:id>/transport/", integration_transport_view, name="integration-transport"),
     path("integrations/<uuid:id>/mapping/", integration_mapping_view, name="integration-mapping"),
     path(
         "integrations/<uuid:id>/mapping/export/",

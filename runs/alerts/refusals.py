@@ -153,6 +153,65 @@ def refused_request_summary(
     ]
 
 
+def refused_request_rows_by_source(
+    *, source: str | None = None, days: int = REFUSED_KEEP_DAYS
+) -> dict[str, list[RefusedSummaryRow]]:
+    """Refusals of the last ``days`` days per source address, each by (reason, network); one source or all.
+
+    Source slugs sorted; within a source as ``refused_request_summary``. One query.
+    """
+    rows = RefusedRequestCount.objects.filter(hour__gte=timezone.now() - timedelta(days=days))
+    if source is not None:
+        rows = rows.filter(source=source)
+    labels = dict(RefusedRequestCount.Reason.choices)
+    grouped = (
+        rows.values("source", "reason", "network")
+        .annotate(total=Sum("count"), first=Min("first_at"), last=Max("last_at"))
+        .order_by("source", "-last", "reason", "network")
+    )
+    result: dict[str, list[RefusedSummaryRow]] = {}
+    for row in grouped:
+        result.setdefault(row["source"], []).append(
+            RefusedSummaryRow(
+                reason=row["reason"],
+                reason_label=labels.get(row["reason"], row["reason"]),
+                network=row["network"],
+                count=row["total"],
+                first_at=row["first"],
+                last_at=row["last"],
+            )
+        )
+    return result
+
+
+@dataclass(frozen=True)
+class RefusedSourceRow:
+    """Refusals at one source's address over a period: total, of which no integration was recognised."""
+
+    source: str
+    count: int
+    keyless_count: int
+    last_at: datetime
+
+
+def refused_request_summary_by_source(*, days: int = REFUSED_KEEP_DAYS) -> list[RefusedSourceRow]:
+    """Refusals of the last ``days`` days per source (every row of the source's address). One query."""
+    grouped = (
+        RefusedRequestCount.objects.filter(hour__gte=timezone.now() - timedelta(days=days))
+        .values("source")
+        .annotate(
+            total=Sum("count"),
+            keyless=Sum("count", filter=Q(integration__isnull=True)),
+            last=Max("last_at"),
+        )
+        .order_by("source")
+    )
+    return [
+        RefusedSourceRow(source=r["source"], count=r["total"], keyless_count=r["keyless"] or 0, last_at=r["last"])
+        for r in grouped
+    ]
+
+
 @dataclass(frozen=True)
 class RefusedSender:
     """A sender refused for an hour or more: where it posts, why it is refused, since when, how often."""
@@ -173,7 +232,10 @@ def refused_senders_attention(*, now: datetime) -> list[RefusedSender]:
     ``REFUSED_ATTENTION_SPAN`` apart, the last within ``REFUSED_ATTENTION_RECENT`` of ``now``. Oldest
     first. Two queries (the totals, the reasons).
     """
-    recent = RefusedRequestCount.objects.filter(hour__gte=now - REFUSED_ATTENTION_SPAN - timedelta(hours=1))
+    # rows are per hour: from the start of the hour two hours back, so a streak that began 70 minutes
+    # ago (in the hour before last) is seen whole
+    since = (now - REFUSED_ATTENTION_SPAN - timedelta(hours=1)).replace(minute=0, second=0, microsecond=0)
+    recent = RefusedRequestCount.objects.filter(hour__gte=since)
     grouped = (
         recent.values("source", "integration__name", "integration__public_id")
         .annotate(total=Sum("count"), first=Min("first_at"), last=Max("last_at"))

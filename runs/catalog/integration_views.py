@@ -7,6 +7,7 @@ import json
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
@@ -39,16 +40,32 @@ from runs.alerts.parsers.custom.vocabulary import (
     WINDOW_RULES,
 )
 from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.refusals import REFUSED_KEEP_DAYS, refused_request_summary, refused_request_summary_by_source
 from runs.alerts.selectors import alert_completeness, alert_count_unmatched, delivery_list_recent, integration_list
-from runs.catalog.forms import IntegrationCustomCreateForm, IntegrationKeyCreateForm, IntegrationMappingForm
-from runs.catalog.models import Integration
-from runs.catalog.services import IssuedKey, integration_key_create
+from runs.catalog.forms import (
+    IntegrationCustomCreateForm,
+    IntegrationKeyCreateForm,
+    IntegrationMappingForm,
+    IntegrationTransportForm,
+)
+from runs.catalog.keys import source_can_sign
+from runs.catalog.models import Integration, IntegrationKey
+from runs.catalog.services import IssuedKey, integration_key_create, integration_key_url
+from runs.catalog.transport import integration_transport, integration_transport_update
 
 
 @staff_member_required
 def integration_list_view(request: HttpRequest) -> HttpResponse:
-    """Admins: every integration with its source, active keys and delivery count."""
-    return render(request, "runs/catalog/integration_list.html", {"integrations": integration_list(user=request.user)})
+    """Admins: every integration with its source, active keys and delivery count; refused requests by source."""
+    return render(
+        request,
+        "runs/catalog/integration_list.html",
+        {
+            "integrations": integration_list(user=request.user),
+            "refused": refused_request_summary_by_source(),
+            "keep_days": REFUSED_KEEP_DAYS,
+        },
+    )
 
 
 @staff_member_required
@@ -59,6 +76,7 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     effective = merged_settings(adapter.DEFAULT_SETTINGS, integration.settings) if adapter else integration.settings
     keys = integration.keys.prefetch_related("tenants").order_by("-created_at")
     is_custom = integration.source == SOURCE
+    transport = integration_transport(integration=integration)
     return render(
         request,
         "runs/catalog/integration_detail.html",
@@ -74,6 +92,17 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "completeness": alert_completeness(integration=integration),
             "unmatched_count": alert_count_unmatched(integration=integration),
             "key_form": IntegrationKeyCreateForm(),
+            "transport": transport,
+            "transport_form": IntegrationTransportForm(
+                initial={
+                    "allow_get": transport.allow_get,
+                    "decoder_kind": transport.decoder.get("kind", "json"),
+                    "item_types": ", ".join(transport.decoder.get("item_types", [])),
+                }
+            ),
+            "refused": refused_request_summary(integration=integration),
+            "keep_days": REFUSED_KEEP_DAYS,
+            "can_sign": source_can_sign(integration.source),
         },
     )
 
@@ -85,10 +114,22 @@ def _pretty(document: object) -> str:
 def _key_issued(request: HttpRequest, integration: Integration, issued: IssuedKey) -> HttpResponse:
     # The secret is shown in this response and nowhere else: it is never stored (not even in the
     # session), so this page answers the POST directly instead of redirecting.
+    is_url = issued.record.kind == IntegrationKey.Kind.URL
     response = render(
         request,
         "runs/catalog/integration_key_issued.html",
-        {"integration": integration, "issued": issued, "endpoint": f"/api/v1/alerts/{integration.source}/"},
+        {
+            "integration": integration,
+            "issued": issued,
+            "endpoint": f"/api/v1/alerts/{integration.source}/",
+            "is_url": is_url,
+            # the address the admin reached this page by is the one the sender reaches too
+            "url": integration_key_url(
+                source=integration.source, key=issued.key, base_url=request.build_absolute_uri("/")
+            )
+            if is_url
+            else "",
+        },
     )
     response["Cache-Control"] = "no-store"
     return response
@@ -143,11 +184,37 @@ def integration_key_create_view(request: HttpRequest, id: str) -> HttpResponse:
             all_tenants=data["key_all_tenants"],
             label=data["key_label"],
             created_by=request.user,
+            kind=data.get("key_kind") or IntegrationKey.Kind.HEADER,
         )
     except DomainError as exc:
         messages.error(request, exc.detail)
         return redirect("runs:integration-detail", id=integration.public_id)
     return _key_issued(request, integration, issued)
+
+
+@staff_member_required
+@require_POST
+def integration_transport_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: set an integration's GET ingestion and body decoder (POST, then back to the integration)."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    form = IntegrationTransportForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
+        return redirect("runs:integration-detail", id=integration.public_id)
+    data = form.cleaned_data
+    try:
+        integration_transport_update(
+            integration=integration,
+            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            allow_get=data["allow_get"],
+            decoder_kind=data["decoder_kind"],
+            item_types=[t for t in data["item_types"].split(",") if t.strip()],
+        )
+    except DomainError as exc:
+        messages.error(request, " ".join(e for errors in (exc.errors or {"": [exc.detail]}).values() for e in errors))
+    else:
+        messages.success(request, "Transport settings saved.")
+    return redirect("runs:integration-detail", id=integration.public_id)
 
 
 def _mapping_reference() -> dict[str, object]:
