@@ -17,6 +17,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, InvalidTransition
 from runs.alerts.models import Alert
@@ -259,7 +260,8 @@ def mapping_preview(*, mapping: Any, samples: Sequence[Sample]) -> MappingPrevie
     for sample in samples:
         preview = SamplePreview(sample=sample)
         try:
-            outcome = map_document(load_json(sample.body.encode()), mapping)
+            # received_at() answers the preview's own time: a pasted sample was never received
+            outcome = map_document(load_json(sample.body.encode()), mapping, received_at=timezone.now())
         except FormatError as exc:
             preview.error = exc.message
             previews.append(preview)

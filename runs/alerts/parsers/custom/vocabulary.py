@@ -78,6 +78,17 @@ FIELD_HELP: dict[str, str] = {
 }
 # What every attempt record needs (a default counts); the window is checked on its own.
 REQUIRED = ("job_key", "tenant", "environment", "execution_id", "status")
+# Fields that identify the run or the attempt: never `optional` (an error in one leaves the alert unmatched).
+IDENTITY_FIELDS = (
+    "job_key",
+    "tenant",
+    "environment",
+    "window_start",
+    "window_end",
+    "scheduled_for",
+    "execution_id",
+    "status",
+)
 
 
 # What the "new custom integration" form starts from: every common field, to be edited to the payload.
