@@ -26,6 +26,7 @@ from runs.alerts.mapping import (
     samples_from_deliveries,
 )
 from runs.alerts.parsers.base import merged_settings
+from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.expressions import FUNCTION_NAMES
 from runs.alerts.parsers.custom.parser import SOURCE
 from runs.alerts.parsers.custom.vocabulary import (
@@ -255,15 +256,25 @@ def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
     ]
     current = (integration.settings or {}).get("mapping") or {}
     initial = {"mapping": _pretty(current), "deliveries": picked or [str(d.public_id) for d in recent[:1]]}
+    # ?catalogue=<name>: start from a ready-made mapping and its first JSON sample (nothing saved until Save)
+    entry = catalogue_entry(request.GET.get("catalogue", "")) if request.method != "POST" else None
+    entry_sample = next((json.dumps(x["body"], indent=2) for x in entry.samples if "body" in x), "") if entry else ""
+    if entry is not None:
+        current = entry.mapping
+        initial.update(mapping=_pretty(current), sample=entry_sample, deliveries=[])
     form = IntegrationMappingForm(request.POST or None, initial=initial, delivery_choices=choices)
     context: dict[str, object] = {
         "integration": integration,
         "form": form,
         "reference": _mapping_reference(),
         "unmatched_count": alert_count_unmatched(integration=integration),
+        "catalogue": catalogue_entries(),
+        "catalogue_entry": entry,
     }
     if request.method != "POST":
         samples = samples_from_deliveries(integration=integration, delivery_ids=initial["deliveries"])
+        if entry_sample:
+            samples.insert(0, Sample(label=f"{entry.name} sample", body=entry_sample))  # type: ignore[union-attr]
         context["preview"] = mapping_preview(mapping=current, samples=samples)
         return render(request, "runs/catalog/integration_mapping.html", context)
     if not form.is_valid():

@@ -45,6 +45,7 @@ from runs.alerts.mapping import (
 )
 from runs.alerts.models import RefusedRequestCount
 from runs.alerts.parsers.base import merged_settings
+from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.parser import SOURCE
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.refusals import refused_request_rows_by_source, refused_request_summary
@@ -375,6 +376,22 @@ class RefusedBySourceSerializer(serializers.Serializer[Any]):
     rows = RefusedRequestSerializer(many=True)
 
 
+class CatalogueEntrySerializer(serializers.Serializer[Any]):
+    """A ready-made mapping of the catalogue (runs/alerts/parsers/custom/catalogue/)."""
+
+    name = serializers.CharField()
+    title = serializers.CharField()
+    covers = serializers.CharField(help_text="what it maps, and what the tool cannot say")
+    conventions = serializers.CharField(help_text="what to name or set in the tool")
+    documentation = serializers.ListField(child=serializers.URLField(), help_text="the tool's public documentation")
+    transport = serializers.DictField(help_text="key kind, decoder, GET, signature scheme to set")
+
+
+class CatalogueEntryDetailSerializer(CatalogueEntrySerializer):
+    export = serializers.DictField(help_text="the mapping as an export: PUT it to /api/v1/integrations/<id>/mapping/")
+    samples = serializers.ListField(child=serializers.DictField(), help_text="sample payloads and what each gives")
+
+
 class ReprocessResultSerializer(serializers.Serializer[Any]):
     tried = serializers.IntegerField()
     outcomes = serializers.DictField(child=serializers.IntegerField(), help_text="new outcome -> count")
@@ -700,3 +717,27 @@ class IntegrationViewSet(
             for source_slug, found in refused_request_rows_by_source(source=source).items()
         ]
         return Response(RefusedBySourceSerializer(rows, many=True).data)
+
+    @extend_schema(
+        summary="The catalogue of ready-made mappings (admins)",
+        description="Mappings for widely used tools, each built from the tool's public documentation, with the "
+        "transport to set and sample payloads. See docs/integrations/catalogue.md.",
+        tags=["integrations"],
+        responses={200: CatalogueEntrySerializer(many=True), **ADMIN_ERRORS},
+    )
+    @action(detail=False, methods=["get"], url_path="catalogue", pagination_class=None)
+    def catalogue(self, request: Request) -> Response:
+        return Response(CatalogueEntrySerializer(catalogue_entries(), many=True).data)
+
+    @extend_schema(
+        summary="One ready-made mapping, as an importable export (admins)",
+        tags=["integrations"],
+        responses={200: CatalogueEntryDetailSerializer, **ADMIN_ERRORS, 404: PROBLEM},
+    )
+    @action(detail=False, methods=["get"], url_path="catalogue/<slug:name>", pagination_class=None)
+    def catalogue_entry(self, request: Request, name: str) -> Response:
+        entry = catalogue_entry(name)
+        if entry is None:
+            raise Http404
+        data = {**CatalogueEntrySerializer(entry).data, "export": entry.export(), "samples": entry.samples}
+        return Response(CatalogueEntryDetailSerializer(data).data)

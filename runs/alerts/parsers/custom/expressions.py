@@ -27,8 +27,8 @@ _TEMPLATE_PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _RECEIVED_AT: ContextVar[datetime | None] = ContextVar("custom_mapping_received_at", default=None)
 MAX_REGEX_CHARS = 200
 MAX_REGEX_TEXT_CHARS = 10_000
-_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|[smhdw]?)\s*$")
 _ISO_DURATION = re.compile(r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 PERIODS = ("hour", "day", "week", "month", "year")
 
@@ -58,12 +58,15 @@ def _as_datetime(value: Any, time_format: str = "auto") -> datetime:
     return parsed
 
 
-def _as_seconds(duration: Any) -> float:
-    """Seconds of a duration: a number (seconds), ``90s``/``15m``/``2h``/``1d``/``1w``, or ISO 8601 ``PT1H30M``."""
+def _as_seconds(duration: Any, unit: str = "s") -> float:
+    """Seconds of a duration: a number of ``unit`` (``ms``, ``s``, ``m``, ``h``, ``d``, ``w``; seconds by
+    default), ``90s``/``15m``/``2h``/``1d``/``1w``/``500ms``, or ISO 8601 ``PT1H30M``."""
     if isinstance(duration, bool):
         raise MappingError(f"{duration!r} is not a duration")
     if isinstance(duration, (int, float)):
-        return float(duration)
+        if unit not in _DURATION_UNITS:
+            raise MappingError(f"the unit {unit!r} is not one of {', '.join(_DURATION_UNITS)}")
+        return float(duration) * _DURATION_UNITS[unit]
     if isinstance(duration, str):
         match = _DURATION.match(duration)
         if match:
@@ -75,10 +78,12 @@ def _as_seconds(duration: Any) -> float:
     raise MappingError(f"{duration!r} is not a duration (seconds, 15m, 2h, 1d or ISO 8601 PT1H)")
 
 
-def _shift(value: Any, duration: Any, sign: int) -> str:
+def _shift(value: Any, duration: Any, rest: tuple[Any, ...], sign: int) -> str:
+    if len(rest) > 1 or (rest and not isinstance(rest[0], str)):
+        raise MappingError("add/sub(t, duration, unit): the unit is one of ms, s, m, h, d, w")
     moment = _as_datetime(value)
     try:
-        return _iso_text(moment + sign * timedelta(seconds=_as_seconds(duration)))
+        return _iso_text(moment + sign * timedelta(seconds=_as_seconds(duration, rest[0] if rest else "s")))
     except OverflowError as exc:
         raise MappingError("the result is out of range") from exc
 
@@ -128,24 +133,30 @@ class _Functions(jmespath_functions.Functions):
         return _iso_text(at) if at is not None else None
 
     # to_datetime(value[, format]): JMESPath has no optional arguments, so the format rides a variadic tail
-    @jmespath_functions.signature({"types": ["string", "number"], "variadic": True})
-    def _func_to_datetime(self, value: Any, *rest: Any) -> str:
+    # A null time in gives null out (a field that is not there yet), as JMESPath's own functions do.
+    @jmespath_functions.signature({"types": ["string", "number", "null"], "variadic": True})
+    def _func_to_datetime(self, value: Any, *rest: Any) -> str | None:
         time_format = rest[0] if rest else "auto"
         if len(rest) > 1 or time_format not in TIME_FORMATS:
             raise MappingError(f"to_datetime(value, format): the format is one of {', '.join(TIME_FORMATS)}")
-        return _iso_text(_as_datetime(value, time_format))
+        return None if value is None else _iso_text(_as_datetime(value, time_format))
 
-    @jmespath_functions.signature({"types": ["string", "number"]}, {"types": ["string", "number"]})
-    def _func_add(self, value: Any, duration: Any) -> str:
-        return _shift(value, duration, 1)
+    # add(t, duration[, unit]) and sub(...): a number is seconds unless a unit (ms, s, m, h, d, w) follows
+    @jmespath_functions.signature(
+        {"types": ["string", "number", "null"]}, {"types": ["string", "number", "null"], "variadic": True}
+    )
+    def _func_add(self, value: Any, duration: Any, *rest: Any) -> str | None:
+        return None if value is None or duration is None else _shift(value, duration, rest, 1)
 
-    @jmespath_functions.signature({"types": ["string", "number"]}, {"types": ["string", "number"]})
-    def _func_sub(self, value: Any, duration: Any) -> str:
-        return _shift(value, duration, -1)
+    @jmespath_functions.signature(
+        {"types": ["string", "number", "null"]}, {"types": ["string", "number", "null"], "variadic": True}
+    )
+    def _func_sub(self, value: Any, duration: Any, *rest: Any) -> str | None:
+        return None if value is None or duration is None else _shift(value, duration, rest, -1)
 
-    @jmespath_functions.signature({"types": ["string", "number"]}, {"types": ["string"]})
-    def _func_window_of(self, value: Any, period: str) -> list[str]:
-        return _window_of(value, period)
+    @jmespath_functions.signature({"types": ["string", "number", "null"]}, {"types": ["string"]})
+    def _func_window_of(self, value: Any, period: str) -> list[str] | None:
+        return None if value is None else _window_of(value, period)
 
     # regex_group(text, pattern[, group]): the group (default 1) of the first match, or null
     @jmespath_functions.signature({"types": ["string"]}, {"types": ["string", "number"], "variadic": True})
