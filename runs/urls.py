@@ -18,6 +18,7 @@ from runs.attempts.views import (
     run_list_view,
 )
 from runs.catalog.integration_views import (
+    integration_conventions_view,
     integration_create_view,
     integration_detail_view,
     integration_key_create_view,
@@ -80,6 +81,7 @@ urlpatterns = [
     path("integrations/new/", integration_create_view, name="integration-create"),
     path("integrations/<uuid:id>/keys/", integration_key_create_view, name="integration-key-create"),
     path("integrations/<uuid:id>/transport/", integration_transport_view, name="integration-transport"),
+    path("integrations/<uuid:id>/conventions/", integration_conventions_view, name="integration-conventions"),
     path("integrations/<uuid:id>/mapping/", integration_mapping_view, name="integration-mapping"),
     path(
         "integrations/<uuid:id>/mapping/export/",

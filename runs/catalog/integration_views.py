@@ -43,6 +43,7 @@ from runs.alerts.parsers.custom.vocabulary import (
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.refusals import REFUSED_KEEP_DAYS, refused_request_summary, refused_request_summary_by_source
 from runs.alerts.selectors import alert_completeness, alert_count_unmatched, delivery_list_recent, integration_list
+from runs.catalog.conventions import integration_conventions, integration_conventions_update
 from runs.catalog.forms import (
     IntegrationCustomCreateForm,
     IntegrationKeyCreateForm,
@@ -104,8 +105,44 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "refused": refused_request_summary(integration=integration),
             "keep_days": REFUSED_KEEP_DAYS,
             "can_sign": source_can_sign(integration.source),
+            # built-in sources: where the adapter reads each field, editable as named fields
+            "conventions": [] if is_custom else _convention_rows(integration),
         },
     )
+
+
+def _convention_rows(integration: Integration) -> list[tuple[str, str, bool]]:
+    """(key, value as typed in the page, whether it is a list) for each convention in force."""
+    rows = []
+    for key, value in integration_conventions(integration=integration).items():
+        is_list = isinstance(value, list)
+        shown = ", ".join(str(v) for v in value) if is_list else ("" if value is None else str(value))
+        rows.append((key, shown, is_list))
+    return rows
+
+
+@staff_member_required
+@require_POST
+def integration_conventions_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: set a built-in integration's conventions (where its adapter reads each field); audited."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    values: dict[str, object] = {}
+    for key, shown, is_list in _convention_rows(integration):
+        if f"conv_{key}" not in request.POST or request.POST[f"conv_{key}"].strip() == shown:
+            continue  # unchanged: a default stays a default
+        raw = request.POST[f"conv_{key}"].strip()
+        values[key] = [part.strip() for part in raw.split(",") if part.strip()] if is_list else raw
+    try:
+        integration_conventions_update(
+            integration=integration,
+            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            values=values,
+        )
+    except DomainError as exc:
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in (exc.errors or {}).items()))
+    else:
+        messages.success(request, "Conventions saved. Reprocess unmatched alerts to apply them to what is waiting.")
+    return redirect("runs:integration-detail", id=integration.public_id)
 
 
 def _pretty(document: object) -> str:

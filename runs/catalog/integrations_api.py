@@ -50,6 +50,7 @@ from runs.alerts.parsers.custom.parser import SOURCE
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.refusals import refused_request_rows_by_source, refused_request_summary
 from runs.alerts.selectors import delivery_list_recent, integration_list
+from runs.catalog.conventions import integration_conventions, integration_conventions_update
 from runs.catalog.keys import source_can_sign
 from runs.catalog.models import Integration, IntegrationKey, Tenant, environment_is_valid, normalise_slug
 from runs.catalog.services import IssuedKey, integration_key_create, integration_key_url
@@ -106,6 +107,7 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
     mapping = serializers.SerializerMethodField()
     transport = serializers.SerializerMethodField()
     can_sign = serializers.SerializerMethodField()
+    conventions = serializers.SerializerMethodField()
 
     class Meta:
         model = Integration
@@ -121,6 +123,7 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
             "keys",
             "transport",
             "can_sign",
+            "conventions",
             "refused_post_count",
             "created_at",
         ]
@@ -130,6 +133,11 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
     def get_transport(self, integration: Integration) -> dict[str, Any]:
         transport = integration_transport(integration=integration)
         return {"allow_get": transport.allow_get, "decoder": transport.decoder}
+
+    @extend_schema_field({"type": "object", "additionalProperties": True})
+    def get_conventions(self, integration: Integration) -> dict[str, Any]:
+        """Where a built-in adapter reads each field (empty for custom integrations: their mapping says)."""
+        return {} if integration.source == SOURCE else integration_conventions(integration=integration)
 
     def get_can_sign(self, integration: Integration) -> bool:
         """Whether the source's senders can sign: signatures cannot be required otherwise."""
@@ -374,6 +382,12 @@ class IntegrationCreatedSerializer(IntegrationDetailSerializer):
 class RefusedBySourceSerializer(serializers.Serializer[Any]):
     source = serializers.CharField()  # type: ignore[assignment]  # the field "source" shadows DRF's Field.source
     rows = RefusedRequestSerializer(many=True)
+
+
+class ConventionsUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
+    values = serializers.DictField(
+        help_text="convention -> a path, a list of paths tried in order, a template or name; null or empty: default"
+    )
 
 
 class CatalogueEntrySerializer(serializers.Serializer[Any]):
@@ -741,3 +755,32 @@ class IntegrationViewSet(
             raise Http404
         data = {**CatalogueEntrySerializer(entry).data, "export": entry.export(), "samples": entry.samples}
         return Response(CatalogueEntryDetailSerializer(data).data)
+
+    @extend_schema(
+        summary="Set a built-in integration's conventions (admins)",
+        description="Where the source's adapter reads the job, tenant, environment, execution id, window and times, "
+        "and its defaults (docs/integrations/<source>.md). Only the keys given change; null or empty restores the "
+        "adapter's default. Custom integrations answer 409 (their mapping says it).",
+        tags=["integrations"],
+        request=ConventionsUpdateInputSerializer,
+        responses={
+            200: IntegrationDetailSerializer,
+            400: INVALID,
+            **ADMIN_ERRORS,
+            404: PROBLEM,
+            409: OpenApiResponse(ProblemSerializer, description="a custom integration: its mapping says it"),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def conventions(self, request: Request, id: str) -> Response:
+        integration = self.get_object()
+        if integration.source == SOURCE:
+            raise InvalidTransition(f"{integration.name!r} is a custom integration: its mapping says where fields are.")
+        data = ConventionsUpdateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        integration = integration_conventions_update(
+            integration=integration,
+            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            values=data.validated_data["values"],
+        )
+        return self._detail(integration)

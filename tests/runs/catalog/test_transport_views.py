@@ -153,3 +153,35 @@ def test_a_sender_refused_for_an_hour_shows_on_needs_attention_for_admins_only(
     client.force_login(UserFactory())
     assert "generic-transport: 3 request(s) refused" not in client.get("/handovers/attention/").content.decode()
     assert RefusedRequestCount.objects.filter(integration=generic).count() == 2  # two hours' rows
+
+
+def test_conventions_are_edited_as_named_fields_on_the_page_and_the_api(admin: Client, story_tenants: Any) -> None:
+    integration = integration_get_or_create(source="alertmanager", name="am-conventions")
+
+    page = admin.get(f"/integrations/{integration.public_id}/").content.decode()
+    assert 'name="conv_tenant_from"' in page and "labels.tenant" in page
+
+    saved = admin.post(
+        f"/integrations/{integration.public_id}/conventions/",
+        data={"conv_tenant_from": "labels.customer", "conv_error_from": "annotations.error, annotations.summary"},
+    )
+    assert saved.status_code == 302
+    integration.refresh_from_db()
+    assert integration.settings["tenant_from"] == "labels.customer"
+    assert integration.settings["error_from"] == ["annotations.error", "annotations.summary"]
+
+    api = admin.post(
+        f"/api/v1/integrations/{integration.public_id}/conventions/",
+        data={"values": {"tenant_from": None, "default_environment": "prod"}},
+        content_type="application/json",
+    )
+    assert api.status_code == 200, api.content
+    assert api.json()["conventions"]["tenant_from"] == "labels.tenant"  # back to the adapter's default
+    assert api.json()["conventions"]["default_environment"] == "prod"
+    bad = admin.post(
+        f"/api/v1/integrations/{integration.public_id}/conventions/",
+        data={"values": {"no_such": "x", "job_from": "labels.job name;drop"}},
+        content_type="application/json",
+    )
+    assert bad.status_code == 400
+    assert set(bad.json()["errors"]) == {"no_such", "job_from"}
