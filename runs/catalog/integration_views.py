@@ -25,6 +25,7 @@ from runs.alerts.mapping import (
     mapping_preview,
     samples_from_deliveries,
 )
+from runs.alerts.models import Delivery
 from runs.alerts.parsers.base import merged_settings
 from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.expressions import FUNCTION_NAMES
@@ -289,10 +290,17 @@ def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
     if picked and not any(str(d.public_id) == picked[0] for d in recent):
         recent += list(integration.deliveries.filter(public_id=picked[0]))
     choices = [
-        (str(d.public_id), f"{d.received_at:%Y-%m-%d %H:%M:%S}Z · {d.outcome} · {d.size_bytes} B") for d in recent
+        (
+            str(d.public_id),
+            f"{d.received_at:%Y-%m-%d %H:%M:%S}Z · {d.outcome} · {getattr(d, 'alert_count', '?')} alert(s)"
+            f"{f', {d.unmatched_count} unmatched' if getattr(d, 'unmatched_count', 0) else ''} · {d.size_bytes} B",
+        )
+        for d in recent
     ]
     current = (integration.settings or {}).get("mapping") or {}
-    initial = {"mapping": _pretty(current), "deliveries": picked or [str(d.public_id) for d in recent[:1]]}
+    # Pre-tick the newest delivery that was parsed: a rejected or failed one can never map (Save would refuse)
+    mappable = [str(d.public_id) for d in recent if d.outcome == Delivery.Outcome.PROCESSED][:1]
+    initial = {"mapping": _pretty(current), "deliveries": picked or mappable}
     # ?catalogue=<name>: start from a ready-made mapping and its first JSON sample (nothing saved until Save)
     entry = catalogue_entry(request.GET.get("catalogue", "")) if request.method != "POST" else None
     entry_sample = next((json.dumps(x["body"], indent=2) for x in entry.samples if "body" in x), "") if entry else ""

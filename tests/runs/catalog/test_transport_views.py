@@ -13,7 +13,7 @@ from django.test import Client
 from runs.alerts.models import Delivery, RefusedRequestCount
 from runs.alerts.refusals import refused_request_count
 from runs.catalog.models import Integration, IntegrationKey, Tenant
-from runs.catalog.services import integration_get_or_create
+from runs.catalog.services import integration_get_or_create, integration_key_create
 from runs.catalog.transport import integration_transport
 from tests.factories import UserFactory
 
@@ -185,3 +185,28 @@ def test_conventions_are_edited_as_named_fields_on_the_page_and_the_api(admin: C
     )
     assert bad.status_code == 400
     assert set(bad.json()["errors"]) == {"no_such", "job_from"}
+
+
+def test_the_editor_never_pre_ticks_a_delivery_that_cannot_map_and_the_picker_shows_outcomes(
+    admin: Client, story_tenants: Any
+) -> None:
+    integration = integration_get_or_create(source="custom", name="editor-pretick")
+    integration.settings = {"mapping": {"fields": {"job_key": "job"}, "defaults": {"environment": "prod"}}}
+    integration.save()
+    key = integration_key_create(integration=integration, all_tenants=True).key
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+    client = Client()
+    client.post(
+        "/api/v1/alerts/custom/", data={"job": "nightly-invoice-export"}, content_type="application/json", **headers
+    )
+    client.post("/api/v1/alerts/custom/", data=b"not json", content_type="application/json", **headers)
+    processed = Delivery.objects.get(outcome=Delivery.Outcome.PROCESSED)
+    assert Delivery.objects.filter(outcome=Delivery.Outcome.REJECTED).count() == 1  # the newest
+
+    page = admin.get(f"/integrations/{integration.public_id}/mapping/")
+
+    form = page.context["form"]
+    assert form.initial["deliveries"] == [str(processed.public_id)]
+    labels = dict(form.fields["deliveries"].choices)
+    assert "1 alert(s), 1 unmatched" in labels[str(processed.public_id)]
+    assert "rejected · 0 alert(s)" in " ".join(labels.values())

@@ -142,6 +142,15 @@ def _evaluate_field(name: str, record: Any, compiled: CompiledMapping) -> FieldR
     return result
 
 
+PROBLEM_MAX_CHARS = 160
+
+
+def short_problems(problems: list[str]) -> list[str]:
+    """Unmatched reasons as stored on the alert: each names its field first and is cut to
+    ``PROBLEM_MAX_CHARS`` (the editor shows every field's message whole)."""
+    return [p if len(p) <= PROBLEM_MAX_CHARS else p[: PROBLEM_MAX_CHARS - 1] + "…" for p in problems]
+
+
 def _canonical(record: Any) -> str:
     return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
@@ -209,6 +218,7 @@ def map_record(record: Any, compiled: CompiledMapping, index: int = 0) -> Mapped
                 problems.append(f"window: found neither a window nor a scheduled time in the record{why}")
     if warnings:
         details["mapping_warnings"] = warnings
+    problems = short_problems(problems)
 
     job_key, tenant, environment = values["job_key"] or None, values["tenant"] or None, values["environment"] or None
     execution_id = values["execution_id"] or None

@@ -253,11 +253,26 @@ def _one_line(exc: Exception) -> str:
     return " ".join(text.split()) if text else type(exc).__name__
 
 
+def plain_words(exc: Exception) -> str:
+    """A JMESPath evaluation error in plain words (the library's own messages quote Python internals)."""
+    if isinstance(exc, jmespath_errors.JMESPathTypeError):
+        expected = " or ".join(str(t) for t in exc.expected_types)
+        article = "an" if str(exc.actual_type)[:1] in "aeiou" else "a"
+        got = "nothing (null)" if exc.actual_type == "null" else f"{article} {exc.actual_type}"
+        return f"{exc.function_name}() got {got} where it needs {expected}"
+    if isinstance(exc, jmespath_errors.ArityError):  # VariadictArityError too
+        at_least = "at least " if isinstance(exc, jmespath_errors.VariadictArityError) else ""
+        return f"{exc.function_name}() takes {at_least}{exc.expected_arity} argument(s), not {exc.actual_arity}"
+    if isinstance(exc, jmespath_errors.UnknownFunctionError):
+        return _one_line(exc).replace("Unknown function: ", "no function ")
+    return _one_line(exc)
+
+
 def jmespath_search(compiled: Any, data: Any) -> Any:
     try:
         return compiled.search(data, options=_OPTIONS)
     except jmespath_errors.JMESPathError as exc:
-        raise MappingError(f"`{compiled.expression}` failed: {_one_line(exc)}") from exc
+        raise MappingError(f"`{compiled.expression}` failed: {plain_words(exc)}") from exc
     except (TypeError, ValueError, OverflowError) as exc:  # e.g. sort_by over mixed types
         raise MappingError(f"`{compiled.expression}` failed: {_one_line(exc)}") from exc
 

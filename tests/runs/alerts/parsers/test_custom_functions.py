@@ -143,3 +143,44 @@ def test_identity_fields_are_never_optional(field: str) -> None:
     errors = mapping_errors(mapping)
 
     assert "never optional" in " ".join(errors[f"fields.{field}"])
+
+
+def test_unmatched_reasons_are_short_name_their_fields_and_speak_plain_words() -> None:
+    mapping = {
+        "fields": {
+            "job_key": "to_datetime(nothing_here) || x",
+            "tenant": "t",
+            "execution_id": "e",
+            "status": "s",
+            "scheduled_for": "when",
+            "ended_at": "to_datetime(`[1]`)",
+            "started_at": "add(when)",
+            "attempt_number": "n",
+        },
+    }
+    payload = {"x": "job", "when": "yesterday " * 40, "n": "many"}
+
+    problems = map_document(payload, mapping, received_at=RECEIVED).records[0].alert.problems
+
+    fields = [p.split(":")[0] for p in problems]
+    assert fields == [
+        "tenant",
+        "environment",
+        "scheduled_for",
+        "execution_id",
+        "attempt_number",
+        "status",
+        "started_at",
+        "ended_at",
+    ]
+    assert all(len(p) <= 160 for p in problems)
+    assert problems[2].endswith("…")  # the 400-character time is not repeated whole
+    assert "add() takes at least 2 argument(s), not 1" in problems[6]
+    text = " ".join(problems)
+    assert "In function" not in text and "expected one of" not in text  # the library's raw wording
+    ended = next(
+        p
+        for p in map_document(payload, mapping, received_at=RECEIVED).records[0].fields.values()
+        if p.name == "ended_at"
+    )
+    assert "to_datetime() got an array where it needs string or number or null" in ended.error
