@@ -293,7 +293,8 @@ def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
         (
             str(d.public_id),
             f"{d.received_at:%Y-%m-%d %H:%M:%S}Z · {d.outcome} · {getattr(d, 'alert_count', '?')} alert(s)"
-            f"{f', {d.unmatched_count} unmatched' if getattr(d, 'unmatched_count', 0) else ''} · {d.size_bytes} B",
+            f"{f', {getattr(d, 'unmatched_count', 0)} unmatched' if getattr(d, 'unmatched_count', 0) else ''}"
+            f" · {d.size_bytes} B",
         )
         for d in recent
     ]
