@@ -270,6 +270,15 @@ def _mapping_reference() -> dict[str, object]:
     }
 
 
+def _delivery_label(delivery: Delivery) -> str:
+    """How the editor's picker shows a delivery: when, its outcome, its alerts and how many are unmatched."""
+    alerts = getattr(delivery, "alert_count", "?")
+    unmatched = getattr(delivery, "unmatched_count", 0)
+    waiting = f", {unmatched} unmatched" if unmatched else ""
+    when = f"{delivery.received_at:%Y-%m-%d %H:%M:%S}Z"
+    return f"{when} · {delivery.outcome} · {alerts} alert(s){waiting} · {delivery.size_bytes} B"
+
+
 @staff_member_required
 def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
     """Admins: a custom integration's mapping editor.
@@ -289,15 +298,7 @@ def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
     ]
     if picked and not any(str(d.public_id) == picked[0] for d in recent):
         recent += list(integration.deliveries.filter(public_id=picked[0]))
-    choices = [
-        (
-            str(d.public_id),
-            f"{d.received_at:%Y-%m-%d %H:%M:%S}Z · {d.outcome} · {getattr(d, 'alert_count', '?')} alert(s)"
-            f"{f', {getattr(d, 'unmatched_count', 0)} unmatched' if getattr(d, 'unmatched_count', 0) else ''}"
-            f" · {d.size_bytes} B",
-        )
-        for d in recent
-    ]
+    choices = [(str(d.public_id), _delivery_label(d)) for d in recent]
     current = (integration.settings or {}).get("mapping") or {}
     # Pre-tick the newest delivery that was parsed: a rejected or failed one can never map (Save would refuse)
     mappable = [str(d.public_id) for d in recent if d.outcome == Delivery.Outcome.PROCESSED][:1]
