@@ -439,3 +439,22 @@ def test_url_keys_are_masked_in_access_log_atoms_and_log_records() -> None:
     record = logging.LogRecord("django.request", logging.WARNING, __file__, 1, "%s: %s", ("Unauthorized", path), None)
     UrlKeyMaskFilter().filter(record)
     assert "hu_abc" not in record.getMessage()
+
+
+def test_an_executors_cancel_is_a_cancelled_attempt_and_fails_the_run(
+    client: Client, custom_integration: Integration, url_key: str
+) -> None:
+    mapping = custom_integration.settings["mapping"]
+    mapping["status_map"]["aborted"] = "cancelled"
+    custom_integration.save()
+    url = f"/api/v1/alerts/custom/k/{url_key}/"
+
+    running = client.post(url, data=_row("c-1", "running"), content_type="application/json")
+    cancelled = client.post(url, data=_row("c-1", "aborted"), content_type="application/json")
+    late_running = client.post(url, data=_row("c-1", "running"), content_type="application/json")
+
+    assert running.status_code == cancelled.status_code == late_running.status_code == 202
+    attempt = Attempt.objects.get(execution_id="c-1")
+    assert attempt.status == Attempt.Status.CANCELLED  # terminal: a later "running" never moves it back
+    assert attempt.run.status == "failed"
+    assert attempt.run.timeline.filter(summary__icontains="cancelled").exists()
