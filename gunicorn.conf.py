@@ -43,6 +43,9 @@ limit_request_line = 4094
 limit_request_fields = 100
 limit_request_field_size = 8190
 
+# URL keys travel in the ingestion address (/api/v1/alerts/<source>/k/<key>/): the access log masks them.
+logger_class = "handover.core.access_log.UrlKeyMaskingLogger"
+
 BODY_READ_TIMEOUT_SECONDS = env.float("HANDOVER_BODY_READ_TIMEOUT_SECONDS", default=10.0)
 
 

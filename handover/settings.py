@@ -299,6 +299,8 @@ SPECTACULAR_SETTINGS = {
         "AttemptStatusEnum": "runs.attempts.models._AttemptStatus",
         "AlertOutcomeEnum": "runs.alerts.models._AlertOutcome",
         "DeliveryOutcomeEnum": "runs.alerts.models._DeliveryOutcome",
+        "IntegrationKeyKindEnum": "runs.catalog.models._IntegrationKeyKind",
+        "RefusedReasonEnum": "runs.alerts.models._RefusedReason",
         "RunFailureClassEnum": "runs.attempts.models._RunFailureClass",
         "WorkItemOutcomeEnum": "runs.ledger.models._WorkItemOutcome",
         "WorkItemEvidenceKindEnum": "runs.ledger.models._WorkItemEvidenceKind",
@@ -430,13 +432,19 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # URL keys travel in the ingestion address: masked in every line (handover/core/access_log.py)
+    "filters": {"mask_url_keys": {"()": "handover.core.access_log.UrlKeyMaskFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_url_keys"]}},
     "root": {"handlers": ["console"], "level": env.str("HANDOVER_LOG_LEVEL", default="INFO")},
-    # axes: its start-up banner and per-login lines are noise; lockouts are still logged (WARNING)
-    # apprise: its INFO lines name the target (an Apprise URL carries its token): warnings only
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # axes: its start-up banner and per-login lines are noise; lockouts are still logged (WARNING)
         "axes": {"level": "WARNING"},
+        # apprise: its INFO lines name the target (an Apprise URL carries its token): warnings only
         "apprise": {"level": "WARNING"},
+        # runserver's request lines print paths: through the masking console handler, not Django's own
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # Django's "Unauthorized: <path>" warnings likewise (no ADMINS are set, so no mail is lost)
+        "django.request": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }

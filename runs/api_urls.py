@@ -6,7 +6,7 @@ from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from runs.alerts.api import AlertViewSet
-from runs.alerts.receive_api import AlertIngestView
+from runs.alerts.receive_api import AlertIngestUrlKeyView, AlertIngestView
 from runs.attempts.api import RunViewSet
 from runs.audit.api import AuditEventViewSet
 from runs.catalog.integrations_api import IntegrationViewSet
@@ -30,6 +30,7 @@ urlpatterns = [
     # apart: the router comes first, so only a non-UUID segment reaches the ingestion view.
     *router.urls,
     path("alerts/<slug:source>/", AlertIngestView.as_view(), name="alert-ingest"),
+    path("alerts/<slug:source>/k/<str:key>/", AlertIngestUrlKeyView.as_view(), name="alert-ingest-url-key"),
     # the work ledger of a run (docs/work-ledger.md); every path contains "items". Ids are checked in the view,
     # so a malformed one answers a problem-details 404 like any unknown run (not the HTML 404).
     path("runs/<str:id>/items/", workitems.WorkItemListView.as_view(), name="work-item-list"),

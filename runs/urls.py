@@ -19,6 +19,7 @@ from runs.attempts.views import (
     run_list_view,
 )
 from runs.catalog.integration_views import (
+    integration_conventions_view,
     integration_create_view,
     integration_detail_view,
     integration_key_create_view,
@@ -26,6 +27,7 @@ from runs.catalog.integration_views import (
     integration_mapping_export_view,
     integration_mapping_view,
     integration_reprocess_view,
+    integration_transport_view,
 )
 from runs.catalog.runner_credential_views import runner_credential_create_view, runner_credential_revoke_view
 from runs.catalog.views import job_detail_view, job_list_view
@@ -103,6 +105,8 @@ urlpatterns = [
     # custom integrations (docs/custom-integrations.md)
     path("integrations/new/", integration_create_view, name="integration-create"),
     path("integrations/<uuid:id>/keys/", integration_key_create_view, name="integration-key-create"),
+    path("integrations/<uuid:id>/transport/", integration_transport_view, name="integration-transport"),
+    path("integrations/<uuid:id>/conventions/", integration_conventions_view, name="integration-conventions"),
     path("integrations/<uuid:id>/mapping/", integration_mapping_view, name="integration-mapping"),
     path(
         "integrations/<uuid:id>/mapping/export/",

@@ -4,8 +4,8 @@ Sections: failed runs with no handover; open handovers with no escalation owner;
 for longer than ``HANDOVER_UNRESOLVED_AGE_SECONDS``; job targets failing repeatedly
 (``HANDOVER_REPEATED_FAILURES`` of their last ``HANDOVER_REPEATED_FAILURES_OF`` runs); unmatched
 alerts waiting for triage; runs whose slot or re-fires need a person and jobs whose runs outlast their
-interval (``runs.checks.slot_review``). Each section is one query or a few (plus two for the technical
-owners' names).
+interval (``runs.checks.slot_review``); for admins, senders refused for an hour or more
+(``runs.alerts.refusals``). Each section is one query or a few (plus two for the technical owners' names).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from guardian.models import GroupObjectPermission, UserObjectPermission
 from handover.handovers.models import Handover, HandoverRun
 from handover.handovers.selectors import handover_visibility_filter
 from runs.alerts.models import Alert
+from runs.alerts.refusals import refused_senders_attention
 from runs.alerts.selectors import alert_list
 from runs.attempts.models import Run
 from runs.catalog.models import Job
@@ -45,6 +46,7 @@ SECTION_TITLES = {
     "repeated_failures": "Jobs failing repeatedly",
     "run_identity": "Runs whose slot or re-fires need a person",
     "outlasting_runs": "Jobs whose runs outlast their interval",
+    "refused_senders": "Senders refused for an hour or more (admins)",
     "unmatched_alerts": "Unmatched alerts waiting for triage",
 }
 
@@ -225,6 +227,23 @@ def attention_sections(*, user: User, now: datetime) -> dict[str, list[Attention
             )
         )
     _identity_sections(sections, visible_runs, now)
+    # Refused senders are site configuration, not tenant data: admins only (one more query for them).
+    if getattr(user, "is_staff", False):
+        for sender in refused_senders_attention(now=now)[:SECTION_LIMIT]:
+            where = sender.integration_name or f"the {sender.source} address (no key recognised)"
+            sections["refused_senders"].append(
+                AttentionItem(
+                    title=f"{where}: {sender.count} request(s) refused",
+                    detail=f"{', '.join(sender.reasons)}; last {sender.last_at:%Y-%m-%d %H:%M}Z",
+                    since=sender.first_at,
+                    owner="admins (integrations)",
+                    url=(
+                        reverse("runs:integration-detail", kwargs={"id": sender.integration_public_id})
+                        if sender.integration_public_id
+                        else reverse("runs:integration-list")
+                    ),
+                )
+            )
     return sections
 
 

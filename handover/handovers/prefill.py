@@ -34,6 +34,7 @@ STATUS_WORDS = {
     "succeeded": "succeeded",
     "failed": "failed",
     "timed_out": "timed out",
+    "cancelled": "was cancelled",
     "abandoned": "was abandoned",
 }
 SAFETY_WORDS = dict(SideEffect.RepeatSafety.choices)

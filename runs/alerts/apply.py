@@ -521,7 +521,8 @@ def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_
         alert=alert,
         kind=word,
         # The sender's own line (PagerDuty's "acknowledged by on-call") says who or why; keep it.
-        summary=f"{alert.source}: {word} on attempt {attempt.number} ({attempt.execution_id})"
+        # named by the integration ("nomad-prod"), not the source slug ("custom")
+        summary=f"{alert.integration.name}: {word} on attempt {attempt.number} ({attempt.execution_id})"
         + (" — a resolve is not a success" if word == "resolved" else "")
         + (f" — {alert.summary}" if alert.summary else ""),
         occurred_at=record.occurred_at or received_at,

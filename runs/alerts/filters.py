@@ -13,3 +13,9 @@ class AlertFilterSet(StrictFilterSet):
 
     outcome = ChoiceFilter(choices=Alert.Outcome.choices, help_text="the alert's outcome")
     source = CharFilter(help_text="source slug, e.g. generic")
+
+
+class RefusedRequestFilterSet(StrictFilterSet):
+    """Refused requests by source (``GET /api/v1/integrations/refused-requests/``)."""
+
+    source = CharFilter(help_text="source slug, e.g. alertmanager")

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, InvalidTransition
 from runs.alerts.models import Alert
@@ -174,6 +175,12 @@ class _Placement:
             self.tenants[folded] = Tenant.objects.filter(slug_key=folded).exists()
         return self.tenants[folded]
 
+    def describe_job(self, alert: ParsedAlert) -> list[str]:
+        """Only the registration of the alert's job (for a record with other problems)."""
+        if alert.job_key and self.job(alert.job_key) is None:
+            return [f"job {alert.job_key!r} is not registered: the alert stays unmatched until it is"]
+        return []
+
     def describe(self, alert: ParsedAlert) -> list[str]:
         lines: list[str] = []
         job = self.job(alert.job_key) if alert.job_key else None
@@ -240,7 +247,8 @@ def _record_preview(mapped: MappedRecord, placement: _Placement) -> RecordPrevie
         fields=fields,
         problems=list(alert.problems),
         warnings=list(mapped.warnings),
-        placement=placement.describe(alert) if not alert.problems else [],
+        # with other problems, still say when the job is not registered (one more fix to make)
+        placement=placement.describe(alert) if not alert.problems else placement.describe_job(alert),
         dedup_key=alert.dedup_key,
     )
 
@@ -259,7 +267,8 @@ def mapping_preview(*, mapping: Any, samples: Sequence[Sample]) -> MappingPrevie
     for sample in samples:
         preview = SamplePreview(sample=sample)
         try:
-            outcome = map_document(load_json(sample.body.encode()), mapping)
+            # received_at() answers the preview's own time: a pasted sample was never received
+            outcome = map_document(load_json(sample.body.encode()), mapping, received_at=timezone.now())
         except FormatError as exc:
             preview.error = exc.message
             previews.append(preview)

@@ -24,6 +24,63 @@ class AuthFailureCounter(models.Model):
         return f"{self.source}: {self.count}"
 
 
+class _RefusedReason(models.TextChoices):
+    NO_KEY = "no_key", "No key"
+    WRONG_KEY = "wrong_key", "Wrong key (unknown, revoked, of another kind or another source)"
+    BAD_SIGNATURE = "bad_signature", "Bad signature"
+    RATE_LIMITED = "rate_limited", "Rate-limited"
+    METHOD_NOT_ALLOWED = "method_not_allowed", "GET not enabled for the integration"
+
+
+class RefusedRequestCount(models.Model):
+    """Refused ingestion requests, counted per (integration or source, reason, network, hour); no rows per post.
+
+    ``integration`` is set when the key named one (a bad signature, a rate limit, a key of another
+    source), else only ``source`` (the address posted to) is known. ``network`` is the client's /24
+    (IPv4) or /64 (IPv6), or ``*`` once ``REFUSED_NETWORKS_PER_HOUR`` networks were counted for the
+    source in that hour (the cap: a scan from many addresses adds one row, not thousands). ``hour``
+    is the UTC hour the posts fell in; rows are kept 30 days (``runs.alerts.refusals``).
+    """
+
+    Reason = _RefusedReason
+
+    source = models.SlugField(max_length=50)
+    integration = models.ForeignKey(
+        Integration, null=True, blank=True, on_delete=models.CASCADE, related_name="refused_request_counts"
+    )
+    reason = models.CharField(max_length=30, choices=Reason.choices)
+    network = models.CharField(max_length=50, help_text="the client's /24 or /64, or * past the hourly cap")
+    hour = models.DateTimeField(help_text="start of the UTC hour counted")
+    count = models.PositiveIntegerField(default=0)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            choices_check("runs_refused_reason_valid", "reason", _RefusedReason),
+            models.UniqueConstraint(
+                fields=["integration", "reason", "network", "hour"],
+                condition=Q(integration__isnull=False),
+                name="runs_refused_integration_unique",
+                violation_error_code="duplicate",
+            ),
+            models.UniqueConstraint(
+                fields=["source", "reason", "network", "hour"],
+                condition=Q(integration__isnull=True),
+                name="runs_refused_source_unique",
+                violation_error_code="duplicate",
+            ),
+        ]
+        indexes = [
+            # the source's page, the needs-attention section and the 30-day pruning
+            models.Index(fields=["source", "-hour"], name="runs_refused_source_idx"),
+            models.Index(fields=["hour"], name="runs_refused_hour_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} {self.reason} {self.network} {self.hour:%Y-%m-%d %H}h: {self.count}"
+
+
 class _DeliveryOutcome(models.TextChoices):
     RECEIVED = "received", "Received (not parsed yet)"
     PROCESSED = "processed", "Processed"

@@ -22,6 +22,7 @@ from django.utils import timezone
 from handover.core.errors import DomainError, InvalidTransition
 from runs.alerts.apply import alert_apply_in_transaction, alert_duplicate_apply
 from runs.alerts.context import IngestResult, PostContext, runner_reports_write
+from runs.alerts.decoders import body_decode
 from runs.alerts.models import Alert, AuthFailureCounter, Delivery
 from runs.alerts.parsers.base import (
     FormatError,
@@ -42,7 +43,9 @@ from runs.alerts.redaction import (
     redact_text,
     redaction_scope,
 )
+from runs.alerts.refusals import refused_request_count
 from runs.catalog.models import Integration, IntegrationKey
+from runs.catalog.transport import integration_transport
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +87,7 @@ def delivery_receive(
     is_body_truncated: bool = False,
     defer_outcome: bool = False,
     unreadable_reason: str = "",
+    method: str = "POST",
 ) -> IngestResult:
     """Store one authenticated post, then parse, record and apply every record in it.
 
@@ -100,6 +104,8 @@ def delivery_receive(
     (at most once a minute). With ``defer_outcome`` the delivery's outcome is left for
     ``delivery_record_response`` to write together with the response (one UPDATE instead of two);
     until then the delivery reads ``received``, which is also what a crash would leave.
+    ``method`` ``GET`` (an integration that enabled GET ingestion): ``body`` is the query string,
+    noted on the delivery so that parsing -- now and on reprocessing -- decodes it as a form.
     """
     integration = key.integration
     adapter = get_adapter(integration.source)
@@ -112,6 +118,8 @@ def delivery_receive(
     notes = decoded.notes()
     if unreadable_reason:
         notes["body_unreadable"] = unreadable_reason
+    if method == "GET":
+        notes["method"] = "GET"
     delivery = Delivery(
         integration=integration,
         key=key,
@@ -199,8 +207,10 @@ def _delivery_process(
         _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=result.error.message)
         return
     ctx = PostContext(key=key, settings=merged_settings(adapter.DEFAULT_SETTINGS, key.integration.settings))
+    decoder = integration_transport(integration=key.integration).decoder
     try:
-        parsed = adapter.parse(body, settings=ctx.settings, received_at=delivery.received_at)
+        decoded = body_decode(body, decoder=decoder, method=str((delivery.notes or {}).get("method", "POST")))
+        parsed = adapter.parse(decoded, settings=ctx.settings, received_at=delivery.received_at)
     except FormatError as exc:
         result.error = exc
         _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=redact_text(exc.message))
@@ -429,13 +439,18 @@ def _alert_ingest(delivery: Delivery, index: int, record: ParsedAlert | InvalidI
     return alert
 
 
-def delivery_refusal_count(*, source: str, integration: Integration | None = None) -> None:
-    """Count one refused post, which stores no Delivery (nothing authenticated is ever dropped).
+def delivery_refusal_count(
+    *, source: str, reason: str, network: str = "unknown", integration: Integration | None = None
+) -> None:
+    """Count one refused request, which stores no Delivery (nothing authenticated is ever dropped).
 
-    With the ``integration`` whose key was recognised (a bad signature), its ``refused_post_count``;
-    without one (no key, an unknown key, a key of another source), the per-``source`` counter with
-    its last time (UTC). ``source`` is cut to the counter's 50 characters. Raises nothing of its own.
+    Always its hourly counter (``runs.alerts.refusals.refused_request_count``: per integration or
+    source, ``reason``, client ``network``). Also the running totals: with the ``integration`` whose
+    key was recognised (another source's address, a bad signature, a rate limit, GET not enabled),
+    its ``refused_post_count``; without one (no key, an unknown key), the per-``source`` counter with
+    its last time (UTC). ``source`` is cut to 50 characters. Raises nothing of its own.
     """
+    refused_request_count(source=source, reason=reason, network=network, integration=integration)
     if integration is not None:
         Integration.objects.filter(pk=integration.pk).update(refused_post_count=F("refused_post_count") + 1)
         return

@@ -38,15 +38,18 @@ from handover.core.errors import problem, problem_response
 from handover.core.serializers import ProblemSerializer
 from handover.env import env
 from runs.alerts.context import IngestResult
+from runs.alerts.models import RefusedRequestCount
 from runs.alerts.parsers.base import storable_data
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.ratelimit import rate_limit_take
 from runs.alerts.receive import delivery_receive, delivery_record_response, delivery_refusal_count
+from runs.alerts.refusals import client_network
 from runs.alerts.serializers import IngestResponseSerializer
 from runs.alerts.signatures import signature_verify
 from runs.catalog.authentication import bearer_from_request, integration_key_authenticate
 from runs.catalog.keys import integration_security
 from runs.catalog.models import IntegrationKey
+from runs.catalog.transport import integration_transport
 
 logger = logging.getLogger(__name__)
 READ_CHUNK = 64 * 1024
@@ -187,28 +190,53 @@ class AlertIngestView(APIView):
         },
     )
     def post(self, request: Request, source: str) -> Response:
+        return self._ingest(request, source)
+
+    def _ingest(self, request: Request, source: str, *, url_key: str | None = None, method: str = "POST") -> Response:
+        """Authenticate, refuse or store one post (or opted-in GET), and answer with each alert's outcome.
+
+        ``url_key``: the key from the address (``/k/<key>/``); only URL keys are looked up then, only
+        header keys otherwise. Every refusal is counted (``delivery_refusal_count``), never stored.
+        """
         adapter = get_adapter(source)
         if adapter is None:
             return problem_response(problem(404, "Not found", f"There is no alert source called {source!r}."))
-        read = read_body(request)
+        network = client_network(request._request)
+        if method == "GET":
+            query = request.META.get("QUERY_STRING", "")
+            read = BodyRead(query.encode("latin-1", errors="replace"), len(query), False)
+        else:
+            read = read_body(request)
         if read.length_required:
             return problem_response(
                 problem(411, "Length required", "Send a Content-Length, or post through a server that de-chunks.")
             )
         body, size, oversized = read.body, read.size, read.oversized
-        token = bearer_from_request(request._request)
-        if token is None and hasattr(adapter, "credential_from_body") and not oversized:
-            token = adapter.credential_from_body(body)
-        key = integration_key_authenticate(token)
+        if url_key is not None:
+            token: str | None = url_key
+            key = integration_key_authenticate(token, kind=IntegrationKey.Kind.URL)
+        else:
+            token = bearer_from_request(request._request)
+            if token is None and hasattr(adapter, "credential_from_body") and not oversized:
+                token = adapter.credential_from_body(body)
+            key = integration_key_authenticate(token)
         if key is None:
-            delivery_refusal_count(source=source)
+            reason = RefusedRequestCount.Reason.WRONG_KEY if token else RefusedRequestCount.Reason.NO_KEY
+            delivery_refusal_count(source=source, reason=reason, network=network)
+            hint = (
+                "the address's key is not a valid URL key"
+                if url_key is not None
+                else ("send a valid integration key as `Authorization: Bearer <key>`")
+            )
             response = problem_response(
-                problem(401, "Not authenticated", "Send a valid integration key as `Authorization: Bearer <key>`."),
+                problem(401, "Not authenticated", f"Not authenticated: {hint}."),
                 headers={"WWW-Authenticate": 'Bearer realm="handover-ingest"'},
             )
             return response
         if key.integration.source != source:
-            delivery_refusal_count(source=source, integration=key.integration)
+            delivery_refusal_count(
+                source=source, reason=RefusedRequestCount.Reason.WRONG_KEY, network=network, integration=key.integration
+            )
             return problem_response(
                 problem(
                     403,
@@ -217,17 +245,33 @@ class AlertIngestView(APIView):
                     f"/api/v1/alerts/{key.integration.source}/ instead.",
                 )
             )
-        refused = self._rate_limited(key) or self._signature_refused(request, key, body, oversized, source)
+        if method == "GET" and not integration_transport(integration=key.integration).allow_get:
+            delivery_refusal_count(
+                source=source,
+                reason=RefusedRequestCount.Reason.METHOD_NOT_ALLOWED,
+                network=network,
+                integration=key.integration,
+            )
+            return problem_response(
+                problem(405, "Method not allowed", "GET ingestion is not enabled for this integration; POST instead."),
+                headers={"Allow": "POST"},
+            )
+        refused = self._rate_limited(key, source, network) or self._signature_refused(
+            request, key, body, oversized, source, network
+        )
         if refused is not None:
             return refused
         result = delivery_receive(
             key=key,
             body=body,
-            content_type=request.META.get("CONTENT_TYPE", ""),
+            content_type="application/x-www-form-urlencoded"
+            if method == "GET"
+            else request.META.get("CONTENT_TYPE", ""),
             size_bytes=size,
             is_body_truncated=oversized,
             defer_outcome=True,  # written with the response below: one UPDATE of the delivery, not two
             unreadable_reason=read.unreadable,
+            method=method,
         )
         status, payload = self._answer(adapter, result, oversized)
         # What echoes the sender (PagerDuty's dedup_key, reasons) may hold a lone surrogate, which no
@@ -246,7 +290,7 @@ class AlertIngestView(APIView):
             return problem_response(problem(404, "Not found", "There is nothing at this address."))
         return super().http_method_not_allowed(request, *args, **kwargs)  # type: ignore[no-any-return]
 
-    def _rate_limited(self, key: IntegrationKey) -> Response | None:
+    def _rate_limited(self, key: IntegrationKey, source: str, network: str) -> Response | None:
         """429 with Retry-After when the key is over its rate; nothing is stored (the sender retries)."""
         decision = rate_limit_take(
             scope=f"ingest:{key.public_id}",
@@ -255,6 +299,9 @@ class AlertIngestView(APIView):
         )
         if decision.allowed:
             return None
+        delivery_refusal_count(
+            source=source, reason=RefusedRequestCount.Reason.RATE_LIMITED, network=network, integration=key.integration
+        )
         logger.warning(
             "ingest rate limit: key %s of %s refused, retry after %d s",
             key.prefix,
@@ -272,7 +319,7 @@ class AlertIngestView(APIView):
         )
 
     def _signature_refused(
-        self, request: Request, key: IntegrationKey, body: bytes, oversized: bool, source: str
+        self, request: Request, key: IntegrationKey, body: bytes, oversized: bool, source: str, network: str
     ) -> Response | None:
         """Where the integration names a signing secret, refuse unsigned, stale or wrongly signed posts.
 
@@ -307,10 +354,16 @@ class AlertIngestView(APIView):
             timestamp=meta.get(_meta_name(security.timestamp_header)),
             tolerance_seconds=security.signature_tolerance_seconds,
             now=time.time(),
+            scheme=security.signature_scheme,
+            algorithm=security.signature_algorithm,
+            encoding=security.signature_encoding,
         )
         if check.ok:
             return None
-        delivery_refusal_count(source=source)
+        # counted on the integration whose key it was, not only on the source's address
+        delivery_refusal_count(
+            source=source, reason=RefusedRequestCount.Reason.BAD_SIGNATURE, network=network, integration=key.integration
+        )
         return problem_response(
             problem(401, "Not authenticated", f"Signature refused: {check.reason}."),
             headers={"WWW-Authenticate": 'Bearer realm="handover-ingest"'},
@@ -348,3 +401,58 @@ class AlertIngestView(APIView):
             detail = "Processing failed and is retried; the alerts recorded so far are listed."
             return 202, {"delivery": delivery_id, "alerts": _alert_rows(result), "detail": detail}
         return 202, {"delivery": delivery_id, "alerts": _alert_rows(result), **result.response}
+
+
+_URL_KEY_RESPONSES = {
+    202: IngestResponseSerializer,
+    400: OpenApiResponse(ProblemSerializer, description="the post breaks the source's format"),
+    401: OpenApiResponse(ProblemSerializer, description="unknown, revoked or header key in the address"),
+    403: OpenApiResponse(ProblemSerializer, description="the key belongs to another source"),
+    404: OpenApiResponse(ProblemSerializer, description="no such source"),
+    405: OpenApiResponse(ProblemSerializer, description="GET ingestion is not enabled for the integration"),
+    411: OpenApiResponse(ProblemSerializer, description="a chunked post the server did not de-chunk"),
+    413: OpenApiResponse(ProblemSerializer, description="body over the size limit"),
+    429: OpenApiResponse(ProblemSerializer, description="the key's rate limit; see Retry-After"),
+    503: OpenApiResponse(ProblemSerializer, description="signed posts cannot be verified right now"),
+}
+
+
+class AlertIngestUrlKeyView(AlertIngestView):
+    """Receive one post (or an opted-in GET) whose key is in the address: ``/api/v1/alerts/<source>/k/<key>/``.
+
+    For senders that cannot set headers. The key is a URL key (``IntegrationKey.Kind.URL``: created
+    explicitly, ingest-only, rotatable alone); a header key in the address is refused like an unknown
+    one. The address is masked in access logs (``handover.core.access_log``).
+    """
+
+    @extend_schema(
+        operation_id="alerts_ingest_url_key",
+        summary="Post alerts, authenticated by a URL key in the address",
+        description=(
+            "For senders that can only put a secret in the URL. The key is a URL key of the integration "
+            "(created explicitly: `manage.py create_integration_key <source> --in-url`, the integration page "
+            "or `POST /api/v1/integrations/<id>/keys/` with `kind: url`). Body, decoders, signatures and "
+            "answers as for `POST /api/v1/alerts/<source>/`."
+        ),
+        tags=["ingestion"],
+        request={"application/json": {"type": "object"}},
+        auth=[],
+        responses=_URL_KEY_RESPONSES,
+    )
+    def post(self, request: Request, source: str, key: str) -> Response:  # type: ignore[override]
+        return self._ingest(request, source, url_key=key)
+
+    @extend_schema(
+        operation_id="alerts_ingest_url_key_get",
+        summary="Report by GET, status in the query string (opt-in per integration)",
+        description=(
+            "For senders that can only call a URL. Enabled per integration (transport setting `allow_get`); "
+            "the query string is stored as the delivery's body and decoded as a form "
+            '(`?job=…&status=failed` reads as `{"job": "…", "status": "failed"}`).'
+        ),
+        tags=["ingestion"],
+        auth=[],
+        responses=_URL_KEY_RESPONSES,
+    )
+    def get(self, request: Request, source: str, key: str) -> Response:
+        return self._ingest(request, source, url_key=key, method="GET")

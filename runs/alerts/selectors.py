@@ -138,7 +138,11 @@ def delivery_list_recent(*, integration: Integration, limit: int = 25) -> QueryS
     return (
         Delivery.objects.filter(integration=integration)
         .select_related("key")
-        .annotate(alert_count=Count("alerts"))
+        .annotate(
+            alert_count=Count("alerts"),
+            # the editor's delivery picker shows what became of each post
+            unmatched_count=Count("alerts", filter=Q(alerts__outcome="unmatched")),
+        )
         .order_by("-received_at", "-id")[:limit]
     )
 

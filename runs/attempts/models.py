@@ -130,6 +130,7 @@ class _AttemptStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"
     TIMED_OUT = "timed_out", "Timed out"
+    CANCELLED = "cancelled", "Cancelled (by the executor)"
     ABANDONED = "abandoned", "Abandoned"
 
 
@@ -141,13 +142,15 @@ class Attempt(TimeStampedModel):
 
     # action -> allowed source statuses -> target status (docs/architecture.md "State machines").
     # Terminal states never move.
-    TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.TIMED_OUT, Status.ABANDONED})
+    TERMINAL = frozenset({Status.SUCCEEDED, Status.FAILED, Status.TIMED_OUT, Status.CANCELLED, Status.ABANDONED})
     TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
         "queue": (frozenset(), Status.QUEUED),
         "start": (frozenset({Status.QUEUED}), Status.RUNNING),
         "succeed": (frozenset({Status.QUEUED, Status.RUNNING}), Status.SUCCEEDED),
         "fail": (frozenset({Status.QUEUED, Status.RUNNING}), Status.FAILED),
         "time_out": (frozenset({Status.QUEUED, Status.RUNNING}), Status.TIMED_OUT),
+        # the executor cancelled it (a person's "this will never report" is abandon)
+        "cancel": (frozenset({Status.QUEUED, Status.RUNNING}), Status.CANCELLED),
         "abandon": (frozenset({Status.QUEUED, Status.RUNNING}), Status.ABANDONED),
     }
     ACTION_FOR_STATUS = {
@@ -156,6 +159,7 @@ class Attempt(TimeStampedModel):
         Status.SUCCEEDED: "succeed",
         Status.FAILED: "fail",
         Status.TIMED_OUT: "time_out",
+        Status.CANCELLED: "cancel",
         Status.ABANDONED: "abandon",
     }
 

@@ -29,6 +29,7 @@ RUN_STATUS_FOR_ATTEMPT = {
     Attempt.Status.SUCCEEDED: Run.Status.SUCCEEDED,
     Attempt.Status.FAILED: Run.Status.FAILED,
     Attempt.Status.TIMED_OUT: Run.Status.FAILED,
+    Attempt.Status.CANCELLED: Run.Status.FAILED,
     Attempt.Status.ABANDONED: Run.Status.FAILED,
 }
 # Statuses only attempts give a run; ``expected``/``missed`` are the schedule sweep's.
@@ -39,6 +40,7 @@ STATUS_WORDS = {
     "succeeded": "succeeded",
     "failed": "failed",
     "timed_out": "timed out",
+    "cancelled": "cancelled",
     "abandoned": "abandoned",
 }
 

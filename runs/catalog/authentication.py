@@ -35,7 +35,7 @@ def hash_secret(key: str) -> str:
 
 
 def generate_secret(kind: str) -> NewSecret:
-    """Generate a key ``<kind>_<43 url-safe characters>`` from 32 random bytes (``kind``: hk, rc)."""
+    """Generate a key ``<kind>_<43 url-safe characters>`` from 32 random bytes (``kind``: hk, hu, rc)."""
     key = f"{kind}_{secrets.token_urlsafe(32)}"
     return NewSecret(key=key, prefix=key[:PREFIX_LENGTH], secret_hash=hash_secret(key))
 
@@ -49,8 +49,11 @@ def bearer_from_request(request: HttpRequest) -> str | None:
     return None
 
 
-def integration_key_authenticate(key: str | None) -> IntegrationKey | None:
-    """Return the active, unrevoked IntegrationKey matching ``key`` (constant-time compare), or None."""
+def integration_key_authenticate(key: str | None, *, kind: str = IntegrationKey.Kind.HEADER) -> IntegrationKey | None:
+    """Return the active, unrevoked IntegrationKey of ``kind`` matching ``key`` (constant-time compare), or None.
+
+    A key of the other kind is not found: a URL key never authenticates a header, nor the reverse.
+    """
     if not key or len(key) < PREFIX_LENGTH:
         return None
     wanted = hash_secret(key)
@@ -59,7 +62,7 @@ def integration_key_authenticate(key: str | None) -> IntegrationKey | None:
         # A rotated key stays valid until its (future) revocation time: the grace period. Revoking
         # it moves that time to now (``integration_key_revoke``): read per post, never cached, so a
         # post that starts after the revocation commits is refused.
-        .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gt=timezone.now()), prefix=key[:PREFIX_LENGTH])
+        .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gt=timezone.now()), prefix=key[:PREFIX_LENGTH], kind=kind)
         .filter(Q(integration__is_active=True))
     )
     for candidate in candidates:

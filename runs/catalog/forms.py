@@ -8,7 +8,8 @@ from typing import Any
 
 from django import forms
 
-from runs.catalog.models import Tenant, environment_is_valid
+from runs.alerts.decoders import DECODERS
+from runs.catalog.models import IntegrationKey, Tenant, environment_is_valid
 
 # --- custom integrations (docs/custom-integrations.md) ----------------------------------------------
 
@@ -34,7 +35,21 @@ class _KeyFields(forms.Form):
 
 
 class IntegrationKeyCreateForm(_KeyFields):
-    """Issue another key for an integration (shown once)."""
+    """Issue another key for an integration (shown once): a header key, or a URL key (the address carries it)."""
+
+    key_kind = forms.ChoiceField(
+        choices=IntegrationKey.Kind.choices, initial=IntegrationKey.Kind.HEADER, required=False, label="Kind"
+    )
+
+
+class IntegrationTransportForm(forms.Form):
+    """An integration's transport settings: GET ingestion and the body decoder (docs/integrations/transport.md)."""
+
+    allow_get = forms.BooleanField(required=False, label="Accept GET reports (status in the query string; URL keys)")
+    decoder_kind = forms.ChoiceField(choices=[(d, d) for d in DECODERS], initial="json", label="Body decoder")
+    item_types = forms.CharField(
+        required=False, max_length=500, label="Envelope item types kept (comma-separated; empty: all)"
+    )
 
 
 class _JsonObjectField(forms.CharField):

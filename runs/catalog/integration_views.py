@@ -7,6 +7,7 @@ import json
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import slugify
@@ -24,7 +25,9 @@ from runs.alerts.mapping import (
     mapping_preview,
     samples_from_deliveries,
 )
+from runs.alerts.models import Delivery
 from runs.alerts.parsers.base import merged_settings
+from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.expressions import FUNCTION_NAMES
 from runs.alerts.parsers.custom.parser import SOURCE
 from runs.alerts.parsers.custom.vocabulary import (
@@ -39,16 +42,33 @@ from runs.alerts.parsers.custom.vocabulary import (
     WINDOW_RULES,
 )
 from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.refusals import REFUSED_KEEP_DAYS, refused_request_summary, refused_request_summary_by_source
 from runs.alerts.selectors import alert_completeness, alert_count_unmatched, delivery_list_recent, integration_list
-from runs.catalog.forms import IntegrationCustomCreateForm, IntegrationKeyCreateForm, IntegrationMappingForm
-from runs.catalog.models import Integration
-from runs.catalog.services import IssuedKey, integration_key_create
+from runs.catalog.conventions import integration_conventions, integration_conventions_update
+from runs.catalog.forms import (
+    IntegrationCustomCreateForm,
+    IntegrationKeyCreateForm,
+    IntegrationMappingForm,
+    IntegrationTransportForm,
+)
+from runs.catalog.keys import source_can_sign
+from runs.catalog.models import Integration, IntegrationKey
+from runs.catalog.services import IssuedKey, integration_key_create, integration_key_url
+from runs.catalog.transport import integration_transport, integration_transport_update
 
 
 @staff_member_required
 def integration_list_view(request: HttpRequest) -> HttpResponse:
-    """Admins: every integration with its source, active keys and delivery count."""
-    return render(request, "runs/catalog/integration_list.html", {"integrations": integration_list(user=request.user)})
+    """Admins: every integration with its source, active keys and delivery count; refused requests by source."""
+    return render(
+        request,
+        "runs/catalog/integration_list.html",
+        {
+            "integrations": integration_list(user=request.user),
+            "refused": refused_request_summary_by_source(),
+            "keep_days": REFUSED_KEEP_DAYS,
+        },
+    )
 
 
 @staff_member_required
@@ -59,6 +79,7 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     effective = merged_settings(adapter.DEFAULT_SETTINGS, integration.settings) if adapter else integration.settings
     keys = integration.keys.prefetch_related("tenants").order_by("-created_at")
     is_custom = integration.source == SOURCE
+    transport = integration_transport(integration=integration)
     return render(
         request,
         "runs/catalog/integration_detail.html",
@@ -74,8 +95,55 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "completeness": alert_completeness(integration=integration),
             "unmatched_count": alert_count_unmatched(integration=integration),
             "key_form": IntegrationKeyCreateForm(),
+            "transport": transport,
+            "transport_form": IntegrationTransportForm(
+                initial={
+                    "allow_get": transport.allow_get,
+                    "decoder_kind": transport.decoder.get("kind", "json"),
+                    "item_types": ", ".join(transport.decoder.get("item_types", [])),
+                }
+            ),
+            "refused": refused_request_summary(integration=integration),
+            "keep_days": REFUSED_KEEP_DAYS,
+            "can_sign": source_can_sign(integration.source),
+            # built-in sources: where the adapter reads each field, editable as named fields
+            "conventions": [] if is_custom else _convention_rows(integration),
         },
     )
+
+
+def _convention_rows(integration: Integration) -> list[tuple[str, str, bool]]:
+    """(key, value as typed in the page, whether it is a list) for each convention in force."""
+    rows = []
+    for key, value in integration_conventions(integration=integration).items():
+        is_list = isinstance(value, list)
+        shown = ", ".join(str(v) for v in value) if is_list else ("" if value is None else str(value))
+        rows.append((key, shown, is_list))
+    return rows
+
+
+@staff_member_required
+@require_POST
+def integration_conventions_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: set a built-in integration's conventions (where its adapter reads each field); audited."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    values: dict[str, object] = {}
+    for key, shown, is_list in _convention_rows(integration):
+        if f"conv_{key}" not in request.POST or request.POST[f"conv_{key}"].strip() == shown:
+            continue  # unchanged: a default stays a default
+        raw = request.POST[f"conv_{key}"].strip()
+        values[key] = [part.strip() for part in raw.split(",") if part.strip()] if is_list else raw
+    try:
+        integration_conventions_update(
+            integration=integration,
+            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            values=values,
+        )
+    except DomainError as exc:
+        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in (exc.errors or {}).items()))
+    else:
+        messages.success(request, "Conventions saved. Reprocess unmatched alerts to apply them to what is waiting.")
+    return redirect("runs:integration-detail", id=integration.public_id)
 
 
 def _pretty(document: object) -> str:
@@ -85,10 +153,22 @@ def _pretty(document: object) -> str:
 def _key_issued(request: HttpRequest, integration: Integration, issued: IssuedKey) -> HttpResponse:
     # The secret is shown in this response and nowhere else: it is never stored (not even in the
     # session), so this page answers the POST directly instead of redirecting.
+    is_url = issued.record.kind == IntegrationKey.Kind.URL
     response = render(
         request,
         "runs/catalog/integration_key_issued.html",
-        {"integration": integration, "issued": issued, "endpoint": f"/api/v1/alerts/{integration.source}/"},
+        {
+            "integration": integration,
+            "issued": issued,
+            "endpoint": f"/api/v1/alerts/{integration.source}/",
+            "is_url": is_url,
+            # the address the admin reached this page by is the one the sender reaches too
+            "url": integration_key_url(
+                source=integration.source, key=issued.key, base_url=request.build_absolute_uri("/")
+            )
+            if is_url
+            else "",
+        },
     )
     response["Cache-Control"] = "no-store"
     return response
@@ -143,11 +223,37 @@ def integration_key_create_view(request: HttpRequest, id: str) -> HttpResponse:
             all_tenants=data["key_all_tenants"],
             label=data["key_label"],
             created_by=request.user,
+            kind=data.get("key_kind") or IntegrationKey.Kind.HEADER,
         )
     except DomainError as exc:
         messages.error(request, exc.detail)
         return redirect("runs:integration-detail", id=integration.public_id)
     return _key_issued(request, integration, issued)
+
+
+@staff_member_required
+@require_POST
+def integration_transport_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Admins: set an integration's GET ingestion and body decoder (POST, then back to the integration)."""
+    integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    form = IntegrationTransportForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
+        return redirect("runs:integration-detail", id=integration.public_id)
+    data = form.cleaned_data
+    try:
+        integration_transport_update(
+            integration=integration,
+            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            allow_get=data["allow_get"],
+            decoder_kind=data["decoder_kind"],
+            item_types=[t for t in data["item_types"].split(",") if t.strip()],
+        )
+    except DomainError as exc:
+        messages.error(request, " ".join(e for errors in (exc.errors or {"": [exc.detail]}).values() for e in errors))
+    else:
+        messages.success(request, "Transport settings saved.")
+    return redirect("runs:integration-detail", id=integration.public_id)
 
 
 def _mapping_reference() -> dict[str, object]:
@@ -162,6 +268,15 @@ def _mapping_reference() -> dict[str, object]:
         "scheduled_for_rules": SCHEDULED_FOR_RULES,
         "functions": sorted(FUNCTION_NAMES),
     }
+
+
+def _delivery_label(delivery: Delivery) -> str:
+    """How the editor's picker shows a delivery: when, its outcome, its alerts and how many are unmatched."""
+    alerts = getattr(delivery, "alert_count", "?")
+    unmatched = getattr(delivery, "unmatched_count", 0)
+    waiting = f", {unmatched} unmatched" if unmatched else ""
+    when = f"{delivery.received_at:%Y-%m-%d %H:%M:%S}Z"
+    return f"{when} · {delivery.outcome} · {alerts} alert(s){waiting} · {delivery.size_bytes} B"
 
 
 @staff_member_required
@@ -183,20 +298,30 @@ def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
     ]
     if picked and not any(str(d.public_id) == picked[0] for d in recent):
         recent += list(integration.deliveries.filter(public_id=picked[0]))
-    choices = [
-        (str(d.public_id), f"{d.received_at:%Y-%m-%d %H:%M:%S}Z · {d.outcome} · {d.size_bytes} B") for d in recent
-    ]
+    choices = [(str(d.public_id), _delivery_label(d)) for d in recent]
     current = (integration.settings or {}).get("mapping") or {}
-    initial = {"mapping": _pretty(current), "deliveries": picked or [str(d.public_id) for d in recent[:1]]}
+    # Pre-tick the newest delivery that was parsed: a rejected or failed one can never map (Save would refuse)
+    mappable = [str(d.public_id) for d in recent if d.outcome == Delivery.Outcome.PROCESSED][:1]
+    initial = {"mapping": _pretty(current), "deliveries": picked or mappable}
+    # ?catalogue=<name>: start from a ready-made mapping and its first JSON sample (nothing saved until Save)
+    entry = catalogue_entry(request.GET.get("catalogue", "")) if request.method != "POST" else None
+    entry_sample = next((json.dumps(x["body"], indent=2) for x in entry.samples if "body" in x), "") if entry else ""
+    if entry is not None:
+        current = entry.mapping
+        initial.update(mapping=_pretty(current), sample=entry_sample, deliveries=[])
     form = IntegrationMappingForm(request.POST or None, initial=initial, delivery_choices=choices)
     context: dict[str, object] = {
         "integration": integration,
         "form": form,
         "reference": _mapping_reference(),
         "unmatched_count": alert_count_unmatched(integration=integration),
+        "catalogue": catalogue_entries(),
+        "catalogue_entry": entry,
     }
     if request.method != "POST":
         samples = samples_from_deliveries(integration=integration, delivery_ids=initial["deliveries"])
+        if entry_sample:
+            samples.insert(0, Sample(label=f"{entry.name} sample", body=entry_sample))  # type: ignore[union-attr]
         context["preview"] = mapping_preview(mapping=current, samples=samples)
         return render(request, "runs/catalog/integration_mapping.html", context)
     if not form.is_valid():

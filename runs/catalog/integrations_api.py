@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 from drf_spectacular.utils import (
@@ -29,6 +30,8 @@ from rest_framework.response import Response
 from handover.core.errors import InvalidTransition
 from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
+from runs.alerts.decoders import DECODERS
+from runs.alerts.filters import RefusedRequestFilterSet
 from runs.alerts.mapping import (
     MappingPreview,
     Sample,
@@ -40,12 +43,18 @@ from runs.alerts.mapping import (
     mapping_preview,
     samples_from_deliveries,
 )
+from runs.alerts.models import RefusedRequestCount
 from runs.alerts.parsers.base import merged_settings
+from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.parser import SOURCE
 from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.refusals import refused_request_rows_by_source, refused_request_summary
 from runs.alerts.selectors import delivery_list_recent, integration_list
+from runs.catalog.conventions import integration_conventions, integration_conventions_update
+from runs.catalog.keys import source_can_sign
 from runs.catalog.models import Integration, IntegrationKey, Tenant, environment_is_valid, normalise_slug
-from runs.catalog.services import IssuedKey
+from runs.catalog.services import IssuedKey, integration_key_create, integration_key_url
+from runs.catalog.transport import integration_transport, integration_transport_update
 
 
 class IsAdmin(permissions.BasePermission):
@@ -61,8 +70,33 @@ class IntegrationKeySerializer(serializers.ModelSerializer[IntegrationKey]):
 
     class Meta:
         model = IntegrationKey
-        fields = ["id", "prefix", "label", "all_tenants", "tenants", "created_at", "last_used_at", "revoked_at"]
+        fields = [
+            "id",
+            "kind",
+            "prefix",
+            "label",
+            "all_tenants",
+            "tenants",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        ]
         read_only_fields = fields
+
+
+class TransportSerializer(serializers.Serializer[Any]):
+    """An integration's transport settings (docs/integrations/transport.md)."""
+
+    allow_get = serializers.BooleanField(help_text="GET reports to a URL key's address are accepted")
+    decoder = serializers.DictField(help_text='{"kind": "json"|"ndjson"|"envelope"|"form", "item_types": [...]}')
+
+
+class RefusedRequestSerializer(serializers.Serializer[Any]):
+    reason = serializers.ChoiceField(choices=RefusedRequestCount.Reason.choices)
+    network = serializers.CharField(help_text="the client's /24 or /64; * past the hourly cap")
+    count = serializers.IntegerField()
+    first_at = serializers.DateTimeField()
+    last_at = serializers.DateTimeField()
 
 
 class IntegrationSerializer(serializers.ModelSerializer[Integration]):
@@ -71,6 +105,9 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
     settings_in_force = serializers.SerializerMethodField()
     endpoint = serializers.SerializerMethodField()
     mapping = serializers.SerializerMethodField()
+    transport = serializers.SerializerMethodField()
+    can_sign = serializers.SerializerMethodField()
+    conventions = serializers.SerializerMethodField()
 
     class Meta:
         model = Integration
@@ -84,10 +121,27 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
             "mapping",
             "endpoint",
             "keys",
+            "transport",
+            "can_sign",
+            "conventions",
             "refused_post_count",
             "created_at",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(TransportSerializer)
+    def get_transport(self, integration: Integration) -> dict[str, Any]:
+        transport = integration_transport(integration=integration)
+        return {"allow_get": transport.allow_get, "decoder": transport.decoder}
+
+    @extend_schema_field({"type": "object", "additionalProperties": True})
+    def get_conventions(self, integration: Integration) -> dict[str, Any]:
+        """Where a built-in adapter reads each field (empty for custom integrations: their mapping says)."""
+        return {} if integration.source == SOURCE else integration_conventions(integration=integration)
+
+    def get_can_sign(self, integration: Integration) -> bool:
+        """Whether the source's senders can sign: signatures cannot be required otherwise."""
+        return source_can_sign(integration.source)
 
     def get_settings_in_force(self, integration: Integration) -> dict[str, Any]:
         adapter = get_adapter(integration.source)
@@ -117,10 +171,17 @@ class DeliverySummarySerializer(serializers.Serializer[Any]):
 
 class IntegrationDetailSerializer(IntegrationSerializer):
     recent_deliveries = serializers.SerializerMethodField()
+    refused_requests = serializers.SerializerMethodField()
 
     class Meta(IntegrationSerializer.Meta):
-        fields = [*IntegrationSerializer.Meta.fields, "recent_deliveries"]
+        fields = [*IntegrationSerializer.Meta.fields, "recent_deliveries", "refused_requests"]
         read_only_fields = fields
+
+    @extend_schema_field(RefusedRequestSerializer(many=True))
+    def get_refused_requests(self, integration: Integration) -> list[dict[str, Any]]:
+        """Requests refused that named this integration's key, by reason and network, last 30 days."""
+        rows = refused_request_summary(integration=integration)
+        return RefusedRequestSerializer(rows, many=True).data  # type: ignore[return-value]
 
     @extend_schema(responses=DeliverySummarySerializer(many=True))  # type: ignore[misc]
     def get_recent_deliveries(self, integration: Integration) -> list[dict[str, Any]]:
@@ -275,13 +336,34 @@ class MappingTestResultSerializer(serializers.Serializer[Any]):
 
 class IssuedKeySerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField(source="record.public_id")
+    kind = serializers.CharField(source="record.kind")
     prefix = serializers.CharField(source="record.prefix")
     key = serializers.CharField(help_text="the secret: shown in this answer only, never again")
+    url = serializers.SerializerMethodField(help_text="a URL key's full ingestion address (it carries the key)")
     all_tenants = serializers.BooleanField(source="record.all_tenants")
     tenants = serializers.SerializerMethodField()
 
     def get_tenants(self, issued: IssuedKey) -> list[str]:
         return [t.slug for t in issued.record.tenants.all()]
+
+    def get_url(self, issued: IssuedKey) -> str | None:
+        if issued.record.kind != IntegrationKey.Kind.URL:
+            return None
+        request = self.context.get("request")
+        base = request.build_absolute_uri("/") if request is not None else None
+        return integration_key_url(source=issued.record.integration.source, key=issued.key, base_url=base)
+
+
+class IntegrationKeyIssueInputSerializer(IntegrationKeyCreateInputSerializer):
+    """Another key for an integration: header (default) or URL key, bound to tenants or all tenants."""
+
+    kind = serializers.ChoiceField(choices=IntegrationKey.Kind.choices, default=IntegrationKey.Kind.HEADER)
+
+
+class TransportUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
+    allow_get = serializers.BooleanField()
+    decoder = serializers.ChoiceField(choices=[(d, d) for d in DECODERS], default="json")
+    item_types = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list)
 
 
 class IntegrationCreatedSerializer(IntegrationDetailSerializer):
@@ -295,6 +377,33 @@ class IntegrationCreatedSerializer(IntegrationDetailSerializer):
     def get_issued_key(self, integration: Integration) -> dict[str, Any] | None:
         issued = self.context.get("issued_key")
         return IssuedKeySerializer(issued).data if issued else None  # type: ignore[return-value]
+
+
+class RefusedBySourceSerializer(serializers.Serializer[Any]):
+    source = serializers.CharField()  # type: ignore[assignment]  # the field "source" shadows DRF's Field.source
+    rows = RefusedRequestSerializer(many=True)
+
+
+class ConventionsUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
+    values = serializers.DictField(
+        help_text="convention -> a path, a list of paths tried in order, a template or name; null or empty: default"
+    )
+
+
+class CatalogueEntrySerializer(serializers.Serializer[Any]):
+    """A ready-made mapping of the catalogue (runs/alerts/parsers/custom/catalogue/)."""
+
+    name = serializers.CharField()
+    title = serializers.CharField()
+    covers = serializers.CharField(help_text="what it maps, and what the tool cannot say")
+    conventions = serializers.CharField(help_text="what to name or set in the tool")
+    documentation = serializers.ListField(child=serializers.URLField(), help_text="the tool's public documentation")
+    transport = serializers.DictField(help_text="key kind, decoder, GET, signature scheme to set")
+
+
+class CatalogueEntryDetailSerializer(CatalogueEntrySerializer):
+    export = serializers.DictField(help_text="the mapping as an export: PUT it to /api/v1/integrations/<id>/mapping/")
+    samples = serializers.ListField(child=serializers.DictField(), help_text="sample payloads and what each gives")
 
 
 class ReprocessResultSerializer(serializers.Serializer[Any]):
@@ -551,3 +660,127 @@ class IntegrationViewSet(
         integration = self.get_object()
         summary = integration_reprocess_unmatched(integration=integration, actor=request.user)
         return Response(ReprocessResultSerializer(summary).data)
+
+    @extend_schema(
+        summary="Issue a key for an integration (admins)",
+        description="`kind` `header` (default: sent as `Authorization: Bearer`) or `url` (for senders that cannot set "
+        "headers: the answer's `url` is the full ingestion address carrying the key). The secret is in this answer "
+        "only. A URL key rotates alone and is never accepted in a header.",
+        tags=["integrations"],
+        request=IntegrationKeyIssueInputSerializer,
+        responses={201: IssuedKeySerializer, 400: INVALID, **ADMIN_ERRORS, 404: PROBLEM},
+    )
+    @action(detail=True, methods=["post"])
+    def keys(self, request: Request, id: str) -> Response:
+        integration = self.get_object()
+        data = IntegrationKeyIssueInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        issued = integration_key_create(
+            integration=integration,
+            tenants=values["tenant_rows"],
+            all_tenants=values["all_tenants"],
+            label=values["label"],
+            created_by=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            kind=values["kind"],
+        )
+        body = IssuedKeySerializer(issued, context={"request": request}).data
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Cache-Control": "no-store"})
+
+    @extend_schema(
+        summary="Set an integration's transport: GET ingestion and body decoder (admins)",
+        description="`allow_get`: accept GET reports (status in the query string) at its URL keys' addresses. "
+        "`decoder`: `json`, `ndjson`, `envelope` (with `item_types`) or `form`. See docs/integrations/transport.md.",
+        tags=["integrations"],
+        request=TransportUpdateInputSerializer,
+        responses={200: IntegrationDetailSerializer, 400: INVALID, **ADMIN_ERRORS, 404: PROBLEM},
+    )
+    @action(detail=True, methods=["post"])
+    def transport(self, request: Request, id: str) -> Response:
+        integration = self.get_object()
+        data = TransportUpdateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        integration = integration_transport_update(
+            integration=integration,
+            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            allow_get=values["allow_get"],
+            decoder_kind=values["decoder"],
+            item_types=values["item_types"],
+        )
+        return self._detail(integration)
+
+    @extend_schema(
+        summary="Refused requests by source (admins)",
+        description="Every refused ingestion request of the last 30 days per source address (no key, a wrong key, a "
+        "bad signature, the rate limit, GET not enabled), by reason and client network; `source` narrows to one.",
+        tags=["integrations"],
+        responses={200: RefusedBySourceSerializer(many=True), 400: INVALID, **ADMIN_ERRORS},
+    )
+    @action(
+        detail=False,
+        methods=["get"],
+        url_path="refused-requests",
+        pagination_class=None,
+        filterset_class=RefusedRequestFilterSet,
+    )
+    def refused_requests(self, request: Request) -> Response:
+        source = self.query_filters.get("source")
+        rows = [
+            {"source": source_slug, "rows": RefusedRequestSerializer(found, many=True).data}
+            for source_slug, found in refused_request_rows_by_source(source=source).items()
+        ]
+        return Response(RefusedBySourceSerializer(rows, many=True).data)
+
+    @extend_schema(
+        summary="The catalogue of ready-made mappings (admins)",
+        description="Mappings for widely used tools, each built from the tool's public documentation, with the "
+        "transport to set and sample payloads. See docs/integrations/catalogue.md.",
+        tags=["integrations"],
+        responses={200: CatalogueEntrySerializer(many=True), **ADMIN_ERRORS},
+    )
+    @action(detail=False, methods=["get"], url_path="catalogue", pagination_class=None)
+    def catalogue(self, request: Request) -> Response:
+        return Response(CatalogueEntrySerializer(catalogue_entries(), many=True).data)
+
+    @extend_schema(
+        summary="One ready-made mapping, as an importable export (admins)",
+        tags=["integrations"],
+        responses={200: CatalogueEntryDetailSerializer, **ADMIN_ERRORS, 404: PROBLEM},
+    )
+    @action(detail=False, methods=["get"], url_path="catalogue/<slug:name>", pagination_class=None)
+    def catalogue_entry(self, request: Request, name: str) -> Response:
+        entry = catalogue_entry(name)
+        if entry is None:
+            raise Http404
+        data = {**CatalogueEntrySerializer(entry).data, "export": entry.export(), "samples": entry.samples}
+        return Response(CatalogueEntryDetailSerializer(data).data)
+
+    @extend_schema(
+        summary="Set a built-in integration's conventions (admins)",
+        description="Where the source's adapter reads the job, tenant, environment, execution id, window and times, "
+        "and its defaults (docs/integrations/<source>.md). Only the keys given change; null or empty restores the "
+        "adapter's default. Custom integrations answer 409 (their mapping says it).",
+        tags=["integrations"],
+        request=ConventionsUpdateInputSerializer,
+        responses={
+            200: IntegrationDetailSerializer,
+            400: INVALID,
+            **ADMIN_ERRORS,
+            404: PROBLEM,
+            409: OpenApiResponse(ProblemSerializer, description="a custom integration: its mapping says it"),
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def conventions(self, request: Request, id: str) -> Response:
+        integration = self.get_object()
+        if integration.source == SOURCE:
+            raise InvalidTransition(f"{integration.name!r} is a custom integration: its mapping says where fields are.")
+        data = ConventionsUpdateInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        integration = integration_conventions_update(
+            integration=integration,
+            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            values=data.validated_data["values"],
+        )
+        return self._detail(integration)

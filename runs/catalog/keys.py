@@ -22,6 +22,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition
+from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.signatures import ALGORITHMS, ENCODINGS, SCHEMES
 from runs.audit.services import audit_record
 from runs.catalog.models import Integration, IntegrationKey
 from runs.catalog.services import IssuedKey, integration_key_create, integration_key_revoke
@@ -32,6 +34,9 @@ SIGNATURE_DEFAULTS: dict[str, Any] = {
     "signature_header": "X-Handover-Signature",
     "timestamp_header": "X-Handover-Timestamp",
     "signature_tolerance_seconds": 300,
+    "signature_scheme": "ts:body",
+    "signature_algorithm": "sha256",
+    "signature_encoding": "hex",
 }
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 _REDACT_NAME = re.compile(r"^[\w.\-]{1,100}$")
@@ -59,6 +64,7 @@ def integration_key_rotate(*, key: IntegrationKey, actor: AbstractBaseUser | Non
             created_by=actor,
             label=old.label,
             action="key_rotate",
+            kind=old.kind,
         )
         integration_key_revoke(key=old, actor=actor, at=timezone.now() + timedelta(seconds=grace_seconds))
     return issued
@@ -70,7 +76,9 @@ class IntegrationSecurity:
 
     ``redact_names``: extra key names whose values are redacted anywhere in a payload (case-
     insensitive), on top of the source's own field paths. ``signing_secret_env``: the environment
-    variable holding the HMAC secret; empty means posts are not signed.
+    variable holding the HMAC secret; empty means posts are not signed. ``signature_scheme``,
+    ``signature_algorithm`` and ``signature_encoding``: what is signed and how the digest is sent
+    (``runs.alerts.signatures``).
     """
 
     redact_names: tuple[str, ...]
@@ -78,6 +86,9 @@ class IntegrationSecurity:
     signature_header: str
     timestamp_header: str
     signature_tolerance_seconds: int
+    signature_scheme: str = "ts:body"
+    signature_algorithm: str = "sha256"
+    signature_encoding: str = "hex"
 
 
 def integration_security(*, integration: Integration) -> IntegrationSecurity:
@@ -93,7 +104,25 @@ def integration_security(*, integration: Integration) -> IntegrationSecurity:
         signature_tolerance_seconds=tolerance
         if isinstance(tolerance, int) and not isinstance(tolerance, bool) and tolerance > 0
         else SIGNATURE_DEFAULTS["signature_tolerance_seconds"],
+        signature_scheme=_choice(raw, "signature_scheme", SCHEMES),
+        signature_algorithm=_choice(raw, "signature_algorithm", tuple(ALGORITHMS)),
+        signature_encoding=_choice(raw, "signature_encoding", ENCODINGS),
     )
+
+
+def _choice(raw: dict[str, Any], name: str, allowed: tuple[str, ...]) -> str:
+    value = raw.get(name)
+    return value if isinstance(value, str) and value in allowed else str(SIGNATURE_DEFAULTS[name])
+
+
+def source_can_sign(source: str) -> bool:
+    """Whether senders of ``source`` can sign their posts (the adapter's ``CAN_SIGN``, default yes).
+
+    Alertmanager's webhook, a Kubernetes watcher's object dump and an EventBridge dead-letter message
+    carry no signature of their own (each adapter's docstring and docs/integrations/<source>.md).
+    """
+    adapter = get_adapter(source)
+    return bool(getattr(adapter, "CAN_SIGN", True)) if adapter is not None else False
 
 
 def integration_security_update(
@@ -105,13 +134,19 @@ def integration_security_update(
     signature_header: str = "",
     timestamp_header: str = "",
     signature_tolerance_seconds: int = 300,
+    signature_scheme: str = "ts:body",
+    signature_algorithm: str = "sha256",
+    signature_encoding: str = "hex",
 ) -> Integration:
     """Set an integration's extra redaction names and its optional signature verification.
 
     ``signing_secret_env`` must be empty or match ``HANDOVER_SIGNING_SECRET_[A-Z0-9_]+`` (the
     variable's value is the secret; see the module docstring). Header names are HTTP token
-    characters; ``signature_tolerance_seconds`` is 30 to 3600 (how old a signed timestamp may be).
-    Raises ``DomainError`` (with ``errors`` per field) on bad input. Side effects: the
+    characters; ``signature_tolerance_seconds`` is 30 to 3600 (how old a signed timestamp may be);
+    ``signature_scheme``, ``signature_algorithm`` and ``signature_encoding`` are among
+    ``runs.alerts.signatures``' values. Requiring signatures of a source whose senders cannot sign
+    (``source_can_sign``) is refused: every post would be refused. Raises ``DomainError`` (with
+    ``errors`` per field) on bad input. Side effects: the
     integration's ``settings`` keys above; an AuditEvent ``integration_update`` naming what
     changed (the variable's name, never its value).
     """
@@ -128,8 +163,19 @@ def integration_security_update(
     for field, value in (("signature_header", signature_header), ("timestamp_header", timestamp_header)):
         if not _HEADER_NAME.match(value):
             errors[field] = ["An HTTP header name: letters, digits and dashes."]
+    if env_name and not source_can_sign(integration.source):
+        errors["signing_secret_env"] = [
+            f"Senders of {integration.source} cannot sign their posts: requiring a signature would refuse them all."
+        ]
     if not 30 <= signature_tolerance_seconds <= 3600:
         errors["signature_tolerance_seconds"] = ["Between 30 and 3600 seconds."]
+    for field, value, allowed in (
+        ("signature_scheme", signature_scheme, SCHEMES),
+        ("signature_algorithm", signature_algorithm, tuple(ALGORITHMS)),
+        ("signature_encoding", signature_encoding, ENCODINGS),
+    ):
+        if value not in allowed:
+            errors[field] = [f"One of: {', '.join(allowed)}."]
     if errors:
         raise DomainError("Check the integration's security settings.", errors=errors)
     wanted = {
@@ -138,6 +184,9 @@ def integration_security_update(
         "signature_header": signature_header,
         "timestamp_header": timestamp_header,
         "signature_tolerance_seconds": signature_tolerance_seconds,
+        "signature_scheme": signature_scheme,
+        "signature_algorithm": signature_algorithm,
+        "signature_encoding": signature_encoding,
     }
     with transaction.atomic():
         locked = Integration.objects.select_for_update().get(pk=integration.pk)

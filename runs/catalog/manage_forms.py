@@ -118,6 +118,25 @@ class IntegrationSecurityForm(forms.Form):
     signature_tolerance_seconds = forms.IntegerField(
         min_value=30, max_value=3600, initial=300, label="Largest timestamp age (s)"
     )
+    signature_scheme = forms.ChoiceField(
+        choices=[
+            ("ts:body", "ts:body — <timestamp>:<body>, timestamp in its own header (Handover's own)"),
+            ("ts.body", "ts.body — <timestamp>.<body>, timestamp in its own header"),
+            ("body", "body — the raw body alone (GitHub X-Hub-Signature-256 style; no replay protection)"),
+            ("t=,v1=", "t=,v1= — one header t=<unix>,v1=<sig> over <t>.<body> (Stripe style)"),
+        ],
+        initial="ts:body",
+        required=False,
+        label="What is signed",
+    )
+    signature_algorithm = forms.ChoiceField(
+        choices=[("sha256", "HMAC-SHA256"), ("sha1", "HMAC-SHA1"), ("sha512", "HMAC-SHA512")],
+        initial="sha256",
+        required=False,
+    )
+    signature_encoding = forms.ChoiceField(
+        choices=[("hex", "hex"), ("base64", "base64")], initial="hex", required=False
+    )
 
     def names(self) -> list[str]:
         """The redaction names entered, split on lines and commas."""

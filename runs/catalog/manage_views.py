@@ -173,6 +173,9 @@ def integration_security_view(request: HttpRequest, id: str) -> HttpResponse:
         "signature_header": security.signature_header,
         "timestamp_header": security.timestamp_header,
         "signature_tolerance_seconds": security.signature_tolerance_seconds,
+        "signature_scheme": security.signature_scheme,
+        "signature_algorithm": security.signature_algorithm,
+        "signature_encoding": security.signature_encoding,
     }
     form = IntegrationSecurityForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and form.is_valid():
@@ -186,6 +189,10 @@ def integration_security_view(request: HttpRequest, id: str) -> HttpResponse:
                 signature_header=data["signature_header"],
                 timestamp_header=data["timestamp_header"],
                 signature_tolerance_seconds=data["signature_tolerance_seconds"],
+                # left out of the form: the product's own scheme
+                signature_scheme=data["signature_scheme"] or "ts:body",
+                signature_algorithm=data["signature_algorithm"] or "sha256",
+                signature_encoding=data["signature_encoding"] or "hex",
             )
         except DomainError as exc:
             for field, errors in exc.errors.items():

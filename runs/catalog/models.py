@@ -280,21 +280,34 @@ class Integration(TimeStampedModel):
     settings = models.JSONField(default=dict, blank=True)
     is_active = models.BooleanField(default=True)
     refused_post_count = models.PositiveIntegerField(
-        default=0, help_text="posts refused with a key of this integration sent to another source"
+        default=0,
+        help_text="requests refused that named this integration's key (another source, signature, rate, GET)",
     )
 
     def __str__(self) -> str:
         return self.name
 
 
+class _IntegrationKeyKind(models.TextChoices):
+    HEADER = "header", "Header key (Authorization: Bearer)"
+    URL = "url", "URL key (in the ingestion address)"
+
+
 class IntegrationKey(TimeStampedModel):
     """A secret a monitoring system authenticates with: shown once, stored as SHA-256.
 
     Bound to one integration and to a list of tenants; ``all_tenants`` only by an admin's explicit choice.
+    ``kind``: a ``header`` key is accepted only in ``Authorization: Bearer`` (or PagerDuty's
+    ``routing_key``); a ``url`` key -- for senders that cannot set headers -- only as the path segment
+    of ``/api/v1/alerts/<source>/k/<key>/`` (docs/integrations/transport.md). A key never works as the
+    other kind, so a header key never ends up in an access log.
     """
+
+    Kind = _IntegrationKeyKind
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     integration = models.ForeignKey(Integration, on_delete=models.PROTECT, related_name="keys")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.HEADER)
     label = models.CharField(max_length=100, blank=True)
     prefix = models.CharField(max_length=16, db_index=True, help_text="first characters, for lookup and display")
     secret_hash = models.CharField(max_length=64, help_text="hex SHA-256 of the whole key")
@@ -305,6 +318,9 @@ class IntegrationKey(TimeStampedModel):
     )
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [choices_check("runs_integrationkey_kind_valid", "kind", _IntegrationKeyKind)]
 
     def __str__(self) -> str:
         return f"{self.integration.name} {self.prefix}…"

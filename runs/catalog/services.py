@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
@@ -121,18 +123,24 @@ def integration_key_create(
     created_by: AbstractBaseUser | None = None,
     label: str = "",
     action: str = "key_create",
+    kind: str = IntegrationKey.Kind.HEADER,
 ) -> IssuedKey:
     """Issue a key bound to ``integration`` and to ``tenants`` (or, by explicit choice, all tenants).
 
-    Raises ``DomainError`` when neither tenants nor ``all_tenants`` is given.
+    ``kind``: ``header`` (``hk_…``, sent as ``Authorization: Bearer``) or ``url`` (``hu_…``, the path
+    segment of ``/api/v1/alerts/<source>/k/<key>/``; ingest-only, like every integration key).
+    Raises ``DomainError`` when neither tenants nor ``all_tenants`` is given, or for another kind.
     """
+    if kind not in IntegrationKey.Kind.values:
+        raise DomainError(f"A key is a header key or a URL key, not {kind!r}.")
     tenant_list = list(tenants)
     if not tenant_list and not all_tenants:
         raise DomainError("Bind the key to at least one tenant, or choose all tenants explicitly.")
-    secret = generate_secret("hk")
+    secret = generate_secret("hu" if kind == IntegrationKey.Kind.URL else "hk")
     with transaction.atomic():
         record = IntegrationKey.objects.create(
             integration=integration,
+            kind=kind,
             label=label,
             prefix=secret.prefix,
             secret_hash=secret.secret_hash,
@@ -144,6 +152,16 @@ def integration_key_create(
         # ``action`` is ``key_rotate`` when the key replaces another (runs.catalog.keys).
         audit_key_change(key=record, actor=created_by, action=action)
     return IssuedKey(record=record, key=secret.key)
+
+
+def integration_key_url(*, source: str, key: str, base_url: str | None = None) -> str:
+    """The full ingestion address of a URL key: ``<base>/api/v1/alerts/<source>/k/<key>/``.
+
+    ``base_url`` defaults to ``HANDOVER_BASE_URL``; a request's own ``build_absolute_uri('/')`` may be
+    given instead (the page and API answer the address the admin reached them by).
+    """
+    base = (base_url if base_url is not None else django_settings.HANDOVER_BASE_URL).rstrip("/")
+    return base + reverse("runs-api:alert-ingest-url-key", kwargs={"source": source, "key": key})
 
 
 def integration_key_revoke(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runs.alerts.models import Alert, AuthFailureCounter, Delivery
+from runs.alerts.models import Alert, AuthFailureCounter, Delivery, RefusedRequestCount
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.audit.models import AuditEvent
 from runs.catalog.models import (
@@ -33,6 +33,7 @@ __all__ = [
     "JobTarget",
     "MissedStreak",
     "NextRunCheck",
+    "RefusedRequestCount",
     "Run",
     "RunnerCredential",
     "RunnerReport",

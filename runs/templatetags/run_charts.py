@@ -37,6 +37,7 @@ ICONS = {
     "succeeded": "✔",
     "failed": "✖",
     "timed_out": "⏱",
+    "cancelled": "⊘",
     "running": "▶",
     "queued": "…",
     "abandoned": "–",
@@ -88,7 +89,7 @@ def _rows(run: object, attempts: Iterable[object]) -> list[_Row]:
         if scheduled is None and attempt.trigger == "scheduled":
             scheduled = scheduled_for  # a scheduled attempt was meant to start at the run's fire time
         ended = attempt.ended_at
-        if ended is None and attempt.status in ("succeeded", "failed", "timed_out"):
+        if ended is None and attempt.status in ("succeeded", "failed", "timed_out", "cancelled"):
             ended = attempt.status_changed_at
         rows.append(
             _Row(

@@ -34,6 +34,9 @@ from runs.alerts.parsers.base import (
 )
 
 SOURCE = "alertmanager"
+# Whether the sender can sign its posts (runs.catalog.keys.source_can_sign):
+# Alertmanager's webhook_configs cannot sign a body (only basic auth, bearer credentials, mTLS).
+CAN_SIGN = False
 
 # Dotted paths are read per alert (an element of ``alerts[]``); a list means "this, else that".
 DEFAULT_SETTINGS: dict[str, Any] = {

@@ -42,6 +42,9 @@ from runs.alerts.parsers.base import (
 )
 
 SOURCE = "eventbridge-scheduler"
+# Whether the sender can sign its posts (runs.catalog.keys.source_can_sign):
+# a dead-letter message relayed from SQS is not signed by the scheduler.
+CAN_SIGN = False
 
 # Each ``*_from`` names a part of SCHEDULE_ARN: ``schedule_name``, ``schedule_group``, or the group split at
 # its LAST ``group_separator``: ``group_before_separator`` (fjord-freight) / ``group_after_separator`` (prod).

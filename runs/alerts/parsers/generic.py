@@ -33,7 +33,7 @@ MAX_BATCH = 1000
 DEFAULT_SETTINGS: dict[str, Any] = {"default_tenant": None, "default_environment": "prod"}
 REDACT_PATHS: tuple[str, ...] = ("token", "password", "secret", "alerts.*.token", "alerts.*.password")
 
-STATUSES = ("queued", "running", "succeeded", "failed", "timed_out")
+STATUSES = ("queued", "running", "succeeded", "failed", "timed_out", "cancelled")
 TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "manual_rerun", "catch_up")
 TIME_FIELDS = ("window_start", "window_end", "scheduled_for", "started_at", "ended_at", "sent_at")
 
@@ -132,7 +132,9 @@ def _parse_item(item: Any) -> ParsedAlert:
         config_version=_text(item, "config_version") or "",
         replay_key=_text(item, "replay_key") or "",
         runner_items=runner_items,
-        occurred_at=times["ended_at"] if status in ("succeeded", "failed", "timed_out") else times["started_at"],
+        occurred_at=times["ended_at"]
+        if status in ("succeeded", "failed", "timed_out", "cancelled")
+        else times["started_at"],
         summary=f"{job} {execution_id} {status}",
         details={"sent_at": times["sent_at"].isoformat() if times["sent_at"] else None},
     )

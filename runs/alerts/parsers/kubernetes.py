@@ -44,6 +44,9 @@ from runs.alerts.parsers.base import (
 )
 
 SOURCE = "kubernetes"
+# Whether the sender can sign its posts (runs.catalog.keys.source_can_sign):
+# a Job or CronJob object posted by a watcher carries no signature of its own.
+CAN_SIGN = False
 
 # Label and annotation keys contain dots, so besides dotted paths a source may be ``label:<key>``,
 # ``annotation:<key>``, ``owner:<Kind>`` (that owner reference's name) or ``env:<NAME>`` (a container's env).

@@ -59,8 +59,10 @@ def test_create_returns_the_integration_and_its_key_once(api: Client, story_tena
     key = IntegrationKey.objects.get(integration=integration)
     assert body["issued_key"] | {"key": "…"} == {
         "id": str(key.public_id),
+        "kind": "header",
         "prefix": key.prefix,
         "key": "…",
+        "url": None,
         "all_tenants": False,
         "tenants": ["cedar-health"],
     }

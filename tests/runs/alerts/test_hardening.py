@@ -17,12 +17,12 @@ from django.db import close_old_connections
 from django.test import override_settings
 from django.test.client import FakePayload, RequestFactory
 
-from runs.alerts.models import AuthFailureCounter, Delivery
+from runs.alerts.models import AuthFailureCounter, Delivery, RefusedRequestCount
 from runs.alerts.ratelimit import rate_limit_take
 from runs.alerts.redaction import redaction_token
 from runs.alerts.signatures import signature_verify
 from runs.catalog.keys import integration_security_update
-from runs.catalog.models import Integration
+from runs.catalog.models import Integration, IntegrationKey
 from runs.catalog.services import integration_get_or_create, integration_key_create
 from tests.conftest import PostAlert
 from tests.factories import TenantFactory
@@ -275,7 +275,12 @@ def test_signed_integration_refuses_bad_posts_with_401_and_stores_nothing(
     assert response.json()["detail"].startswith("Signature refused")
     assert secret not in response.content.decode()
     assert Delivery.objects.count() == 0
-    assert AuthFailureCounter.objects.get(source="generic").count == 1
+    # counted on the integration whose key signed wrongly, not only on the source's address
+    integration = IntegrationKey.objects.get(prefix=key[:12]).integration
+    assert integration.refused_post_count == 1
+    assert not AuthFailureCounter.objects.filter(source="generic").exists()
+    counted = RefusedRequestCount.objects.get()
+    assert (counted.reason, counted.integration_id, counted.count) == ("bad_signature", integration.pk, 1)
 
 
 def test_signed_integration_without_its_secret_in_the_environment_answers_503(

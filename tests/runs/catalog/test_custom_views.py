@@ -315,8 +315,9 @@ def test_the_integration_page_shows_completeness_and_the_fields_most_often_missi
     integration_key_create(integration=other, tenants=[story_tenants["acme-foods"]])
 
     # session, user, preferences, unread notifications; the integration; the completeness aggregate; the
-    # unmatched count; keys and their tenants; the tenants of the "issue a key" form; recent deliveries
-    with django_assert_max_num_queries(11):
+    # unmatched count; keys and their tenants; the tenants of the "issue a key" form; recent deliveries;
+    # the refused-request counts
+    with django_assert_max_num_queries(12):
         page = admin.get(f"/integrations/{nomad.integration.public_id}/")
 
     html = page.content.decode()

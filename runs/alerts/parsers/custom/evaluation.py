@@ -11,7 +11,7 @@ from typing import Any
 
 from runs.alerts.parsers.base import AlertKind, FormatError, ParsedAlert, TimeFormatError, sha256_text, summarise_error
 from runs.alerts.parsers.custom.compiler import CompiledMapping, compile_mapping
-from runs.alerts.parsers.custom.expressions import FieldSpec, MappingError, as_text, jmespath_search
+from runs.alerts.parsers.custom.expressions import FieldSpec, MappingError, as_text, jmespath_search, receive_time
 from runs.alerts.parsers.custom.times import parse_time
 from runs.alerts.parsers.custom.vocabulary import FIELDS, MAX_RECORDS, REQUIRED, SIGNALS, STATUSES, TERMINAL, TRIGGERS
 
@@ -95,7 +95,9 @@ def _convert(name: str, value: Any, compiled: CompiledMapping, spec: FieldSpec |
         return mapped
     if kind == "long_text" and isinstance(value, list) and all(isinstance(v, str) for v in value):
         return summarise_error("; ".join(v for v in value if v))
-    if isinstance(value, bool) or isinstance(value, (dict, list)):
+    if isinstance(value, bool):  # a condition's false is an answer, not a fault: text "true"/"false"
+        return as_text(value)
+    if isinstance(value, (dict, list)):
         if kind == "long_text":
             return summarise_error(as_text(value))
         raise MappingError(f"found {type(value).__name__} {as_text(value)[:80]!r}, not text")
@@ -140,6 +142,15 @@ def _evaluate_field(name: str, record: Any, compiled: CompiledMapping) -> FieldR
     return result
 
 
+PROBLEM_MAX_CHARS = 160
+
+
+def short_problems(problems: list[str]) -> list[str]:
+    """Unmatched reasons as stored on the alert: each names its field first and is cut to
+    ``PROBLEM_MAX_CHARS`` (the editor shows every field's message whole)."""
+    return [p if len(p) <= PROBLEM_MAX_CHARS else p[: PROBLEM_MAX_CHARS - 1] + "…" for p in problems]
+
+
 def _canonical(record: Any) -> str:
     return json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
@@ -151,9 +162,19 @@ def _iso(value: datetime | None) -> str | None:
 def map_record(record: Any, compiled: CompiledMapping, index: int = 0) -> MappedRecord:
     """Evaluate every field of one record and build its ``ParsedAlert`` (problems filled, never raises)."""
     results = {name: _evaluate_field(name, record, compiled) for name in FIELDS}
-    values = {name: r.value for name, r in results.items()}
-    problems = [f"{name}: {r.error}" for name, r in results.items() if r.error]
     warnings: list[str] = []
+    for name, result in results.items():
+        spec = compiled.fields.get(name)
+        if result.error and spec is not None and spec.optional:
+            # an optional field that fails is left empty with a warning: the alert still maps
+            warnings.append(f"{name} (optional) left empty: {result.error}")
+            result.value = None
+    values = {name: r.value for name, r in results.items()}
+    problems = [
+        f"{name}: {r.error}"
+        for name, r in results.items()
+        if r.error and not (compiled.fields.get(name) is not None and compiled.fields[name].optional)
+    ]
 
     status = values["status"]
     kind = SIGNALS.get(status, AlertKind.ATTEMPT) if status else AlertKind.ATTEMPT
@@ -197,6 +218,7 @@ def map_record(record: Any, compiled: CompiledMapping, index: int = 0) -> Mapped
                 problems.append(f"window: found neither a window nor a scheduled time in the record{why}")
     if warnings:
         details["mapping_warnings"] = warnings
+    problems = short_problems(problems)
 
     job_key, tenant, environment = values["job_key"] or None, values["tenant"] or None, values["environment"] or None
     execution_id = values["execution_id"] or None
@@ -252,14 +274,20 @@ def map_record(record: Any, compiled: CompiledMapping, index: int = 0) -> Mapped
     return MappedRecord(index=index, fields=results, alert=alert, warnings=warnings)
 
 
-def map_document(document: Any, mapping: Any) -> MappingOutcome:
+def map_document(document: Any, mapping: Any, *, received_at: datetime | None = None) -> MappingOutcome:
     """Apply ``mapping`` to a parsed JSON ``document``: split it into records and map each one.
+
+    ``received_at`` (aware) is what the mapping's ``received_at()`` answers (null without it).
 
     Never raises for a bad mapping or an odd document: a splitter that fails or finds nothing usable
     gives one record (the whole document) carrying that problem, so the post lands ``unmatched`` and
     can be reprocessed after a fix. Raises ``FormatError`` only for more than ``MAX_RECORDS`` records.
     """
-    compiled = compile_mapping(mapping)
+    with receive_time(received_at):
+        return _map_document(document, compile_mapping(mapping))
+
+
+def _map_document(document: Any, compiled: CompiledMapping) -> MappingOutcome:
     errors = {k: v for k, v in compiled.errors.items()}
     splitter_problem = ""
     items: list[Any] = [document]

@@ -6,7 +6,12 @@ is the reference of the mapping language (people's guide: ``docs/custom-integrat
 A ``custom`` integration keeps its mapping in ``Integration.settings["mapping"]`` (a JSON object;
 export/import is that object as it stands). Expressions are JMESPath (https://jmespath.org, the
 query language AWS and Grafana tooling use for JSON), evaluated by the ``jmespath`` library with a
-few extra pure string functions (``split``, ``lower``, ``upper``, ``replace``, ``trim``). A small
+few extra pure functions (``runs.alerts.parsers.custom.expressions``): text (``split``, ``lower``,
+``upper``, ``replace``, ``trim``, ``regex_group(text, pattern[, group])``), time (``received_at()``,
+``to_datetime(value[, epoch_s|epoch_ms|iso|auto])``, ``add(t, duration)``, ``sub(t, duration)``,
+``window_of(t, hour|day|week|month|year|duration)`` -- times are ISO 8601 UTC strings, durations
+seconds, ``15m``/``2h``/``1d`` or ISO ``PT1H``), defaults and conditions (``coalesce(a, b, ...)``,
+``if(condition, then, else)``). A small
 template form composes strings: literal text with ``{{ <JMESPath> }}`` placeholders. Nothing else
 runs: no attribute access, no imports, no loops beyond what JMESPath itself defines.
 
@@ -34,7 +39,10 @@ The mapping::
 
 A field spec is a JMESPath expression (a string), or an object with exactly one of ``path`` (an
 expression), ``template`` (text with ``{{ expression }}`` placeholders) or ``value`` (a constant),
-plus ``format`` for time fields. Fields: ``FIELDS`` in ``vocabulary``.
+plus ``format`` for time fields and ``optional: true`` (an error in that field -- an expression
+that fails, a value that cannot be converted -- leaves it empty with a warning instead of making the
+alert unmatched; identity fields, ``IDENTITY_FIELDS`` in ``vocabulary``, are never optional). A
+``false`` found for a text field is the text ``false``. Fields: ``FIELDS`` in ``vocabulary``.
 
 Rules:
 
@@ -104,6 +112,6 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
     Every other fault (a bad mapping, a missing field, an unmapped status) is a record's ``problems``.
     """
     document = load_json(body)
-    outcome = map_document(document, settings.get("mapping"))
+    outcome = map_document(document, settings.get("mapping"), received_at=received_at)
     alerts: list[ParsedAlert | InvalidItem] = [r.alert for r in outcome.records]
     return ParseResult(alerts=alerts, notes=outcome.notes)

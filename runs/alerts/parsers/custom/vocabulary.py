@@ -10,10 +10,10 @@ from runs.alerts.parsers.base import AlertKind
 
 MAX_RECORDS = 1000
 MAX_EXPRESSION_CHARS = 1000
-STATUSES = ("queued", "running", "succeeded", "failed", "timed_out")
+STATUSES = ("queued", "running", "succeeded", "failed", "timed_out", "cancelled")
 SIGNALS = {"resolved": AlertKind.RESOLVE, "acknowledged": AlertKind.ACKNOWLEDGE}
 TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "manual_rerun", "catch_up")
-TERMINAL = ("succeeded", "failed", "timed_out")
+TERMINAL = ("succeeded", "failed", "timed_out", "cancelled")
 TIME_FORMATS = ("auto", "iso", "epoch_s", "epoch_ms", "epoch_us", "epoch_ns")
 WINDOW_RULES = ("payload_or_schedule", "payload", "schedule")
 SCHEDULED_FOR_RULES = ("exact", "latest_fire_at_or_before")
@@ -63,7 +63,7 @@ FIELD_HELP: dict[str, str] = {
     "execution_id": "the executor's id of this attempt",
     "attempt_number": "1 for the first attempt",
     "trigger": "scheduled, automatic_retry, manual_replay, manual_rerun, catch_up (through trigger_map)",
-    "status": "queued, running, succeeded, failed, timed_out (through status_map)",
+    "status": "queued, running, succeeded, failed, timed_out, cancelled (through status_map)",
     "scheduled_at": "when this attempt was meant to start",
     "started_at": "when this attempt started",
     "ended_at": "when this attempt ended",
@@ -78,6 +78,17 @@ FIELD_HELP: dict[str, str] = {
 }
 # What every attempt record needs (a default counts); the window is checked on its own.
 REQUIRED = ("job_key", "tenant", "environment", "execution_id", "status")
+# Fields that identify the run or the attempt: never `optional` (an error in one leaves the alert unmatched).
+IDENTITY_FIELDS = (
+    "job_key",
+    "tenant",
+    "environment",
+    "window_start",
+    "window_end",
+    "scheduled_for",
+    "execution_id",
+    "status",
+)
 
 
 # What the "new custom integration" form starts from: every common field, to be edited to the payload.

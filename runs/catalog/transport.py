@@ -1,0 +1,85 @@
+"""An integration's transport settings: GET ingestion (opt-in) and the body decoder.
+
+Kept in ``Integration.settings["transport"]`` as ``{"allow_get": bool, "decoder": {"kind": ...,
+"item_types": [...]}}``; read with defaults by ``integration_transport``, changed only by
+``integration_transport_update`` (audited). How keys travel (header or URL) is the key's kind, not a
+setting (``IntegrationKey.Kind``); signatures are the security settings (``runs.catalog.keys``).
+The guide for senders: docs/integrations/transport.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from handover.core.errors import DomainError
+from runs.alerts.decoders import decoder_problem
+from runs.audit.services import audit_record
+from runs.catalog.models import Integration
+
+
+@dataclass(frozen=True)
+class IntegrationTransport:
+    """How an integration's posts arrive: ``allow_get`` (status in the query string of a GET to its URL
+    key address) and ``decoder`` (``{"kind": "json"|"ndjson"|"envelope"|"form", "item_types": [...]}``)."""
+
+    allow_get: bool = False
+    decoder: dict[str, Any] = field(default_factory=lambda: {"kind": "json"})
+
+
+def integration_transport(*, integration: Integration) -> IntegrationTransport:
+    """Read an integration's transport settings; anything unset or malformed reads as the default."""
+    raw = integration.settings.get("transport") if isinstance(integration.settings, dict) else None
+    raw = raw if isinstance(raw, dict) else {}
+    decoder = raw.get("decoder")
+    if not isinstance(decoder, dict) or decoder_problem(decoder) is not None:
+        decoder = {"kind": "json"}
+    return IntegrationTransport(allow_get=raw.get("allow_get") is True, decoder=dict(decoder))
+
+
+def integration_transport_update(
+    *,
+    integration: Integration,
+    actor: AbstractBaseUser | None,
+    allow_get: bool,
+    decoder_kind: str = "json",
+    item_types: list[str] | None = None,
+) -> Integration:
+    """Set whether GET ingestion is allowed and which decoder reads the integration's posts.
+
+    ``decoder_kind``: ``json``, ``ndjson``, ``envelope`` or ``form`` (``runs.alerts.decoders``);
+    ``item_types``: for ``envelope``, the item types kept (empty: all). Raises ``DomainError`` (with
+    ``errors`` per field) for a bad decoder. Side effects: ``settings["transport"]``; an AuditEvent
+    ``integration_update`` naming what changed. Stored bodies are decoded again on reprocessing, so a
+    decoder change applies to reprocessed deliveries too.
+    """
+    decoder: dict[str, Any] = {"kind": decoder_kind}
+    types = sorted({t.strip() for t in (item_types or []) if t.strip()})
+    if types:
+        decoder["item_types"] = types
+    problem = decoder_problem(decoder)
+    if problem is not None:
+        raise DomainError("Check the integration's transport settings.", errors={"decoder": [problem]})
+    wanted = {"allow_get": bool(allow_get), "decoder": decoder}
+    with transaction.atomic():
+        locked = Integration.objects.select_for_update().get(pk=integration.pk)
+        before = integration_transport(integration=locked)
+        changed = sorted(k for k, v in wanted.items() if getattr(before, k) != v)
+        if changed:
+            current = dict(locked.settings) if isinstance(locked.settings, dict) else {}
+            current["transport"] = wanted
+            locked.settings = current
+            locked.save(update_fields=["settings", "updated_at"])
+            audit_record(
+                actor=actor,
+                action="integration_update",
+                summary=f"Transport settings of integration {locked.name} changed: {', '.join(changed)}",
+                is_all_tenants=True,
+                obj=locked,
+                data={"changed": changed, "after": {k: wanted[k] for k in changed}},
+            )
+    integration.refresh_from_db()
+    return integration
