@@ -27,7 +27,7 @@ from handover.core.parsers import MAX_DEPTH
 from handover.handovers.filters import HandoverFilterSet, HandoverRevisionFilterSet
 from handover.handovers.models import Handover
 from handover.handovers.services import handover_create
-from runs.alerts.filters import AlertFilterSet
+from runs.alerts.filters import AlertFilterSet, RefusedRequestFilterSet
 from runs.attempts.filters import RunFilterSet
 from runs.attempts.models import Run
 from runs.audit.filters import AuditEventFilterSet
@@ -106,6 +106,7 @@ LISTS: list[tuple[str, type[StrictFilterSet] | None, str, dict[str, str]]] = [
     ("/api/v1/runs/{run}/items/loads/", None, "page", {}),
     ("/api/v1/tokens/", None, "page", {}),
     ("/api/v1/integrations/", None, "page", {}),
+    ("/api/v1/integrations/refused-requests/", RefusedRequestFilterSet, "", {}),
 ]
 
 
