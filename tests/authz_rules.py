@@ -292,6 +292,10 @@ RULES: dict[str, Rule] = {
     "runs-api:alert-detail": R("alert", GET=READ),
     "runs-api:alert-reprocess": R("alert", POST=STAFF_ON_TENANT),
     "runs-api:alert-ingest": R(site=True, POST=key_only, kwargs=lambda w, s: {"source": "generic"}),
+    # the URL carries the key: a made-up one is refused whoever the person is
+    "runs-api:alert-ingest-url-key": R(
+        site=True, GET=key_only, POST=key_only, kwargs=lambda w, s: {"source": "generic", "key": "hu_" + "x" * 43}
+    ),
     "runs-api:integration-list": R(site=True, GET=staff_api, POST=staff_api),
     "runs-api:integration-detail": R("integration", site=True, GET=staff_api, PATCH=staff_api),
     "runs-api:check-list": R("check", GET=listing(READ), POST=target_form, data=_target),
@@ -326,6 +330,14 @@ RULES: dict[str, Rule] = {
     ),
     "runs-api:work-item-search": R("run", GET=listing(READ), query=lambda w, s: {"record_id": "INV-1001"}),
     "runs-api:integration-mapping": R("custom_integration", site=True, GET=staff_api, PUT=staff_api),
+    "runs-api:integration-keys": R("integration", site=True, POST=staff_api),
+    "runs-api:integration-transport": R("integration", site=True, POST=staff_api),
+    "runs-api:integration-conventions": R("integration", site=True, POST=staff_api),
+    "runs-api:integration-refused-requests": R(site=True, GET=staff_api),
+    "runs-api:integration-catalogue": R(site=True, GET=staff_api),
+    "runs-api:integration-catalogue-entry": R(
+        site=True, GET=staff_api, kwargs=lambda w, s: {"name": "github-actions-workflow-run"}
+    ),
     "runs-api:integration-reprocess": R("integration", site=True, POST=staff_api),
     "runs-api:integration-test": R("integration", site=True, POST=staff_api),
     # --- replays (approvals) API: people; the runner's routes take a runner credential ---------------
@@ -412,6 +424,8 @@ RULES: dict[str, Rule] = {
     "runs:work-item-search": R("run", GET=listing(READ), query=lambda w, s: {"record_id": "INV-1001"}),
     "runs:integration-create": R(site=True, GET=staff_page, POST=staff_page),
     "runs:integration-key-create": R("integration", site=True, POST=staff_page),
+    "runs:integration-transport": R("integration", site=True, POST=staff_page),
+    "runs:integration-conventions": R("integration", site=True, POST=staff_page),
     "runs:integration-mapping": R("custom_integration", site=True, GET=staff_page, POST=staff_page),
     "runs:integration-mapping-export": R("custom_integration", site=True, GET=staff_page),
     "runs:integration-reprocess": R("integration", site=True, POST=staff_page),

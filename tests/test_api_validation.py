@@ -28,7 +28,7 @@ from handover.handovers.filters import HandoverFilterSet, HandoverRevisionFilter
 from handover.handovers.models import Handover
 from handover.handovers.services import handover_create
 from handover.notifications.api import NotificationFilterSet
-from runs.alerts.filters import AlertFilterSet
+from runs.alerts.filters import AlertFilterSet, RefusedRequestFilterSet
 from runs.attempts.filters import RunFilterSet
 from runs.attempts.models import Run
 from runs.audit.filters import AuditEventFilterSet
@@ -108,6 +108,7 @@ LISTS: list[tuple[str, type[StrictFilterSet] | None, str, dict[str, str]]] = [
     ("/api/v1/tokens/", None, "page", {}),
     ("/api/v1/integrations/", None, "page", {}),
     ("/api/v1/notifications/", NotificationFilterSet, "page", {}),
+    ("/api/v1/integrations/refused-requests/", RefusedRequestFilterSet, "", {}),
 ]
 
 

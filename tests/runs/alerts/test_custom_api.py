@@ -166,7 +166,7 @@ def test_update_changes_the_mapping_only_when_every_sample_maps(api: Client, nom
     assert refused.status_code == 400
     assert refused.json()["errors"]["samples.0"][1] == (
         "record 0: status: the value 'lost' has no mapping: add it to status_map "
-        "(to one of queued, running, succeeded, failed, timed_out) (found by `ClientStatus`)"
+        "(to one of queued, running, succeeded, failed, timed_out, cancelled) (found by `ClientStatus`)"
     )
     assert accepted.status_code == 200
     assert accepted.json()["mapping"]["status_map"]["lost"] == "failed" and accepted.json()["name"] == "nomad-eu"

@@ -222,7 +222,7 @@ def test_nomad_lost_allocation_is_unmatched_until_the_mapping_is_fixed_then_repr
     assert outcome == "unmatched"
     assert reason == (
         "status: the value 'lost' has no mapping: add it to status_map "
-        "(to one of queued, running, succeeded, failed, timed_out) (found by `ClientStatus`)"
+        "(to one of queued, running, succeeded, failed, timed_out, cancelled) (found by `ClientStatus`)"
     )
     assert counts() == before  # nothing guessed
     alert = Alert.objects.get(public_id=lost.json()["alerts"][0]["id"])

@@ -232,7 +232,7 @@ def test_a_status_value_with_no_mapping_is_a_problem_never_a_guess() -> None:
     assert alert.status is None
     assert alert.problems == [
         "status: the value 'grey' has no mapping: add it to status_map "
-        "(to one of queued, running, succeeded, failed, timed_out) (found by `state`)"
+        "(to one of queued, running, succeeded, failed, timed_out, cancelled) (found by `state`)"
     ]
 
 
