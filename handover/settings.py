@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # inside CommonMiddleware: its APPEND_SLASH redirect stays; an unknown API path answers problem details
+    "handover.core.middleware.ApiNotFoundMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "runs.audit.middleware.AuditActorMiddleware",
@@ -275,7 +277,6 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # a personal API token's prefix in a path (handover/accounts/api.py registers the converter)
     "PATH_CONVERTER_OVERRIDES": {"token_prefix": {"type": "string", "pattern": "^ho_[0-9a-f]{12}$"}},
@@ -283,6 +284,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "handover.core.openapi.add_problem_responses",
+        # DRF's placeholder page links (api.example.org/accounts) become each list's own address
+        "handover.core.openapi.add_page_link_examples",
     ],
     # Several models have a `status`/`outcome`; name each enum after its model.
     "ENUM_NAME_OVERRIDES": {
@@ -372,6 +375,8 @@ EMAIL_BACKEND = env.str(
 )
 # Absolute links in e-mail and chat messages start with this.
 HANDOVER_BASE_URL = env.str("HANDOVER_BASE_URL", default="http://localhost:8000")
+# the schema's server: Swagger UI's "Try it out" and the examples use this installation's address
+SPECTACULAR_SETTINGS["SERVERS"] = [{"url": HANDOVER_BASE_URL, "description": "this installation"}]
 # Optional chat-compatible webhook (Slack/Mattermost `{"text": ...}`) told when a handover is handed over.
 HANDOVER_CHAT_WEBHOOK_URL = env.str("HANDOVER_CHAT_WEBHOOK_URL", default="")
 # Hosts the chat webhook may reach although they resolve to a private or loopback address.

@@ -31,6 +31,7 @@ from runs.alerts.filters import AlertFilterSet
 from runs.attempts.filters import RunFilterSet
 from runs.attempts.models import Run
 from runs.audit.filters import AuditEventFilterSet
+from runs.catalog.filters import JobFilterSet
 from runs.checks.filters import NextRunCheckFilterSet
 from runs.checks.models import NextRunCheck
 from runs.ledger.filters import WorkItemChangeFilterSet, WorkItemFilterSet, WorkItemSearchFilterSet
@@ -106,6 +107,7 @@ LISTS: list[tuple[str, type[StrictFilterSet] | None, str, dict[str, str]]] = [
     ("/api/v1/runs/{run}/items/loads/", None, "page", {}),
     ("/api/v1/tokens/", None, "page", {}),
     ("/api/v1/integrations/", None, "page", {}),
+    ("/api/v1/jobs/", JobFilterSet, "page", {}),
 ]
 
 

@@ -201,3 +201,17 @@ def job_may_pause(*, user: User, job: Job) -> bool:
         Q(pk__in=JobTarget.objects.filter(job=job).values("tenant_id"))
         | Q(pk__in=Run.objects.filter(job=job).values("tenant_id"))
     ).exists()
+
+
+def job_list(*, user: User, search: str | None = None, paused: bool | None = None) -> QuerySet[Job]:
+    """Jobs ``user`` may see (``job_list_visible``), ordered by key, with the pausing person joined.
+
+    ``search``: the key or the name starts with it, ignoring case. ``paused``: True keeps paused jobs,
+    False the others, None both.
+    """
+    jobs = job_list_visible(user=user).select_related("paused_by")
+    if search:
+        jobs = jobs.filter(Q(key__istartswith=search) | Q(name__istartswith=search))
+    if paused is not None:
+        jobs = jobs.filter(paused_at__isnull=not paused)
+    return jobs
