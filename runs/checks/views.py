@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -34,9 +35,10 @@ SERVING_SINCE = timezone.now()
 
 def beat_tick_interval_seconds() -> float:
     """Seconds between two beat ticks that write the heartbeat (its CELERY_BEAT_SCHEDULE entry; 60 by default)."""
-    entry = settings.CELERY_BEAT_SCHEDULE.get(HEARTBEAT_TASK, {})
-    schedule = entry.get("schedule", 60.0)
-    return float(schedule.total_seconds() if hasattr(schedule, "total_seconds") else schedule)
+    schedule: Any = settings.CELERY_BEAT_SCHEDULE.get(HEARTBEAT_TASK, {}).get("schedule", 60.0)
+    if isinstance(schedule, timedelta):
+        return schedule.total_seconds()
+    return float(schedule)
 
 
 def beat_warning_text(*, now: datetime | None = None, serving_since: datetime | None = None) -> str:
