@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # inside CommonMiddleware: its APPEND_SLASH redirect stays; an unknown API path answers problem details
+    "handover.core.middleware.ApiNotFoundMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "runs.audit.middleware.AuditActorMiddleware",
@@ -277,7 +279,6 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     # a personal API token's prefix in a path (handover/accounts/api.py registers the converter)
     "PATH_CONVERTER_OVERRIDES": {"token_prefix": {"type": "string", "pattern": "^ho_[0-9a-f]{12}$"}},
@@ -285,6 +286,8 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "handover.core.openapi.add_problem_responses",
+        # DRF's placeholder page links (api.example.org/accounts) become each list's own address
+        "handover.core.openapi.add_page_link_examples",
     ],
     # Several models have a `status`/`outcome`; name each enum after its model.
     "ENUM_NAME_OVERRIDES": {
@@ -381,6 +384,10 @@ EMAIL_BACKEND = env.str(
 HANDOVER_BASE_URL = env.str("HANDOVER_BASE_URL", default="" if PRODUCTION else "http://127.0.0.1:8000")
 if PRODUCTION and not HANDOVER_BASE_URL.startswith("https://"):
     raise ImproperlyConfigured("HANDOVER_BASE_URL must be set to the site's https:// address in production.")
+# the schema's server: Swagger UI's "Try it out" and the examples use this installation's address
+SPECTACULAR_SETTINGS["SERVERS"] = [
+    {"url": HANDOVER_BASE_URL or "http://127.0.0.1:8000", "description": "this installation"}
+]
 # "Needs attention": a run unresolved for longer than this (seconds since it was scheduled) is listed.
 HANDOVER_UNRESOLVED_AGE_SECONDS = env.int("HANDOVER_UNRESOLVED_AGE_SECONDS", default=24 * 3600)
 # "Needs attention": a job target with this many failures among its last N settled runs fails repeatedly.

@@ -9,6 +9,7 @@ from runs.alerts.api import AlertViewSet
 from runs.alerts.receive_api import AlertIngestUrlKeyView, AlertIngestView
 from runs.attempts.api import RunViewSet
 from runs.audit.api import AuditEventViewSet
+from runs.catalog.api import JobViewSet
 from runs.catalog.integrations_api import IntegrationViewSet
 from runs.catalog.runner_credentials_api import RunnerCredentialDetailView, RunnerCredentialListView
 from runs.checks.api import NextRunCheckViewSet
@@ -20,6 +21,7 @@ router.include_root_view = False
 router.include_format_suffixes = False
 router.register("runs", RunViewSet, basename="run")
 router.register("alerts", AlertViewSet, basename="alert")
+router.register("jobs", JobViewSet, basename="job")
 router.register("integrations", IntegrationViewSet, basename="integration")
 router.register("checks", NextRunCheckViewSet, basename="check")
 router.register("audit-events", AuditEventViewSet, basename="audit-event")

@@ -281,13 +281,15 @@ RULES: dict[str, Rule] = {
     "healthz": R(site=True, GET=public),
     "api-schema": R(site=True, GET=public, roles=PUBLIC_ROLES),
     "api-docs": R(site=True, GET=public, roles=PUBLIC_ROLES),
-    "api-redoc": R(site=True, GET=public, roles=PUBLIC_ROLES),
+    "api-root": R(site=True, GET=public, roles=PUBLIC_ROLES),
     # the admin site's own login and logout (every other admin URL: ADMIN_SITE)
     "admin:login": R(site=True, GET=public),
     "admin:logout": R(site=True, POST=admin_logout, fresh_client=True),
     # --- runs API --------------------------------------------------------------------------------------
     "runs-api:run-list": R("run", GET=listing(READ)),
     "runs-api:run-detail": R("run", GET=READ),
+    "runs-api:job-list": R("job", GET=listing(READ)),
+    "runs-api:job-detail": R("job", GET=READ),
     "runs-api:alert-list": R("alert", GET=listing(READ)),
     "runs-api:alert-detail": R("alert", GET=READ),
     "runs-api:alert-reprocess": R("alert", POST=STAFF_ON_TENANT),

@@ -32,6 +32,7 @@ from runs.alerts.filters import AlertFilterSet, RefusedRequestFilterSet
 from runs.attempts.filters import RunFilterSet
 from runs.attempts.models import Run
 from runs.audit.filters import AuditEventFilterSet
+from runs.catalog.filters import JobFilterSet
 from runs.checks.filters import NextRunCheckFilterSet
 from runs.checks.models import NextRunCheck
 from runs.ledger.filters import WorkItemChangeFilterSet, WorkItemFilterSet, WorkItemSearchFilterSet
@@ -109,6 +110,7 @@ LISTS: list[tuple[str, type[StrictFilterSet] | None, str, dict[str, str]]] = [
     ("/api/v1/integrations/", None, "page", {}),
     ("/api/v1/notifications/", NotificationFilterSet, "page", {}),
     ("/api/v1/integrations/refused-requests/", RefusedRequestFilterSet, "", {}),
+    ("/api/v1/jobs/", JobFilterSet, "page", {}),
 ]
 
 

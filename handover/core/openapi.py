@@ -13,8 +13,11 @@ password re-entry's) -- gets that answer documented too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from django.conf import settings
 
 PROBLEM = "application/problem+json"
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
@@ -96,4 +99,33 @@ def add_problem_responses(result: dict[str, Any], generator: Any, request: Any, 
                 if code.isdigit() and int(code) >= 400:
                     content = response.setdefault("content", {})
                     content.setdefault(PROBLEM, {"schema": PROBLEM_REF})
+    return result
+
+
+FRAMEWORK_EXAMPLE_URL = re.compile(r"^https?://api\.example\.org/accounts/")
+EXAMPLE_ID = "3f2a9c4e-8d1b-4f7a-b6e2-1c5d9a0e7b42"
+PAGE_LINKS = ("next", "previous")
+
+
+def add_page_link_examples(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """drf-spectacular post-processing hook: page links that point at this API, not DRF's placeholder.
+
+    DRF's paginators document ``next``/``previous`` with ``http://api.example.org/accounts/?page=4``.
+    Each paged list's component gets the list's own address on ``HANDOVER_BASE_URL`` instead (path
+    parameters filled with an example id), keeping the paginator's query (``?page=4``, ``?cursor=...``).
+    """
+    base = settings.HANDOVER_BASE_URL.rstrip("/")
+    schemas = result.get("components", {}).get("schemas", {})
+    for path, item in result.get("paths", {}).items():
+        response = (item.get("get") or {}).get("responses", {}).get("200", {})
+        ref = response.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref", "")
+        component = schemas.get(ref.rsplit("/", 1)[-1]) if ref else None
+        if not component:
+            continue
+        address = base + re.sub(r"\{[^}]+\}", EXAMPLE_ID, path)
+        for name in PAGE_LINKS:
+            link = component.get("properties", {}).get(name, {})
+            example = link.get("example")
+            if isinstance(example, str) and FRAMEWORK_EXAMPLE_URL.match(example):
+                link["example"] = FRAMEWORK_EXAMPLE_URL.sub(address, example)
     return result

@@ -101,20 +101,39 @@ def when(value: datetime | None, zone_name: str | None = None) -> str:
     )
 
 
+UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+@register.filter
+def seconds_in_words(value: int | float | timedelta | None) -> str:
+    """A length of time in words, its two largest units: 1800 -> "30 minutes", 5400 -> "1 hour 30 minutes".
+
+    ``value``: whole seconds (a model's ``*_seconds`` field) or a timedelta; empty when None. Below
+    one second it says "0 seconds"; a negative length is written with a leading minus sign. The one
+    way the pages write a duration (grace, tolerances, an attempt's length, a beat's silence).
+    """
+    if value is None or value == "":
+        return ""
+    seconds = int(value.total_seconds() if isinstance(value, timedelta) else value)
+    rest = abs(seconds)
+    parts = []
+    for name, size in UNITS:
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count} {name}{'' if count == 1 else 's'}")
+    words = " ".join(parts[:2]) or "0 seconds"
+    return f"-{words}" if seconds < 0 else words
+
+
 @register.filter
 def duration(start: datetime | None, end: datetime | None) -> str:
-    """Human duration between two instants ("12 min 3 s"); empty when either is missing."""
+    """The time between two instants in words (``seconds_in_words``: "12 minutes 3 seconds").
+
+    Empty when either instant is missing.
+    """
     if start is None or end is None:
         return ""
-    seconds = int((end - start) / timedelta(seconds=1))
-    hours, rest = divmod(abs(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{hours} h"] if hours else []
-    if minutes:
-        parts.append(f"{minutes} min")
-    if secs or not parts:
-        parts.append(f"{secs} s")
-    return ("-" if seconds < 0 else "") + " ".join(parts)
+    return seconds_in_words(int((end - start) / timedelta(seconds=1)))
 
 
 @register.simple_tag

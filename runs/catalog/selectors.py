@@ -220,3 +220,17 @@ def runner_credential_list(*, job: Job) -> QuerySet[RunnerCredential]:
         .select_related("created_by", "job")
         .order_by(F("revoked_at").desc(nulls_first=True), "-created_at", "-id")
     )
+
+
+def job_list(*, user: User, search: str | None = None, paused: bool | None = None) -> QuerySet[Job]:
+    """Jobs ``user`` may see (``job_list_visible``), ordered by key, with the pausing person joined.
+
+    ``search``: the key or the name starts with it, ignoring case. ``paused``: True keeps paused jobs,
+    False the others, None both.
+    """
+    jobs = job_list_visible(user=user).select_related("paused_by")
+    if search:
+        jobs = jobs.filter(Q(key__istartswith=search) | Q(name__istartswith=search))
+    if paused is not None:
+        jobs = jobs.filter(paused_at__isnull=not paused)
+    return jobs

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
@@ -22,12 +26,34 @@ from runs.checks.selectors import check_get, check_sections
 from runs.health.selectors import heartbeat_age_seconds
 
 BEAT_SILENT_AFTER_SECONDS = 180
+# The beat task that writes the heartbeat (handover/settings.py CELERY_BEAT_SCHEDULE): its first tick
+# comes one interval after the beat starts, so "never ticked" is only said once that interval has passed.
+HEARTBEAT_TASK = "runs-alert-sweep"
+# When this web process started serving (the beat is started beside it, docs/production.md).
+SERVING_SINCE = timezone.now()
 
 
-def beat_warning_text() -> str:
-    """A warning when the beat has not ticked for a while: due checks are then not being settled."""
-    age = heartbeat_age_seconds()
+def beat_tick_interval_seconds() -> float:
+    """Seconds between two beat ticks that write the heartbeat (its CELERY_BEAT_SCHEDULE entry; 60 by default)."""
+    schedule: Any = settings.CELERY_BEAT_SCHEDULE.get(HEARTBEAT_TASK, {}).get("schedule", 60.0)
+    if isinstance(schedule, timedelta):
+        return schedule.total_seconds()
+    return float(schedule)
+
+
+def beat_warning_text(*, now: datetime | None = None, serving_since: datetime | None = None) -> str:
+    """A warning when the beat has not ticked for a while: due checks are then not being settled.
+
+    No heartbeat yet is only a warning once a full tick interval has passed since this process started
+    (``serving_since``, default ``SERVING_SINCE``): before that the beat, started beside it, has had no
+    chance to tick. A heartbeat older than ``BEAT_SILENT_AFTER_SECONDS`` is a warning with its age.
+    """
+    now = now or timezone.now()
+    age = heartbeat_age_seconds(now=now)
     if age is None:
+        waited = (now - (serving_since or SERVING_SINCE)).total_seconds()
+        if waited <= beat_tick_interval_seconds():
+            return ""
         return "The Celery beat has never ticked here: next-run checks and missed runs are not being swept."
     if age > BEAT_SILENT_AFTER_SECONDS:
         return f"The Celery beat has been silent for {int(age)} s: next-run checks and missed runs are not being swept."

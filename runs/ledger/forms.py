@@ -85,7 +85,9 @@ class RunFailureClassForm(forms.Form):
 
     failure_class = forms.ChoiceField(choices=Run.FailureClass.choices)
     note = forms.CharField(
-        max_length=2000, required=False, widget=forms.TextInput(attrs={"placeholder": "why, if not the suggestion"})
+        max_length=2000,
+        required=False,
+        widget=forms.TextInput(attrs={"placeholder": "why, if not the suggestion", "size": 30}),
     )
 
 

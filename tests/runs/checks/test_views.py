@@ -12,6 +12,7 @@ from django.test import Client
 from runs.attempts.models import Run
 from runs.catalog.models import JobTarget
 from runs.catalog.services import role_grant
+from runs.checks import views
 from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import next_run_check_schedule
 from runs.health.models import Heartbeat
@@ -72,8 +73,24 @@ def test_checks_page_groups_due_upcoming_failed_and_waived_within_a_query_budget
     assert "Failed: no run was reported" in page
 
 
+def test_no_never_ticked_warning_before_a_full_tick_interval_since_start(support: Any) -> None:
+    client = logged_in(support)
+    started = views.SERVING_SINCE
+    assert views.beat_tick_interval_seconds() == 60.0  # the heartbeat task's CELERY_BEAT_SCHEDULE entry
+
+    with time_machine.travel(started + timedelta(seconds=59), tick=False):
+        early = client.get("/checks/").content.decode()
+    with time_machine.travel(started + timedelta(seconds=61), tick=False):
+        late = client.get("/checks/").content.decode()
+
+    assert not Heartbeat.objects.exists()
+    assert "Celery beat" not in early
+    assert "The Celery beat has never ticked here" in late
+
+
 def test_checks_page_warns_when_the_beat_is_silent(support: Any) -> None:
-    page = logged_in(support).get("/checks/").content.decode()
+    with time_machine.travel(views.SERVING_SINCE + timedelta(minutes=2), tick=False):
+        page = logged_in(support).get("/checks/").content.decode()
     assert "The Celery beat has never ticked here" in page
 
     heartbeat_record(name=Heartbeat.BEAT, at=datetime.now(UTC) - timedelta(minutes=10))
