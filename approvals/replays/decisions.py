@@ -41,6 +41,7 @@ from approvals.replays.selectors import approver_is_eligible
 from handover.core.errors import Conflict, DomainError, InvalidTransition
 from runs.alerts.redaction import redact_text
 from runs.ledger.models import WorkItem
+from runs.timeline.models import TimelineEvent
 
 REAUTH_KEY = "approvals:reauth:{user}:{ref}"
 REAUTH_FAILURES_KEY = "approvals:reauth-failures:{user}"
@@ -267,7 +268,7 @@ def replay_request_decide(
                 summary += f" — {comment}"
             replay_event_record(
                 request=locked,
-                kind="replay_approval",
+                kind=TimelineEvent.Kind.REPLAY_APPROVAL,
                 summary=summary,
                 actor=actor,
                 data={

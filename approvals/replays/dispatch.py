@@ -45,6 +45,7 @@ from runs.attempts.models import Attempt
 from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
 from runs.catalog.models import RunnerCredential
 from runs.ledger.models import WorkItem
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 
 REPORTABLE_STATUSES = (
     Attempt.Status.RUNNING,
@@ -52,6 +53,13 @@ REPORTABLE_STATUSES = (
     Attempt.Status.FAILED,
     Attempt.Status.TIMED_OUT,
 )
+# The timeline event of each attempt status a dispatch follows.
+REPLAY_ATTEMPT_KINDS = {
+    Attempt.Status.RUNNING: TimelineEvent.Kind.REPLAY_ATTEMPT_STARTED,
+    Attempt.Status.SUCCEEDED: TimelineEvent.Kind.REPLAY_ATTEMPT_SUCCEEDED,
+    Attempt.Status.FAILED: TimelineEvent.Kind.REPLAY_ATTEMPT_FAILED,
+    Attempt.Status.TIMED_OUT: TimelineEvent.Kind.REPLAY_ATTEMPT_TIMED_OUT,
+}
 DISPATCH_ACTION_FOR_ATTEMPT = {
     Attempt.Status.RUNNING: "start",
     Attempt.Status.SUCCEEDED: "succeed",
@@ -112,7 +120,7 @@ def dispatch_transition(
     action: str,
     values: dict[str, Any] | None = None,
     summary: str = "",
-    event_kind: str = "",
+    event_kind: TimelineEventKind | None = None,
     actor: AbstractBaseUser | None = None,
     attempt: Attempt | None = None,
     data: dict[str, Any] | None = None,
@@ -122,7 +130,7 @@ def dispatch_transition(
 
     The UPDATE is filtered on the primary key, the allowed source statuses and ``guard`` (extra
     filters, e.g. the lease time). Returns ``(dispatch, moved)``: already in the target status →
-    ``moved`` False; otherwise InvalidTransition (409). ``event_kind`` empty writes no event.
+    ``moved`` False; otherwise InvalidTransition (409). ``event_kind`` None writes no event.
     """
     allowed_from, target = Dispatch.TRANSITIONS[action]
     now = timezone.now()
@@ -315,14 +323,18 @@ def dispatch_claim(*, request: ReplayRequest, credential: RunnerCredential) -> t
         )
         if dispatch.status == Dispatch.Status.PENDING:
             claimed, _ = dispatch_transition(
-                dispatch=dispatch, action="lease", values=values, summary=summary, event_kind="replay_claimed"
+                dispatch=dispatch,
+                action="lease",
+                values=values,
+                summary=summary,
+                event_kind=TimelineEvent.Kind.REPLAY_CLAIMED,
             )
         else:  # leased by a delivered webhook: the runner confirms with its credential
             Dispatch.objects.filter(pk=dispatch.pk, claimed_by__isnull=True).update(**values, updated_at=now)
             claimed = Dispatch.objects.select_related("request__run__job", "request__run__tenant").get(pk=dispatch.pk)
             replay_event_record(
                 request=claimed.request,
-                kind="replay_claimed",
+                kind=TimelineEvent.Kind.REPLAY_CLAIMED,
                 summary=summary,
                 data={"dispatch": str(claimed.public_id)},
             )
@@ -417,7 +429,7 @@ def dispatch_runner_report(
             Dispatch.objects.filter(pk=dispatch.pk, attempt__isnull=True).update(attempt=attempt, updated_at=now)
             replay_event_record(
                 request=request,
-                kind="replay_attempt_linked",
+                kind=TimelineEvent.Kind.REPLAY_ATTEMPT_LINKED,
                 summary=f"Attempt {attempt.number} ({execution_id}) linked to the replay: reported with the job's "
                 f"runner credential {credential.prefix}… and the replay's key",
                 attempt=attempt,
@@ -447,7 +459,7 @@ def dispatch_runner_report(
             action=action,
             values=values,
             summary=f"Replay attempt {attempt.number} {words[action]}{late}",
-            event_kind=f"replay_attempt_{words[action].replace(' ', '_')}",
+            event_kind=REPLAY_ATTEMPT_KINDS[Attempt.Status(attempt.status)],
             attempt=attempt,
         )
         if not changed:
@@ -485,7 +497,7 @@ def dispatch_lapse(*, dispatch: Dispatch, reason: str, now: datetime | None = No
             values={"unknown_at": stamp, "unknown_reason": reason[:500], "next_delivery_at": None},
             summary=f"Replay dispatch unknown: {reason}. A person decides (settle as failed or completed); "
             "it is never re-dispatched automatically",
-            event_kind="replay_dispatch_unknown",
+            event_kind=TimelineEvent.Kind.REPLAY_DISPATCH_UNKNOWN,
             guard={"lease_expires_at__lte": now} if now is not None else None,
         )
     except InvalidTransition:  # started, finished, or the lease was renewed meanwhile: nothing to do

@@ -39,7 +39,7 @@ from handover.core.errors import DomainError, InvalidTransition
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
-from runs.timeline.models import TimelineEvent
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 
 logger = logging.getLogger(__name__)
@@ -47,14 +47,14 @@ logger = logging.getLogger(__name__)
 MAX_EXPLICIT_ITEMS = 5000  # larger scopes are asked for as "all absent" (one query, no id list)
 INSERT_BATCH = 2000
 EVENT_KINDS = {
-    "approve": "replay_approved",
-    "rescope": "replay_rescoped",
-    "dispatch": "replay_dispatched",
-    "complete": "replay_completed",
-    "fail": "replay_failed",
-    "reject": "replay_rejected",
-    "cancel": "replay_cancelled",
-    "expire": "replay_expired",
+    "approve": TimelineEvent.Kind.REPLAY_APPROVED,
+    "rescope": TimelineEvent.Kind.REPLAY_RESCOPED,
+    "dispatch": TimelineEvent.Kind.REPLAY_DISPATCHED,
+    "complete": TimelineEvent.Kind.REPLAY_COMPLETED,
+    "fail": TimelineEvent.Kind.REPLAY_FAILED,
+    "reject": TimelineEvent.Kind.REPLAY_REJECTED,
+    "cancel": TimelineEvent.Kind.REPLAY_CANCELLED,
+    "expire": TimelineEvent.Kind.REPLAY_EXPIRED,
 }
 RECOVERY_DECISIONS = {
     "wait_for_retry": "Wait for the automatic retry",
@@ -77,7 +77,7 @@ def _name(user: AbstractBaseUser | None) -> str:
 def replay_event_record(
     *,
     request: ReplayRequest,
-    kind: str,
+    kind: TimelineEventKind,
     summary: str,
     actor: AbstractBaseUser | None = None,
     data: dict[str, Any] | None = None,
@@ -247,7 +247,9 @@ def replay_refusal_record(
         return timeline_event_record(
             job=run.job,
             run=run,
-            kind="replay_refused" if stage != "dispatch" else "replay_dispatch_blocked",
+            kind=TimelineEvent.Kind.REPLAY_REFUSED
+            if stage != "dispatch"
+            else TimelineEvent.Kind.REPLAY_DISPATCH_BLOCKED,
             summary=f"{words[stage]}: {error.detail}",
             actor_user=actor,
             data={
@@ -335,7 +337,7 @@ def replay_request_create(
             sample = ", ".join(sorted(r[1] for r in rows)[:5]) + (" …" if len(rows) > 5 else "")
             replay_event_record(
                 request=request,
-                kind="replay_requested",
+                kind=TimelineEvent.Kind.REPLAY_REQUESTED,
                 summary=f"Replay requested by {_name(actor)}: {len(rows):,} item(s), "
                 f"{ReplayRequest.Kind(kind).label.lower()} ({sample}) — {reason}",
                 actor=actor,
@@ -658,7 +660,7 @@ def run_recovery_decision_record(
         return timeline_event_record(
             job=run.job,
             run=run,
-            kind="recovery_decision",
+            kind=TimelineEvent.Kind.RECOVERY_DECISION,
             summary=summary,
             actor_user=actor,
             data={"decision": decision, "reference": reference, "note": note},

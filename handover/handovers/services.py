@@ -27,6 +27,7 @@ from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
 from runs.permissions import run_visibility_filter
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 
 S = Handover.Section
@@ -55,12 +56,12 @@ STATUS_STAMPS = {
     },
 }
 EVENT_KINDS = {
-    "hand_over": "handover_handed_over",
-    "start_recovery": "handover_recovering",
-    "verify": "handover_verifying",
-    "resolve": "handover_resolved",
-    "close": "handover_closed",
-    "reopen": "handover_reopened",
+    "hand_over": TimelineEvent.Kind.HANDOVER_HANDED_OVER,
+    "start_recovery": TimelineEvent.Kind.HANDOVER_RECOVERING,
+    "verify": TimelineEvent.Kind.HANDOVER_VERIFYING,
+    "resolve": TimelineEvent.Kind.HANDOVER_RESOLVED,
+    "close": TimelineEvent.Kind.HANDOVER_CLOSED,
+    "reopen": TimelineEvent.Kind.HANDOVER_REOPENED,
 }
 
 
@@ -93,7 +94,7 @@ def redacted_notice(labels: Iterable[str]) -> str:
 def handover_event_record(
     *,
     handover: Handover,
-    kind: str,
+    kind: TimelineEventKind,
     summary: str,
     actor: AbstractBaseUser | None = None,
     data: dict[str, Any] | None = None,
@@ -181,7 +182,7 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
         )
         handover_event_record(
             handover=handover,
-            kind="handover_created",
+            kind=TimelineEvent.Kind.HANDOVER_CREATED,
             summary=f"Handover drafted by {_name(actor)}: {handover.title}",
             actor=actor,
             data={"generated_sections": list(texts), "redacted": redacted},
@@ -270,7 +271,7 @@ def handover_update(
             parts.append(f"{name.replace('_', ' ')}: {change['from'] or '—'} → {change['to'] or '—'}")
         handover_event_record(
             handover=locked,
-            kind="handover_edited",
+            kind=TimelineEvent.Kind.HANDOVER_EDITED,
             summary=f"{_name(actor)} " + "; ".join(parts),
             actor=actor,
             data={
@@ -317,7 +318,7 @@ def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | 
         )
         handover_event_record(
             handover=locked,
-            kind="handover_regenerated",
+            kind=TimelineEvent.Kind.HANDOVER_REGENERATED,
             summary="Generated text refreshed from the evidence: "
             + ", ".join(SECTION_WORDS[s].lower() for s in changed),
             actor=actor,
@@ -572,7 +573,7 @@ def residual_exception_create(
             exception.work_items.add(*items)
         handover_event_record(
             handover=handover,
-            kind="residual_exception_added",
+            kind=TimelineEvent.Kind.RESIDUAL_EXCEPTION_ADDED,
             summary=f"{_name(actor)} recorded a residual exception"
             + (f" covering {len(items)} item(s)" if items else "")
             + f", owner {owner.get_username() if owner else '— (none yet)'}"
@@ -629,7 +630,7 @@ def residual_exception_update(
         changes = {k: {"from": before[k], "to": after[k]} for k in before if before[k] != after[k]}
         handover_event_record(
             handover=handover,
-            kind="residual_exception_changed",
+            kind=TimelineEvent.Kind.RESIDUAL_EXCEPTION_CHANGED,
             summary=f"{_name(actor)} changed a residual exception: "
             + "; ".join(f"{k.replace('_', ' ')} {v['from'] or '—'} → {v['to'] or '—'}" for k, v in changes.items())[
                 :400

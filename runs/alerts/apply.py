@@ -24,6 +24,7 @@ from runs.alerts.redaction import record_redacted, redact_text
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
 from runs.catalog.models import Integration, IntegrationKey
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 
 
@@ -102,7 +103,7 @@ def alert_apply_in_transaction(alert: Alert, record: ParsedAlert, ctx: PostConte
             job=run.job,
             run=run,
             alert=alert,
-            kind="run_reported",
+            kind=TimelineEvent.Kind.RUN_REPORTED,
             summary=record.summary or "The scheduler reported on the run as a whole",
             occurred_at=record.occurred_at or received_at,
             actor_integration=integration,
@@ -203,7 +204,7 @@ def _apply_attempts(
             )
         )
 
-    def event(kind: str, summary: str, occurred_at: datetime) -> None:
+    def event(kind: TimelineEventKind, summary: str, occurred_at: datetime) -> None:
         timeline_event_record(
             job=run.job,
             run=run,
@@ -219,7 +220,7 @@ def _apply_attempts(
         # A replay_key is honoured only with the job's runner credential: on an integration key,
         # no replay dispatched by Handover carries this attempt.
         event(
-            "manual_replay_unapproved",
+            TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED,
             f"Attempt {attempt.number} is a manual re-run (manual_rerun) that went around the approval process "
             "(no replay dispatched by Handover carries it)",
             own.started_at or own.scheduled_at or received_at,
@@ -228,14 +229,14 @@ def _apply_attempts(
     if own_result.created and exhausted:
         earlier = record.details.get("earlier_invocations_failed")
         event(
-            "retries_exhausted",
+            TimelineEvent.Kind.RETRIES_EXHAUSTED,
             f"Retries exhausted ({exhausted})"
             + (f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""),
             record.occurred_at or received_at,
         )
     if own_result.created:
         for note in ident.notes:
-            event("schedule_mismatch", note, record.occurred_at or received_at)
+            event(TimelineEvent.Kind.SCHEDULE_MISMATCH, note, record.occurred_at or received_at)
     if not run_status_is_set:
         run_status_refresh(run=run)
     reason = ""
@@ -281,7 +282,7 @@ def _conflicting_report(
         job=run.job,
         run=run,
         alert=alert,
-        kind="conflicting_report",
+        kind=TimelineEvent.Kind.CONFLICTING_REPORT,
         summary=f"Conflicting report: {alert.source} says {record.status} for this run, which already has a "
         "succeeded attempt; the alert names no execution of its own, so no attempt was created",
         occurred_at=record.occurred_at or received_at,
@@ -335,16 +336,16 @@ def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_
             Alert.Outcome.UNMATCHED,
             reason=f"nothing to {record.kind}: no earlier alert of this integration reported the attempt it names",
         )
-    word = "resolved" if record.kind == AlertKind.RESOLVE else "acknowledged"
+    kind = TimelineEvent.Kind.RESOLVED if record.kind == AlertKind.RESOLVE else TimelineEvent.Kind.ACKNOWLEDGED
     timeline_event_record(
         job=attempt.run.job,
         run=attempt.run,
         attempt=attempt,
         alert=alert,
-        kind=word,
+        kind=kind,
         # The sender's own line (PagerDuty's "acknowledged by on-call") says who or why; keep it.
-        summary=f"{alert.source}: {word} on attempt {attempt.number} ({attempt.execution_id})"
-        + (" — a resolve is not a success" if word == "resolved" else "")
+        summary=f"{alert.source}: {kind.value} on attempt {attempt.number} ({attempt.execution_id})"
+        + (" — a resolve is not a success" if kind == TimelineEvent.Kind.RESOLVED else "")
         + (f" — {alert.summary}" if alert.summary else ""),
         occurred_at=record.occurred_at or received_at,
         actor_integration=alert.integration,
@@ -382,7 +383,7 @@ def _apply_definition(
             job=job,
             tenant=ident.tenant,
             alert=alert,
-            kind="definition_mismatch",
+            kind=TimelineEvent.Kind.DEFINITION_MISMATCH,
             summary=f"{integration.source} reports {', '.join(mismatches)}",
             occurred_at=record.occurred_at or received_at,
             actor_integration=integration,

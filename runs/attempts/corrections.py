@@ -25,6 +25,7 @@ from runs.checks.schedule.fire_times import previous_fire_time
 from runs.checks.slot_placement import slot_schedule
 from runs.ledger.selectors import run_ledger_writable
 from runs.permissions import run_visibility_filter
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 EVIDENCE_REF_MAX = Attempt._meta.get_field("duplicate_evidence_ref").max_length or 300
@@ -99,7 +100,7 @@ def attempt_duplicate_trigger_explain(
             job=locked.run.job,
             run=locked.run,
             attempt=locked,
-            kind="duplicate_trigger_explained",
+            kind=TimelineEvent.Kind.DUPLICATE_TRIGGER_EXPLAINED,
             summary=f"Duplicate trigger of attempt {locked.number} ({locked.execution_id}) explained by "
             f"{actor.get_username()}: {reason} (evidence: {evidence_ref})",
             occurred_at=now,
@@ -224,7 +225,7 @@ def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBas
                 job=source.job,
                 run=run_,
                 attempt=locked,
-                kind="attempt_replaced",
+                kind=TimelineEvent.Kind.ATTEMPT_REPLACED,
                 summary=words,
                 occurred_at=now,
                 actor_user=actor,

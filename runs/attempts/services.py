@@ -20,6 +20,7 @@ from runs.alerts.models import Alert
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration
 from runs.checks.overlaps import attempt_overlap_record
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 RUN_STATUS_FOR_ATTEMPT = {
@@ -29,6 +30,15 @@ RUN_STATUS_FOR_ATTEMPT = {
     Attempt.Status.FAILED: Run.Status.FAILED,
     Attempt.Status.TIMED_OUT: Run.Status.FAILED,
     Attempt.Status.ABANDONED: Run.Status.FAILED,
+}
+# The timeline event an attempt's new status writes.
+ATTEMPT_EVENT_KINDS = {
+    Attempt.Status.QUEUED: TimelineEvent.Kind.ATTEMPT_QUEUED,
+    Attempt.Status.RUNNING: TimelineEvent.Kind.ATTEMPT_RUNNING,
+    Attempt.Status.SUCCEEDED: TimelineEvent.Kind.ATTEMPT_SUCCEEDED,
+    Attempt.Status.FAILED: TimelineEvent.Kind.ATTEMPT_FAILED,
+    Attempt.Status.TIMED_OUT: TimelineEvent.Kind.ATTEMPT_TIMED_OUT,
+    Attempt.Status.ABANDONED: TimelineEvent.Kind.ATTEMPT_ABANDONED,
 }
 STATUS_WORDS = {
     "queued": "queued",
@@ -163,7 +173,7 @@ def attempt_report_apply(
             run=run,
             attempt=attempt,
             alert=alert,
-            kind=f"attempt_{report.status}",
+            kind=ATTEMPT_EVENT_KINDS[Attempt.Status(report.status)],
             summary=_attempt_summary(attempt, report.status),
             occurred_at=_event_time(report, fallback),
             actor_integration=actor_integration,
@@ -281,7 +291,7 @@ def duplicate_trigger_record(
         run=run,
         attempt=attempt,
         alert=alert,
-        kind="duplicate_trigger",
+        kind=TimelineEvent.Kind.DUPLICATE_TRIGGER,
         summary=f"Duplicate trigger: attempt {attempt.number} ({attempt.execution_id}) is a second scheduled start "
         f"of this slot"
         + (f" (attempt {first.number} already started)" if first else "")
@@ -301,7 +311,7 @@ def duplicate_trigger_record(
             job=run.job,
             run=run,
             attempt=attempt,
-            kind="second_scheduler_suspected",
+            kind=TimelineEvent.Kind.SECOND_SCHEDULER_SUSPECTED,
             summary=f"{recent} duplicate triggers on this target within 7 days: a second scheduler may be running",
             occurred_at=attempt.started_at or at,
         )
@@ -340,7 +350,7 @@ def attempt_details_change(
         run=attempt.run,
         attempt=attempt,
         alert=alert,
-        kind="attempt_details_changed",
+        kind=TimelineEvent.Kind.ATTEMPT_DETAILS_CHANGED,
         summary=f"Attempt {attempt.number} ({attempt.execution_id}) reported again as {attempt.status} with a new "
         + " and ".join(words[n] for n in changes)
         + detail,
@@ -422,7 +432,7 @@ def attempt_transition(
             run=attempt.run,
             attempt=attempt,
             alert=alert,
-            kind=f"attempt_{target}",
+            kind=ATTEMPT_EVENT_KINDS[Attempt.Status(target)],
             summary=_attempt_summary(attempt, target) + (f" — {reason}" if reason else ""),
             occurred_at=occurred_at or now,
             actor_user=actor_user,

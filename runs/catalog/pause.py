@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from handover.core.errors import DomainError
 from runs.catalog.models import Job
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 
@@ -30,7 +31,7 @@ def job_pause(*, job: Job, actor: AbstractBaseUser, reason: str) -> Job:
         if updated:
             timeline_event_record(
                 job=job,
-                kind="job_paused",
+                kind=TimelineEvent.Kind.JOB_PAUSED,
                 summary=f"Job {job.key} paused by {actor.get_username()}: {reason}",
                 occurred_at=now,
                 actor_user=actor,
@@ -56,7 +57,7 @@ def job_resume(*, job: Job, actor: AbstractBaseUser, note: str = "") -> Job:
         if updated:
             timeline_event_record(
                 job=job,
-                kind="job_resumed",
+                kind=TimelineEvent.Kind.JOB_RESUMED,
                 summary=f"Job {job.key} resumed by {actor.get_username()}" + (f": {note}" if note else ""),
                 occurred_at=now,
                 actor_user=actor,

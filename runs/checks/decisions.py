@@ -16,6 +16,7 @@ from runs.checks.events import check_event_record
 from runs.checks.facts import check_change, next_run_check_facts
 from runs.checks.models import NextRunCheck
 from runs.checks.transitions import check_transition_one, next_run_check_transition
+from runs.timeline.models import TimelineEvent
 
 
 def _may_see_target(user: AbstractBaseUser, target: JobTarget) -> bool:
@@ -105,7 +106,7 @@ def next_run_check_confirm(*, check: NextRunCheck, actor: AbstractBaseUser, note
         check = NextRunCheck.objects.select_related("target__job", "target__tenant", "recovered_run").get(pk=check.pk)
         check_event_record(
             check,
-            kind="next_run_check_confirmed",
+            kind=TimelineEvent.Kind.NEXT_RUN_CHECK_CONFIRMED,
             summary=f"{actor.get_username()} confirmed the next run re-emitted no records: {note}",
             occurred_at=now,
             actor=actor,

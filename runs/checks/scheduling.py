@@ -17,6 +17,7 @@ from runs.checks.models import NextRunCheck
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import check_deadline
 from runs.checks.schedules import target_schedule
+from runs.timeline.models import TimelineEvent
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def next_run_check_schedule(
             )
             check_event_record(
                 check,
-                kind="next_run_check_scheduled",
+                kind=TimelineEvent.Kind.NEXT_RUN_CHECK_SCHEDULED,
                 summary=f"Next-run check scheduled: the run expected at {local_text(expected_at, sched.timezone)} "
                 f"({utc_text(expected_at)}) must succeed by {utc_text(deadline_at)}",
                 occurred_at=timezone.now(),

@@ -26,6 +26,7 @@ from runs.checks.facts import (
 from runs.checks.follow_ups import next_run_check_follow_ups_resend
 from runs.checks.models import NextRunCheck
 from runs.checks.transitions import CheckChange, next_run_check_transition
+from runs.timeline.models import TimelineEvent
 
 
 @dataclass
@@ -208,7 +209,7 @@ def _record_late_successes(now: datetime) -> int:
             if updated:
                 check_event_record(
                     row,
-                    kind="next_run_check_late_success",
+                    kind=TimelineEvent.Kind.NEXT_RUN_CHECK_LATE_SUCCESS,
                     summary=f"The next run succeeded at {utc_text(found.success_at)}, after the check failed "
                     f"(deadline {utc_text(row.deadline_at)}): kept as evidence, the check stays failed",
                     occurred_at=now,

@@ -16,7 +16,15 @@ from django.utils import timezone
 from handover.core.errors import InvalidTransition
 from runs.checks.events import check_event_build
 from runs.checks.models import NextRunCheck
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_events_record
+
+# The timeline event each final status writes.
+CHECK_EVENT_KINDS = {
+    NextRunCheck.Status.PASSED: TimelineEvent.Kind.NEXT_RUN_CHECK_PASSED,
+    NextRunCheck.Status.FAILED: TimelineEvent.Kind.NEXT_RUN_CHECK_FAILED,
+    NextRunCheck.Status.WAIVED: TimelineEvent.Kind.NEXT_RUN_CHECK_WAIVED,
+}
 
 
 def checks_update_each(
@@ -124,7 +132,7 @@ def next_run_check_transition(
                 [
                     check_event_build(
                         change.check,
-                        kind=f"next_run_check_{target_status}",
+                        kind=CHECK_EVENT_KINDS[NextRunCheck.Status(target_status)],
                         summary=change.summary,
                         occurred_at=now,
                         actor=actor,

@@ -19,6 +19,7 @@ from runs.ledger.models import WorkItem, WorkItemLoad
 from runs.ledger.reconciliation import APPLY, KIND_ORDER, reconcile
 from runs.ledger.staging import is_postgres, stage_create, stage_load, stage_name
 from runs.ledger.totals import RunTotals, destination_is_complete, run_totals_refresh
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 logger = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ def work_item_load_run(*, load_id: int) -> WorkItemLoad:
             timeline_event_record(
                 job=run.job,
                 run=run,
-                kind="work_items_verified" if only else "work_items_loaded",
+                kind=TimelineEvent.Kind.WORK_ITEMS_VERIFIED if only else TimelineEvent.Kind.WORK_ITEMS_LOADED,
                 summary=_batch_summary(loads, counts, totals),
                 actor_user=first.created_by,
                 data={
