@@ -37,10 +37,10 @@ from approvals.replays.rules import (
     refusal,
     side_effects,
 )
-from approvals.replays.selectors import approver_is_eligible
 from handover.core.errors import Conflict, DomainError, InvalidTransition
 from runs.alerts.redaction import redact_text
 from runs.ledger.models import WorkItem
+from runs.permissions import may_decide
 from runs.timeline.models import TimelineEvent
 
 REAUTH_KEY = "approvals:reauth:{user}:{ref}"
@@ -122,7 +122,7 @@ def _check_person(*, request: ReplayRequest, actor: AbstractBaseUser, kind: str)
             "Refused by rule 4 (two eligible approvers): the requester cannot approve or reject their own request.",
             errors={"not_requester": ["rule 4: the requester cannot decide on their own request"]},
         )
-    if not approver_is_eligible(user=actor, run=request.run, kind=kind):
+    if not may_decide(user=actor, run=request.run, kind=kind):
         where = f"tenant {request.run.tenant.slug}" if kind == "business" else f"job {request.run.job.key}"
         role = "business owner" if kind == "business" else "technical owner"
         raise ApprovalNotAllowed(

@@ -30,9 +30,9 @@ from approvals.replays.dispatch import dispatch_lapse, dispatch_transition, repl
 from approvals.replays.models import Approval, Dispatch, ReplayRequest, ReplayWebhook, WebhookDelivery
 from approvals.replays.requests import replay_request_complete_if_confirmed, replay_request_expire
 from approvals.replays.rules import ReplayRefused
-from approvals.replays.selectors import approvers_eligible
 from handover.core.errors import InvalidTransition
 from runs.alerts.redaction import redact_text
+from runs.permissions import approvers_eligible
 from runs.timeline.models import TimelineEvent
 
 logger = logging.getLogger(__name__)

@@ -38,13 +38,13 @@ from approvals.replays.requests import (
     replay_request_transition,
 )
 from approvals.replays.rules import ReplayRefused, evaluate, refusal
-from approvals.replays.selectors import replay_may_manage
 from handover.core.errors import Conflict, DomainError, InvalidTransition, NotFound
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt
 from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
 from runs.catalog.models import RunnerCredential
 from runs.ledger.models import WorkItem
+from runs.permissions import may_manage_replay
 from runs.timeline.models import TimelineEvent, TimelineEventKind
 
 REPORTABLE_STATUSES = (
@@ -184,11 +184,11 @@ def replay_request_dispatch(
 
     Idempotent: a request already dispatched (or completed, failed) returns its dispatch with
     ``created`` False -- the losing path of every race. Raises InvalidTransition (409) from other
-    statuses. A person (``actor``) must be allowed to manage the request (``replay_may_manage``),
+    statuses. A person (``actor``) must be allowed to manage the request (``runs.permissions.may_manage_replay``),
     else ReplayForbidden (403); the sweep and a runner's claim pass no actor. Returns
     ``(dispatch, created)``.
     """
-    if actor is not None and not replay_may_manage(user=actor, request=request):
+    if actor is not None and not may_manage_replay(user=actor, request=request):
         raise ReplayForbidden("Only the requester, support on this tenant or the job's technical owner.")
     blocked: ReplayRefused | None = None
     with transaction.atomic():

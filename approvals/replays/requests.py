@@ -28,17 +28,15 @@ from approvals.replays.rules import (
     scope_fingerprint,
 )
 from approvals.replays.selectors import (
-    approvers_eligible,
-    replay_may_manage,
-    replay_may_request,
     scope_candidates,
     scope_is_completed,
     work_items_by_record_id,
 )
-from handover.core.errors import DomainError, InvalidTransition
+from handover.core.errors import DomainError, Forbidden, InvalidTransition
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
+from runs.permissions import approvers_eligible, may_act_on_run, may_manage_replay, may_request_replay
 from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 
@@ -62,12 +60,8 @@ RECOVERY_DECISIONS = {
 }
 
 
-class ReplayForbidden(DomainError):
+class ReplayForbidden(Forbidden):
     """The person may see the run or request but may not take this action on it."""
-
-    status = 403
-    type = "forbidden"
-    title = "Forbidden"
 
 
 def _name(user: AbstractBaseUser | None) -> str:
@@ -283,7 +277,7 @@ def replay_request_create(
     Side effects: the request and its items, a ``replay_requested`` event, the run's open handover
     linked (and moved to recovering when handed over); after commit, e-mail to the eligible approvers.
     """
-    if not replay_may_request(user=actor, run=run):
+    if not may_request_replay(user=actor, run=run):
         raise ReplayForbidden("Only support on this run's tenant may request a replay.")
     reason = redact_text(reason or "").strip()
     fix_reference = redact_text(fix_reference or "").strip()[:500]
@@ -406,7 +400,7 @@ def replay_request_rescope(
     closed; ReplayRefused (409) naming each failed rule. Side effects: items replaced, approvals
     voided, one ``replay_rescoped`` event.
     """
-    if not replay_may_manage(user=actor, request=request):
+    if not may_manage_replay(user=actor, request=request):
         raise ReplayForbidden("Only the requester, support on this tenant or the job's technical owner.")
     run = request.run
     fix = request.fix_reference if fix_reference is None else redact_text(fix_reference).strip()[:500]
@@ -487,7 +481,7 @@ def replay_request_cancel(*, request: ReplayRequest, actor: AbstractBaseUser, re
     InvalidTransition (409) once dispatched or closed (a cancelled one is returned as it is).
     Side effects: the items are released and one ``replay_cancelled`` event.
     """
-    if not replay_may_manage(user=actor, request=request):
+    if not may_manage_replay(user=actor, request=request):
         raise ReplayForbidden("Only the requester, support on this tenant or the job's technical owner.")
     reason = redact_text(reason or "").strip()
     if not reason:
@@ -593,7 +587,7 @@ def replay_request_settle(
     dispatched with a dispatch in ``unknown`` or ``succeeded``; ReplayRefused (409) for
     ``completed`` while the ledger does not confirm the scope.
     """
-    if not replay_may_manage(user=actor, request=request):
+    if not may_manage_replay(user=actor, request=request):
         raise ReplayForbidden("Only the requester, support on this tenant or the job's technical owner.")
     reason = redact_text(reason or "").strip()
     if outcome not in ("failed", "completed"):
@@ -636,10 +630,7 @@ def run_recovery_decision_record(
     Raises ReplayForbidden (403) unless the actor is support on the tenant or technical owner of the
     job; DomainError (400) for an unknown decision or a missing reference / note. Returns the event.
     """
-    allowed = actor.has_perm("runs.act_as_support", run.tenant) or actor.has_perm(
-        "runs.act_as_technical_owner", run.job
-    )
-    if not allowed:
+    if not may_act_on_run(user=actor, run=run):
         raise ReplayForbidden("Only support on this tenant or the job's technical owner records recovery decisions.")
     if decision not in RECOVERY_DECISIONS:
         raise DomainError(

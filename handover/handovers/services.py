@@ -3,7 +3,8 @@
 Every edit and transition writes a TimelineEvent on the timeline of each run the handover covers,
 with who and when. ``handover_transition`` is the one function that changes a handover's status
 (docs/architecture.md "State machines"); the verbs (hand over, start recovery, verify, resolve, close, reopen) wrap it.
-Permissions are checked by the views (``handover.handovers.selectors.handover_may_write``).
+Every write by a person is refused here unless they may act on each run of the handover
+(``runs.permissions.may_act_on_runs``: support on its tenant or technical owner of its job); the system may.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from handover.core.errors import Conflict, DomainError, InvalidTransition
+from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition
 from handover.handovers.closing import handover_closing_missing
 from handover.handovers.evidence import handover_evidence
 from handover.handovers.models import Handover, HandoverRevision, HandoverRun, ResidualException
@@ -26,7 +27,7 @@ from handover.handovers.prefill import handover_prefill, handover_title
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
-from runs.permissions import run_visibility_filter
+from runs.permissions import may_act_on_runs, run_visibility_filter
 from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 
@@ -143,6 +144,7 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
         raise DomainError(
             "A handover covers runs of one job only.", errors={"runs": ["The runs belong to different jobs."]}
         )
+    _require_write(actor, runs=runs)
     now = timezone.now()
     with transaction.atomic():
         existing = (
@@ -218,6 +220,7 @@ def handover_update(
     (unchanged and without an event when nothing changed); its ``redacted_sections`` lists the
     sections and fields whose new text lost what looked like a secret (``redacted_notice`` words it).
     """
+    _require_write(actor, handover=handover)
     sections = dict(sections or {})
     fields = dict(fields or {})
     confirm = list(dict.fromkeys(confirm))
@@ -295,6 +298,7 @@ def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | 
     generated revision; one ``handover_regenerated`` event per run names them. Raises
     InvalidTransition (409) for a closed handover. Returns the handover.
     """
+    _require_write(actor, handover=handover)
     now = timezone.now()
     with transaction.atomic():
         locked = Handover.objects.select_for_update().select_related("job").get(pk=handover.pk)
@@ -341,6 +345,7 @@ def _transition(
     data: dict[str, Any] | None = None,
 ) -> tuple[Handover, bool]:
     """Move ``handover`` along ``Handover.TRANSITIONS``; returns (handover, whether it moved)."""
+    _require_write(actor, handover=handover)
     allowed_from, target = Handover.TRANSITIONS[action]
     if action == "reopen" and not reason.strip():  # the one place the rule lives: every reopen passes here
         raise DomainError("Say why the handover is reopened.", errors={"reason": ["This field is required."]})
@@ -506,6 +511,19 @@ def handover_reopen(*, handover: Handover, actor: AbstractBaseUser | None, reaso
 # Residual exceptions
 
 
+def _require_write(
+    actor: AbstractBaseUser | None, *, handover: Handover | None = None, runs: list[Run] | None = None
+) -> None:
+    """Refuse a person who may not act on every run of the handover (Forbidden, 403); the system (None) may."""
+    if actor is None:
+        return
+    if runs is None:
+        assert handover is not None
+        runs = list(Run.objects.filter(handover_links__handover_id=handover.pk))
+    if not may_act_on_runs(user=actor, runs=runs):
+        raise Forbidden("Only support on each run's tenant, the job's technical owners and admins write this handover.")
+
+
 def _require_editable(handover: Handover) -> None:
     if Handover.objects.filter(pk=handover.pk, status=Handover.Status.CLOSED).exists():
         raise InvalidTransition("The handover is closed: reopen it before changing its residual exceptions.")
@@ -549,6 +567,7 @@ def residual_exception_create(
     ids = list(dict.fromkeys(str(i).strip() for i in record_ids if str(i).strip()))
     _require_editable(handover)
     runs = [link.run for link in HandoverRun.objects.filter(handover=handover).select_related("run").order_by("id")]
+    _require_write(actor, runs=runs)
     if run is not None and run.pk not in {r.pk for r in runs}:
         raise DomainError("The run is not part of this handover.", errors={"run": ["not in this handover"]})
     _check_owner(owner, runs)
@@ -608,6 +627,7 @@ def residual_exception_update(
     handover = exception.handover
     _require_editable(handover)
     runs = [link.run for link in HandoverRun.objects.filter(handover=handover).select_related("run").order_by("id")]
+    _require_write(actor, runs=runs)
     _check_owner(owner, runs)
     text = _clean(description) if description is not None else exception.description
     if not text:

@@ -2,7 +2,7 @@
 on another slot (docs/slots.md).
 
 Who may correct: support on the run's tenant, the job's technical owners and admins — the same
-people who change the run's work ledger (``runs.ledger.selectors.run_ledger_writable``).
+people who change the run's work ledger (``runs.permissions.may_act_on_run``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from handover.core.errors import Conflict, DomainError, InvalidTransition, NotFound
+from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition
 from runs.alerts.identity import run_get_or_create, slot_window
 from runs.alerts.models import Alert
 from runs.alerts.redaction import redact_text
@@ -23,20 +23,15 @@ from runs.attempts.services import attempt_label, run_status_refresh
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.fire_times import previous_fire_time
 from runs.checks.slot_placement import slot_schedule
-from runs.ledger.selectors import run_ledger_writable
-from runs.permissions import run_visibility_filter
+from runs.permissions import require_act_on_run
 from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 EVIDENCE_REF_MAX = Attempt._meta.get_field("duplicate_evidence_ref").max_length or 300
 
 
-class AttemptCorrectionDenied(DomainError):
+class AttemptCorrectionDenied(Forbidden):
     """The person may see the run but not correct its attempts (auditors, business owners)."""
-
-    status = 403
-    type = "forbidden"
-    title = "Forbidden"
 
 
 def attempt_correction_require(*, user: AbstractBaseUser, run: Run) -> None:
@@ -45,13 +40,7 @@ def attempt_correction_require(*, user: AbstractBaseUser, run: Run) -> None:
     Raises NotFound (404) for a run the person may not see, AttemptCorrectionDenied (403) for one
     they may only read. Queries: the guardian checks, plus one when refused.
     """
-    if run_ledger_writable(user=user, run=run):
-        return
-    if not Run.objects.filter(run_visibility_filter(user=user), pk=run.pk).exists():
-        raise NotFound("No such run.")
-    raise AttemptCorrectionDenied(
-        "Only support (on this tenant), the job's technical owners and admins correct a run's attempts."
-    )
+    require_act_on_run(user=user, run=run, what="correct a run's attempts", error=AttemptCorrectionDenied)
 
 
 def attempt_duplicate_trigger_explain(

@@ -6,8 +6,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from handover.core.errors import DomainError
+from handover.core.errors import DomainError, Forbidden
 from runs.catalog.models import Job
+from runs.permissions import may_pause_job
 from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
@@ -20,6 +21,8 @@ def job_pause(*, job: Job, actor: AbstractBaseUser, reason: str) -> Job:
     (``DomainError``, 400). While paused, no replay is dispatched (rule 3 in docs/architecture.md) and the
     missed-run sweep skips the job's targets. Returns the job with the pause fields set.
     """
+    if not may_pause_job(user=actor, job=job):
+        raise Forbidden("Only the job's technical owners and admins pause or resume the whole job.")
     reason = (reason or "").strip()
     if not reason:
         raise DomainError("Say why the job is paused.", errors={"reason": ["This field is required."]})
@@ -47,6 +50,8 @@ def job_resume(*, job: Job, actor: AbstractBaseUser, note: str = "") -> Job:
     Guarded on the job being paused: resuming a running job changes nothing and returns it.
     ``note`` (optional) goes into the event. Returns the job with the pause fields cleared.
     """
+    if not may_pause_job(user=actor, job=job):
+        raise Forbidden("Only the job's technical owners and admins pause or resume the whole job.")
     note = (note or "").strip()
     now = timezone.now()
     with transaction.atomic():

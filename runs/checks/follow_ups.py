@@ -15,6 +15,7 @@ from django.utils import timezone
 from runs.checks.events import local_text, utc_text
 from runs.checks.models import NextRunCheck
 from runs.checks.transitions import failed_follow_ups_enqueue
+from runs.permissions import TECHNICAL_OWNER_CODENAME
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def next_run_check_failure_recipients(*, check: NextRunCheck) -> list[str]:
         people.append(check.created_by)
     people.extend(handover_escalation_owners_for_check(check=check))
     owners = get_users_with_perms(
-        check.target.job, only_with_perms_in=["act_as_technical_owner"], with_group_users=True
+        check.target.job, only_with_perms_in=[TECHNICAL_OWNER_CODENAME], with_group_users=True
     )
     people.extend(owners)
     emails: list[str] = []

@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from handover.core.errors import DomainError
+from handover.core.errors import DomainError, Forbidden
 from runs.attempts.models import Run
 from runs.catalog.models import JobTarget
 from runs.checks.events import check_event_record, local_text, utc_text
@@ -17,6 +17,7 @@ from runs.checks.models import NextRunCheck
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import check_deadline
 from runs.checks.schedules import target_schedule
+from runs.permissions import may_act_on_target
 from runs.timeline.models import TimelineEvent
 
 
@@ -56,9 +57,12 @@ def next_run_check_schedule(
     fire time is returned as it is, with ``created`` False (one check serves every requester).
 
     Returns ``(check, created)``. Raises ``DomainError`` (400) for an inactive target, a recovered
-    run of another target, or a schedule with no next fire time. Side effects: one NextRunCheck
-    and a ``next_run_check_scheduled`` timeline event.
+    run of another target, or a schedule with no next fire time; ``Forbidden`` (403) when a person
+    (``actor``) may not act on the target (``runs.permissions.may_act_on_target``). Side effects: one
+    NextRunCheck and a ``next_run_check_scheduled`` timeline event.
     """
+    if actor is not None and not may_act_on_target(user=actor, target=target):
+        raise Forbidden("Only support on this tenant or the job's technical owner may create checks.")
     if not target.is_active:
         raise DomainError(f"The target {target} is not active: no next run is expected.")
     if recovered_run is not None and (recovered_run.job_id, recovered_run.tenant_id, recovered_run.environment) != (

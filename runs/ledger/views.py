@@ -28,7 +28,6 @@ from runs.ledger.loads import OPTION_NAMES, LoadFile, work_item_loads_create
 from runs.ledger.models import WorkItem, WorkItemLoad
 from runs.ledger.selectors import (
     run_get_for_ledger,
-    run_ledger_writable,
     work_item_list,
     work_item_load_get,
     work_item_load_list,
@@ -36,6 +35,7 @@ from runs.ledger.selectors import (
     work_item_page,
     work_item_search,
 )
+from runs.permissions import may_act_on_run
 
 LEDGER_PAGE_SIZE = 50
 # the stacked bar's segments, in order: settled work first, then what still needs a person
@@ -115,7 +115,7 @@ def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
         if count and population
     ]
     css, headline = _ledger_headline(run)
-    writable = run_ledger_writable(user=request.user, run=run)
+    writable = may_act_on_run(user=request.user, run=run)
     loads = list(work_item_load_list(run=run)[:5])
     return {
         "ledger": {
@@ -145,7 +145,7 @@ def _ledger_run(request: HttpRequest, id: str) -> Run:
     run = run_get_for_ledger(user=request.user, public_id=id)
     if run is None:
         raise Http404("No such run")
-    if not run_ledger_writable(user=request.user, run=run):
+    if not may_act_on_run(user=request.user, run=run):
         raise PermissionDenied("You may read this run's ledger but not change it.")
     return run
 

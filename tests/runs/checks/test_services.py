@@ -18,7 +18,7 @@ from django.apps import apps
 from django.core import mail
 from django.db import IntegrityError, transaction
 
-from handover.core.errors import DomainError, InvalidTransition
+from handover.core.errors import DomainError, Forbidden, InvalidTransition
 from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import JobTarget
@@ -298,6 +298,12 @@ def test_next_run_without_ledger_passes_only_with_a_persons_confirmation(
     assert len(events("next_run_check_awaiting_confirmation")) == 1
 
     person = UserFactory()
+    reader = UserFactory()
+    role_grant(user=reader, role="auditor", obj=check.target.tenant)
+    with pytest.raises(Forbidden):  # auditors read the check; only support or a technical owner confirms it
+        next_run_check_confirm(check=check, actor=reader, note="looked")
+    assert NextRunCheck.objects.get(pk=check.pk).status == NextRunCheck.Status.SCHEDULED
+    role_grant(user=person, role="support", obj=check.target.tenant)
     with time_machine.travel(DEADLINE + timedelta(hours=3), tick=False):
         confirmed = next_run_check_confirm(check=check, actor=person, note="Queried the ledger API: no INV repeated")
 
@@ -315,6 +321,7 @@ def test_next_run_without_ledger_passes_only_with_a_persons_confirmation(
 
 def test_confirm_needs_a_check_awaiting_confirmation_and_a_note(world: dict[str, Any], check: NextRunCheck) -> None:
     person = UserFactory()
+    role_grant(user=person, role="technical_owner", obj=check.target.job)
     with pytest.raises(InvalidTransition, match="no success of the next run found yet"):
         next_run_check_confirm(check=check, actor=person, note="checked")
     with pytest.raises(DomainError, match="how duplicates were checked"):
@@ -542,6 +549,7 @@ def test_follow_up_releases_its_claim_when_the_mail_fails(
     world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     creator = UserFactory(email="sam@example.com")
+    role_grant(user=creator, role="support", obj=world["target"].tenant)
     check, _ = next_run_check_schedule(target=world["target"], after=RECOVERED, actor=creator)
     sweep_at(DEADLINE)
 
@@ -662,6 +670,17 @@ def test_waiver_rules(check: NextRunCheck, waiver_people: dict[str, Any], change
     assert field in raised.value.errors
     check.refresh_from_db()
     assert check.status == NextRunCheck.Status.SCHEDULED
+
+
+def test_only_support_or_a_technical_owner_waives(check: NextRunCheck, waiver_people: dict[str, Any]) -> None:
+    business_owner = UserFactory()
+    role_grant(user=business_owner, role="business_owner", obj=check.target.tenant)
+    with time_machine.travel(RECOVERED, tick=False), pytest.raises(Forbidden):
+        next_run_check_waive(
+            check=check, actor=business_owner, owner=waiver_people["owner"], checkpoint=date(2027, 3, 1), reason="far"
+        )
+    assert NextRunCheck.objects.get(pk=check.pk).status == NextRunCheck.Status.SCHEDULED
+    assert not TimelineEvent.objects.filter(kind=TimelineEvent.Kind.NEXT_RUN_CHECK_WAIVED).exists()
 
 
 def test_a_failed_or_passed_check_cannot_be_waived(waiver_people: dict[str, Any], world: dict[str, Any]) -> None:
