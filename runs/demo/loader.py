@@ -141,17 +141,6 @@ def demo_load(*, log: Callable[[str], None] = lambda _: None) -> DemoReport:
 
     # The work ledger of acme-foods' failed run (window 2026-11-27): every outcome kind; once only.
     demo_ledger_load(log=log)
-
-    # The handover for acme-foods' partially committed run (window 2026-11-27); once only.
-    from handover.handovers.demo import demo_handover_load
-
-    demo_handover_load(log=log)
-
-    # The replays of dunmore-pharmacy's failed run (window 2026-11-27): one refused (rule 2), one approved
-    # by both owners, claimed by a simulated runner through the API and completed; once only.
-    from approvals.replays.demo import demo_replay_load
-
-    demo_replay_load(log=log)
     return report
 
 

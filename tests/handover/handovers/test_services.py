@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, InvalidTransition
+from handover.handovers.check_follow_ups import next_run_check_notify_failed
 from handover.handovers.checks import handover_reopen_for_failed_check, handover_sweep_verifying
 from handover.handovers.closing import handover_closing_conditions
 from handover.handovers.models import Handover, HandoverRevision, HandoverRun
@@ -26,7 +27,6 @@ from handover.handovers.services import (
     residual_exception_update,
 )
 from runs.checks.decisions import next_run_check_waive
-from runs.checks.follow_ups import next_run_check_notify_failed
 from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent
 from tests.factories import RunFactory
@@ -255,7 +255,7 @@ def test_a_failed_check_reopens_the_handover(world: World, draft: Handover) -> N
     check = HandoverRun.objects.get(handover=handover).next_run_check
     check = settle_check(check, "failed", result_summary="no run was reported by the deadline")
 
-    # the check's follow-up task calls the hook (runs.checks.follow_ups.handover_reopen_for_failed_check)
+    # the check's follow-up (swept from the outbox) reopens the handover
     assert next_run_check_notify_failed(check_ids=[check.pk]) == 1
 
     handover = Handover.objects.get(pk=handover.pk)

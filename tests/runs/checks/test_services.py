@@ -19,6 +19,7 @@ from django.core import mail
 from django.db import IntegrityError, transaction
 
 from handover.core.errors import DomainError, Forbidden, InvalidTransition
+from handover.handovers.check_follow_ups import next_run_check_notify_failed
 from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import JobTarget
@@ -26,11 +27,9 @@ from runs.catalog.services import role_grant
 from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
 from runs.checks.evaluation import CheckFacts, next_run_check_evaluate
 from runs.checks.facts import next_run_check_facts
-from runs.checks.follow_ups import next_run_check_notify_failed
 from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import CheckRequester, next_run_check_schedule
 from runs.checks.sweep import next_run_check_sweep
-from runs.checks.tasks import next_run_check_notify_failed as notify_task
 from runs.checks.tasks import next_run_check_sweep as sweep_task
 from runs.checks.transitions import CheckChange, next_run_check_transition
 from runs.timeline.models import TimelineEvent
@@ -328,11 +327,10 @@ def test_confirm_needs_a_check_awaiting_confirmation_and_a_note(world: dict[str,
         next_run_check_confirm(check=check, actor=person, note="  ")
 
 
-def test_no_run_by_the_deadline_fails_the_check_and_enqueues_the_follow_up(
+def test_no_run_by_the_deadline_fails_the_check_and_leaves_it_in_the_follow_up_outbox(
     world: dict[str, Any],
     check: NextRunCheck,
     django_capture_on_commit_callbacks: Callable[..., Any],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert sweep_at(DEADLINE - timedelta(seconds=1)).due == 0  # one second early: not due
 
@@ -347,11 +345,8 @@ def test_no_run_by_the_deadline_fails_the_check_and_enqueues_the_follow_up(
     assert "no run was reported" in check.result_summary
     event = TimelineEvent.objects.get(kind="next_run_check_failed")
     assert event.run == world["failed_run"] and event.data["reasons"] == ["deadline_passed"]
-    assert len(callbacks) == 1  # one follow-up task per claimed batch
-    sent: list[list[int]] = []
-    monkeypatch.setattr(notify_task, "delay", lambda check_ids: sent.append(check_ids))
-    callbacks[0]()
-    assert sent == [[check.pk]]  # the task gets the failed check's id, once
+    assert callbacks == []  # nothing enqueued: the failed check is the handover app's outbox entry
+    assert check.failure_notified_at is None
 
 
 def test_late_success_is_recorded_as_evidence_and_the_check_stays_failed(
@@ -515,9 +510,9 @@ def test_sweep_writes_each_batch_with_a_constant_number_of_queries(
         # due ids (1) + the batch's claim transaction (a savepoint inside the test's transaction: 2;
         # on PostgreSQL also its SET LOCAL synchronous_commit: 1) + claim with facts (1 per batch of
         # 100) + the batch's targets (1) + one guarded UPDATE and one timeline INSERT for the
-        # batch's failures (2) + the late-success query (1) + the lost follow-ups query (1): the
-        # same for 12 checks as for 100
-        with django_assert_num_queries(1 + 2 + (1 if is_postgres() else 0) + 1 + 1 + 2 + 1 + 1):
+        # batch's failures (2) + the late-success query (1): the same for 12 checks as for 100
+        # (the failures' follow-ups are the handover app's outbox: no query here)
+        with django_assert_num_queries(1 + 2 + (1 if is_postgres() else 0) + 1 + 1 + 2 + 1):
             result = next_run_check_sweep()
     assert result.failed == 12
 
@@ -533,8 +528,8 @@ def test_failed_check_emails_its_creator_and_the_technical_owners_once(world: di
     check, _ = next_run_check_schedule(target=world["target"], after=RECOVERED, actor=creator)
     sweep_at(DEADLINE)
 
-    assert notify_task(check_ids=[check.pk]) == 1
-    assert notify_task(check_ids=[check.pk]) == 0  # the task may run twice; one e-mail
+    assert next_run_check_notify_failed(check_ids=[check.pk]) == 1
+    assert next_run_check_notify_failed(check_ids=[check.pk]) == 0  # it may run twice; one e-mail
 
     assert len(mail.outbox) == 1
     message = mail.outbox[0]
@@ -556,7 +551,7 @@ def test_follow_up_releases_its_claim_when_the_mail_fails(
     def broken(**kwargs: Any) -> None:
         raise OSError("smtp down")
 
-    monkeypatch.setattr("runs.checks.follow_ups.send_mail", broken)
+    monkeypatch.setattr("handover.handovers.check_follow_ups.send_mail", broken)
     with pytest.raises(OSError):
         next_run_check_notify_failed(check_ids=[check.pk])
     check.refresh_from_db()
