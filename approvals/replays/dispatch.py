@@ -39,6 +39,7 @@ from approvals.replays.requests import (
 )
 from approvals.replays.rules import ReplayRefused, evaluate, refusal
 from handover.core.errors import Conflict, DomainError, InvalidTransition, NotFound
+from handover.core.transitions import Transitioned, transition
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt
 from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
@@ -125,29 +126,18 @@ def dispatch_transition(
     attempt: Attempt | None = None,
     data: dict[str, Any] | None = None,
     guard: dict[str, Any] | None = None,
-) -> tuple[Dispatch, bool]:
-    """Move ``dispatch`` by ``action`` (``Dispatch.TRANSITIONS``) with a guarded UPDATE; one event when it moves.
+) -> Transitioned[Dispatch]:
+    """Move ``dispatch`` by ``action`` (``Dispatch.TRANSITIONS``) with the guarded UPDATE of
+    ``handover.core.transitions.transition``; one event when it moves.
 
-    The UPDATE is filtered on the primary key, the allowed source statuses and ``guard`` (extra
-    filters, e.g. the lease time). Returns ``(dispatch, moved)``: already in the target status →
-    ``moved`` False; otherwise InvalidTransition (409). ``event_kind`` None writes no event.
+    ``guard``: extra filters (e.g. the lease time). Returns ``Transitioned(dispatch, moved)``:
+    already in the target status → ``moved`` False; otherwise InvalidTransition (409).
+    ``event_kind`` None writes no event.
     """
-    allowed_from, target = Dispatch.TRANSITIONS[action]
     now = timezone.now()
-    fields: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": now, **(values or {})}
-    with transaction.atomic():
-        updated = (
-            Dispatch.objects.filter(pk=dispatch.pk, status__in=allowed_from).filter(**(guard or {})).update(**fields)
-        )
-        current = Dispatch.objects.select_related("request__run__job", "request__run__tenant").get(pk=dispatch.pk)
-        if not updated:
-            if current.status == target:
-                return current, False
-            raise InvalidTransition(
-                f"The dispatch is {current.status}; it cannot {action} "
-                f"(allowed from: {', '.join(sorted(allowed_from))}).",
-                errors={"status": [current.status]},
-            )
+    target = Dispatch.TRANSITIONS[action][1]
+
+    def record(current: Dispatch, before: str) -> None:
         if event_kind:
             replay_event_record(
                 request=current.request,
@@ -155,9 +145,19 @@ def dispatch_transition(
                 summary=summary,
                 actor=actor,
                 attempt=attempt,
-                data={"dispatch": str(current.public_id), "from": dispatch.status, "to": target, **(data or {})},
+                data={"dispatch": str(current.public_id), "from": before, "to": target, **(data or {})},
             )
-    return current, True
+
+    return transition(
+        queryset=Dispatch.objects.select_related("request__run__job", "request__run__tenant"),
+        pk=dispatch.pk,
+        table=Dispatch.TRANSITIONS,
+        action=action,
+        values={"status_changed_at": now, "updated_at": now, **(values or {})},
+        noun="the dispatch",
+        guard=guard,
+        on_moved=record,
+    )
 
 
 def _live_approvals(request: ReplayRequest) -> dict[str, Approval]:

@@ -33,6 +33,7 @@ from approvals.replays.selectors import (
     work_items_by_record_id,
 )
 from handover.core.errors import DomainError, Forbidden, InvalidTransition
+from handover.core.transitions import Transitioned, transition
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
@@ -113,20 +114,20 @@ def replay_request_transition(
     reason: str = "",
     summary: str = "",
     data: dict[str, Any] | None = None,
-) -> tuple[ReplayRequest, bool]:
-    """Move ``request`` by ``action`` (a key of ``ReplayRequest.TRANSITIONS``) with a guarded UPDATE.
+) -> Transitioned[ReplayRequest]:
+    """Move ``request`` by ``action`` (a key of ``ReplayRequest.TRANSITIONS``) with the guarded UPDATE of
+    ``handover.core.transitions.transition``.
 
-    The UPDATE is filtered on the primary key and the allowed source statuses and sets the status
-    with its stamps (``approved_at``, ``dispatched_at``; ``closed_at`` / ``closed_by`` /
-    ``close_reason`` for a terminal status). If nothing changed and the request already has the
-    target status it is returned with ``moved`` False (idempotent); otherwise InvalidTransition
-    (409) names the current status. In the same transaction: a terminal status closes the scope's
-    items (``is_open`` False) and one timeline event (``EVENT_KINDS``) records actor, from, to and
-    reason. Follow-up work is the verbs'. Returns ``(request, moved)``.
+    Sets the status with its stamps (``approved_at``, ``dispatched_at``; ``closed_at`` /
+    ``closed_by`` / ``close_reason`` for a terminal status). If the request already has the target
+    status it is returned with ``moved`` False (idempotent); otherwise InvalidTransition (409) names
+    the current status. In the same transaction: a terminal status closes the scope's items
+    (``is_open`` False) and one timeline event (``EVENT_KINDS``) records actor, from, to and
+    reason. Follow-up work is the verbs'. Returns ``Transitioned(request, moved)``.
     """
-    allowed_from, target = ReplayRequest.TRANSITIONS[action]
+    target = ReplayRequest.TRANSITIONS[action][1]
     now = timezone.now()
-    values: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": now}
+    values: dict[str, Any] = {"status_changed_at": now, "updated_at": now}
     if action == "approve":
         values["approved_at"] = now
     elif action == "rescope":
@@ -135,24 +136,10 @@ def replay_request_transition(
         values["dispatched_at"] = now
     if target in ReplayRequest.TERMINAL_STATUSES:
         values.update(closed_at=now, closed_by=actor, close_reason=reason[:2000])
-    with transaction.atomic():
-        before = ReplayRequest.objects.filter(pk=request.pk).values_list("status", flat=True).first()
-        updated = 0
-        if before in allowed_from:
-            # compare-and-set on the status just read: a concurrent change makes this a no-op
-            updated = ReplayRequest.objects.filter(pk=request.pk, status=before).update(**values)
-        if not updated:
-            current = ReplayRequest.objects.select_related("run__job", "run__tenant").get(pk=request.pk)
-            if current.status == target:
-                return current, False
-            raise InvalidTransition(
-                f"The replay request is {current.status}; it cannot {action} "
-                f"(allowed from: {', '.join(sorted(allowed_from))}).",
-                errors={"status": [current.status]},
-            )
+
+    def record(moved: ReplayRequest, before: str) -> None:
         if target in ReplayRequest.TERMINAL_STATUSES:
-            ReplayRequestItem.objects.filter(request_id=request.pk, is_open=True).update(is_open=False)
-        moved = ReplayRequest.objects.select_related("run__job", "run__tenant", "requested_by").get(pk=request.pk)
+            ReplayRequestItem.objects.filter(request_id=moved.pk, is_open=True).update(is_open=False)
         text = summary or f"Replay request {target} by {_name(actor)}"
         if reason and not summary:
             text += f": {reason}"
@@ -163,7 +150,16 @@ def replay_request_transition(
             actor=actor,
             data={"from": before, "to": target, "reason": reason, **(data or {})},
         )
-    return moved, True
+
+    return transition(
+        queryset=ReplayRequest.objects.select_related("run__job", "run__tenant", "requested_by"),
+        pk=request.pk,
+        table=ReplayRequest.TRANSITIONS,
+        action=action,
+        values=values,
+        noun="the replay request",
+        on_moved=record,
+    )
 
 
 # --- making a request -----------------------------------------------------------------------------

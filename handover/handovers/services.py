@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition
+from handover.core.transitions import Transitioned, transition
 from handover.handovers.closing import handover_closing_missing
 from handover.handovers.evidence import handover_evidence
 from handover.handovers.models import Handover, HandoverRevision, HandoverRun, ResidualException
@@ -336,50 +337,47 @@ def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | 
 # The one transition function and its verbs
 
 
-def _transition(
+def handover_transition(
     *,
     handover: Handover,
     action: str,
-    actor: AbstractBaseUser | None,
+    actor: AbstractBaseUser | None = None,
     reason: str = "",
     data: dict[str, Any] | None = None,
-) -> tuple[Handover, bool]:
-    """Move ``handover`` along ``Handover.TRANSITIONS``; returns (handover, whether it moved)."""
+) -> Transitioned[Handover]:
+    """Move ``handover`` by ``action`` (a key of ``Handover.TRANSITIONS``) with a guarded UPDATE.
+
+    The UPDATE is filtered on the primary key and the status read just before (which must be an
+    allowed source), and sets the status with its ``*_at`` / ``*_by`` stamps. If nothing changed
+    and the handover already has the target status it is returned (idempotent); otherwise
+    InvalidTransition (409) names the current status. Closing clears the runs' open flags and
+    reopening a closed handover sets them again (Conflict, 409, when another handover is open for
+    one of its runs). In the same transaction: one event per run (``EVENT_KINDS``) with actor,
+    from, to and reason. Follow-up work is the verbs' (notifications, next-run checks). Returns
+    ``Transitioned(handover, moved)`` (``handover.core.transitions``); Forbidden (403) for a person who
+    may not write the handover.
+    """
     _require_write(actor, handover=handover)
-    allowed_from, target = Handover.TRANSITIONS[action]
+    target = Handover.TRANSITIONS[action][1]
     if action == "reopen" and not reason.strip():  # the one place the rule lives: every reopen passes here
         raise DomainError("Say why the handover is reopened.", errors={"reason": ["This field is required."]})
     now = timezone.now()
-    values: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": now}
+    values: dict[str, Any] = {"status_changed_at": now, "updated_at": now}
     values.update(STATUS_STAMPS[action](now, actor))
     if action == "reopen":
         values["reopen_reason"] = reason
-    with transaction.atomic():
-        before = Handover.objects.filter(pk=handover.pk).values_list("status", flat=True).first()
-        updated = 0
-        if before in allowed_from:
-            # compare-and-set on the status just read: a concurrent change makes this a no-op
-            updated = Handover.objects.filter(pk=handover.pk, status=before).update(**values)
-        if not updated:
-            current = Handover.objects.select_related("job").get(pk=handover.pk)
-            if current.status == target:
-                return current, False
-            raise InvalidTransition(
-                f"The handover is {current.get_status_display().lower()}; it cannot {action.replace('_', ' ')}"
-                f" (allowed from: {', '.join(sorted(allowed_from))}).",
-                errors={"status": [current.status]},
-            )
+
+    def record(moved: Handover, before: str) -> None:
         if target == Handover.Status.CLOSED:
-            HandoverRun.objects.filter(handover_id=handover.pk).update(is_open=False)
+            HandoverRun.objects.filter(handover_id=moved.pk).update(is_open=False)
         elif before == Handover.Status.CLOSED:
             try:
                 with transaction.atomic():
-                    HandoverRun.objects.filter(handover_id=handover.pk).update(is_open=True)
+                    HandoverRun.objects.filter(handover_id=moved.pk).update(is_open=True)
             except IntegrityError as exc:
                 raise Conflict(
                     "Another handover is open for one of its runs: close that one before reopening this one."
                 ) from exc
-        moved = Handover.objects.select_related("job").get(pk=handover.pk)
         words = moved.get_status_display().lower()
         summary = f"Handover {'reopened' if action == 'reopen' else words} by {_name(actor)}"
         if reason:
@@ -392,28 +390,16 @@ def _transition(
             data={"from": before, "to": target, "reason": reason, **(data or {})},
             occurred_at=now,
         )
-    return moved, True
 
-
-def handover_transition(
-    *,
-    handover: Handover,
-    action: str,
-    actor: AbstractBaseUser | None = None,
-    reason: str = "",
-    data: dict[str, Any] | None = None,
-) -> Handover:
-    """Move ``handover`` by ``action`` (a key of ``Handover.TRANSITIONS``) with a guarded UPDATE.
-
-    The UPDATE is filtered on the primary key and the status read just before (which must be an
-    allowed source), and sets the status with its ``*_at`` / ``*_by`` stamps. If nothing changed
-    and the handover already has the target status it is returned (idempotent); otherwise
-    InvalidTransition (409) names the current status. Closing clears the runs' open flags and
-    reopening a closed handover sets them again (Conflict, 409, when another handover is open for
-    one of its runs). In the same transaction: one event per run (``EVENT_KINDS``) with actor,
-    from, to and reason. Follow-up work is the verbs' (notifications, next-run checks).
-    """
-    return _transition(handover=handover, action=action, actor=actor, reason=reason, data=data)[0]
+    return transition(
+        queryset=Handover.objects.select_related("job"),
+        pk=handover.pk,
+        table=Handover.TRANSITIONS,
+        action=action,
+        values=values,
+        noun="the handover",
+        on_moved=record,
+    )
 
 
 def handover_hand_over(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
@@ -430,7 +416,7 @@ def handover_hand_over(*, handover: Handover, actor: AbstractBaseUser) -> Handov
                 "Name the escalation owner before handing over.",
                 errors={"escalation_owner": ["Required to hand over."]},
             )
-        moved, changed = _transition(handover=current, action="hand_over", actor=actor)
+        moved, changed = handover_transition(handover=current, action="hand_over", actor=actor)
         if changed:
             handover_notifications_create(handover=moved, reason="handed_over", recipient=current.escalation_owner)
     return moved
@@ -438,7 +424,7 @@ def handover_hand_over(*, handover: Handover, actor: AbstractBaseUser) -> Handov
 
 def handover_start_recovery(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
     """Mark a handed-over handover as ``recovering`` (someone works on getting the output right)."""
-    return handover_transition(handover=handover, action="start_recovery", actor=actor)
+    return handover_transition(handover=handover, action="start_recovery", actor=actor).obj
 
 
 def handover_verify(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
@@ -454,7 +440,7 @@ def handover_verify(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
     from handover.handovers.checks import handover_checks_schedule, handover_resolve_if_settled
 
     with transaction.atomic():
-        moved, changed = _transition(handover=handover, action="verify", actor=actor)
+        moved, changed = handover_transition(handover=handover, action="verify", actor=actor)
         if changed:
             handover_checks_schedule(handover=moved, actor=actor)
     if changed:
@@ -473,7 +459,7 @@ def handover_resolve(*, handover: Handover) -> Handover:
     with transaction.atomic():
         if handover.status != Handover.Status.RESOLVED and not handover_checks_settled(handover=handover):
             raise InvalidTransition("Not every next-run check has passed or been waived yet.")
-        return handover_transition(handover=handover, action="resolve", actor=None)
+        return handover_transition(handover=handover, action="resolve", actor=None).obj
 
 
 def handover_close(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
@@ -494,7 +480,7 @@ def handover_close(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
                     "The handover cannot close yet: " + " ".join(missing),
                     errors={"closing_conditions": missing},
                 )
-        return handover_transition(handover=current, action="close", actor=actor)
+        return handover_transition(handover=current, action="close", actor=actor).obj
 
 
 def handover_reopen(*, handover: Handover, actor: AbstractBaseUser | None, reason: str) -> Handover:
@@ -504,7 +490,7 @@ def handover_reopen(*, handover: Handover, actor: AbstractBaseUser | None, reaso
     reason, InvalidTransition (409) from draft or handed over (a recovering handover is returned as it
     is), Conflict (409) when another handover has been opened for one of its runs meanwhile.
     """
-    return handover_transition(handover=handover, action="reopen", actor=actor, reason=_clean(reason)[:2000])
+    return handover_transition(handover=handover, action="reopen", actor=actor, reason=_clean(reason)[:2000]).obj
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from handover.core.errors import InvalidTransition
 from runs.alerts.context import PostContext, runner_reports_write
 from runs.alerts.identity import (
     RecordIdentity,
@@ -37,9 +38,14 @@ def alert_finish(
     attempt: Attempt | None = None,
     stale: bool = False,
 ) -> Alert:
+    """Settle a ``pending`` alert with ``outcome`` (``accepted``, ``unmatched`` or ``rejected``: the
+    table ``Alert.TRANSITIONS``), its reason, run and attempt. Raises InvalidTransition (409) for an
+    alert that is not pending any more (the UPDATE is guarded on the table's sources). Returns the alert.
+    """
+    allowed_from, target = Alert.TRANSITIONS[Alert.ACTION_FOR_OUTCOME[Alert.Outcome(outcome)]]
     now = timezone.now()
     reason = storable_text(reason)  # reasons may quote what the sender sent
-    Alert.objects.filter(pk=alert.pk).update(
+    updated = Alert.objects.filter(pk=alert.pk, outcome__in=allowed_from).update(
         outcome=outcome,
         reason=reason[:4000],
         run=run,
@@ -48,6 +54,8 @@ def alert_finish(
         outcome_at=now,
         updated_at=now,
     )
+    if not updated:
+        raise InvalidTransition(f"Alert {alert.public_id} is not pending any more; it cannot become {target}.")
     alert.outcome, alert.reason, alert.run, alert.attempt, alert.is_stale = (
         outcome,
         reason,

@@ -100,6 +100,17 @@ class Alert(TimeStampedModel):
     Outcome = _AlertOutcome
     Kind = AlertKind
 
+    # action -> (allowed source outcomes, target outcome); docs/architecture.md "Alert outcome".
+    # ``pending``, ``duplicate`` and ``rejected`` are also written when the row is created.
+    TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
+        "accept": (frozenset({Outcome.PENDING}), Outcome.ACCEPTED),
+        "unmatch": (frozenset({Outcome.PENDING}), Outcome.UNMATCHED),
+        "reject": (frozenset({Outcome.PENDING}), Outcome.REJECTED),
+        "reprocess": (frozenset({Outcome.UNMATCHED, Outcome.PENDING}), Outcome.PENDING),
+        "ignore": (frozenset({Outcome.UNMATCHED}), Outcome.IGNORED),
+    }
+    ACTION_FOR_OUTCOME = {Outcome.ACCEPTED: "accept", Outcome.UNMATCHED: "unmatch", Outcome.REJECTED: "reject"}
+
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     delivery = models.ForeignKey(Delivery, on_delete=models.PROTECT, related_name="alerts")
     integration = models.ForeignKey(Integration, on_delete=models.PROTECT, related_name="alerts")

@@ -27,10 +27,7 @@ def alert_reprocess(*, alert: Alert, actor: AbstractBaseUser | None = None) -> A
     Used after registering a job or fixing a mapping. Raises ``InvalidTransition`` for other
     outcomes and for duplicates (reprocess their original). Returns the alert with its new outcome.
     """
-    if alert.duplicate_of_id is not None or alert.outcome not in (
-        Alert.Outcome.UNMATCHED,
-        Alert.Outcome.PENDING,
-    ):
+    if alert.duplicate_of_id is not None or alert.outcome not in Alert.TRANSITIONS["reprocess"][0]:
         raise InvalidTransition(f"Only unmatched or pending original alerts can be reprocessed, not {alert.outcome}.")
     adapter = get_adapter(alert.source)
     delivery = alert.delivery
@@ -61,7 +58,7 @@ def alert_ignore(*, alert: Alert, actor: AbstractBaseUser, reason: str) -> Alert
     """A person's dismissal of an ``unmatched`` alert, with a reason. Raises ``InvalidTransition``."""
     if not reason.strip():
         raise InvalidTransition("Say why the alert is ignored.")
-    updated = Alert.objects.filter(pk=alert.pk, outcome=Alert.Outcome.UNMATCHED).update(
+    updated = Alert.objects.filter(pk=alert.pk, outcome__in=Alert.TRANSITIONS["ignore"][0]).update(
         outcome=Alert.Outcome.IGNORED,
         reason=f"ignored: {reason.strip()}",
         ignored_by=actor,

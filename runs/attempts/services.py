@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from handover.core.errors import InvalidTransition
+from handover.core.transitions import Transitioned, transition
 from runs.alerts.models import Alert
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration
@@ -198,7 +198,7 @@ def attempt_report_apply(
                 actor_integration=actor_integration,
                 occurred_at=_event_time(report, fallback),
                 data=data,
-            )
+            ).obj
             changed = True
         else:
             stale = True
@@ -387,19 +387,20 @@ def attempt_transition(
     actor_integration: Integration | None = None,
     occurred_at: datetime | None = None,
     data: dict[str, Any] | None = None,
-) -> Attempt:
-    """Move an attempt to ``status`` with a guarded UPDATE, writing its timeline event.
+) -> Transitioned[Attempt]:
+    """Move an attempt to ``status`` with the guarded UPDATE of ``handover.core.transitions.transition``,
+    writing its timeline event.
 
-    The UPDATE is filtered on the primary key *and* the allowed source statuses. If no row changed
-    and the attempt already has ``status``, it is returned unchanged (idempotent); otherwise
-    ``InvalidTransition`` (HTTP 409) names the current status. ``abandoned`` needs ``reason`` and
-    ``actor_user``. Refreshes the run's status. Runs in its own transaction (or the caller's).
-    Moving to ``running`` records any overlap with an earlier run (``attempt_overlap_record``).
+    If the attempt already has ``status``, it is returned with ``moved`` False (idempotent);
+    otherwise ``InvalidTransition`` (HTTP 409) names the current status. ``abandoned`` needs
+    ``reason`` and ``actor_user``. Refreshes the run's status. Runs in its own transaction (or the
+    caller's). Moving to ``running`` records any overlap with an earlier run
+    (``attempt_overlap_record``). Returns ``Transitioned(attempt, moved)``.
     """
     action = Attempt.ACTION_FOR_STATUS[Attempt.Status(status)]
-    allowed_from, target = Attempt.TRANSITIONS[action]
+    target = Attempt.TRANSITIONS[action][1]
     now = at or timezone.now()
-    values: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": timezone.now()}
+    values: dict[str, Any] = {"status_changed_at": now, "updated_at": timezone.now()}
     if details is not None:
         for name in (
             "started_at",
@@ -416,35 +417,35 @@ def attempt_transition(
         if not reason or actor_user is None:
             raise InvalidTransition("Abandoning an attempt needs a person and a reason.")
         values.update(abandon_reason=reason, abandoned_by=actor_user, ended_at=attempt.ended_at or now)
-    with transaction.atomic():
-        updated = Attempt.objects.filter(pk=attempt.pk, status__in=allowed_from).update(**values)
-        if not updated:
-            current = Attempt.objects.get(pk=attempt.pk)
-            if current.status == target:
-                return current
-            raise InvalidTransition(
-                f"Attempt {current.number} is {current.status}; it cannot become {target} "
-                f"(allowed from: {', '.join(sorted(allowed_from)) or 'nothing'})."
-            )
-        attempt.refresh_from_db()
+
+    def record(moved: Attempt, before: str) -> None:
         timeline_event_record(
-            job=attempt.run.job,
-            run=attempt.run,
-            attempt=attempt,
+            job=moved.run.job,
+            run=moved.run,
+            attempt=moved,
             alert=alert,
             kind=ATTEMPT_EVENT_KINDS[Attempt.Status(target)],
-            summary=_attempt_summary(attempt, target) + (f" — {reason}" if reason else ""),
+            summary=_attempt_summary(moved, target) + (f" — {reason}" if reason else ""),
             occurred_at=occurred_at or now,
             actor_user=actor_user,
             actor_integration=actor_integration,
             data=data,
         )
         if target == Attempt.Status.RUNNING:
-            attempt_overlap_record(attempt=attempt, occurred_at=occurred_at or now)
-        run_status_refresh(run=attempt.run)
-    return attempt
+            attempt_overlap_record(attempt=moved, occurred_at=occurred_at or now)
+        run_status_refresh(run=moved.run)
+
+    return transition(
+        queryset=Attempt.objects.select_related("run__job", "run__tenant"),
+        pk=attempt.pk,
+        table=Attempt.TRANSITIONS,
+        action=action,
+        values=values,
+        noun=f"attempt {attempt.number}",
+        on_moved=record,
+    )
 
 
 def attempt_abandon(*, attempt: Attempt, actor: AbstractBaseUser, reason: str) -> Attempt:
     """A person's decision that an attempt will never report: ``abandoned`` with the reason."""
-    return attempt_transition(attempt=attempt, status=Attempt.Status.ABANDONED, reason=reason, actor_user=actor)
+    return attempt_transition(attempt=attempt, status=Attempt.Status.ABANDONED, reason=reason, actor_user=actor).obj

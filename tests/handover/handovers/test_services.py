@@ -64,8 +64,8 @@ def test_transition_matrix(world: World, draft: Handover, source: str, action: s
     events_before = TimelineEvent.objects.filter(run=world.run).count()
 
     if (source, action) in ALLOWED:
-        moved = handover_transition(handover=handover, action=action, actor=world.support, reason="matrix")
-        assert moved.status == TARGET[action]
+        moved, changed = handover_transition(handover=handover, action=action, actor=world.support, reason="matrix")
+        assert changed and moved.status == TARGET[action]
         event = TimelineEvent.objects.filter(run=world.run).latest("id")
         assert event.actor_user == world.support
         assert event.data["from"] == source and event.data["to"] == TARGET[action]
@@ -77,7 +77,8 @@ def test_transition_matrix(world: World, draft: Handover, source: str, action: s
         if action == "reopen":
             assert moved.reopen_count == 1 and moved.closed_at is None and moved.resolved_at is None
     elif source == TARGET[action]:
-        assert handover_transition(handover=handover, action=action, actor=world.support, reason="x").status == source
+        same, changed = handover_transition(handover=handover, action=action, actor=world.support, reason="x")
+        assert same.status == source and not changed
         assert TimelineEvent.objects.filter(run=world.run).count() == events_before  # idempotent
     else:
         with pytest.raises(InvalidTransition):

@@ -31,15 +31,16 @@ def test_transition_matrix(source: str, target: str) -> None:
     events_before = TimelineEvent.objects.count()
 
     if (source, target) in ALLOWED:
-        moved = attempt_transition(attempt=attempt, status=target)
-        assert moved.status == target
+        moved, changed = attempt_transition(attempt=attempt, status=target)
+        assert changed and moved.status == target
         assert TimelineEvent.objects.count() == events_before + 1
         event = TimelineEvent.objects.latest("id")
         assert event.kind == f"attempt_{target}" and event.attempt == attempt
         expected_run = {"queued": "running", "running": "running", "succeeded": "succeeded"}.get(target, "failed")
         assert Run.objects.get(pk=attempt.run_id).status == expected_run
     elif source == target:
-        assert attempt_transition(attempt=attempt, status=target).status == source  # idempotent
+        same, changed = attempt_transition(attempt=attempt, status=target)
+        assert same.status == source and not changed  # idempotent
         assert TimelineEvent.objects.count() == events_before
     else:
         with pytest.raises(InvalidTransition):
