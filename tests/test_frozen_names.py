@@ -474,6 +474,12 @@ class _KindCollector:
                     for item in node.body:
                         for target, value in _assignments(item):
                             self.class_constants[(node.name, target)] = value
+        # nested function -> the parameters of the functions enclosing it (closures)
+        self.enclosing_params: dict[ast.AST, set[str]] = {}
+        for _, tree in trees:
+            for outer in (f for f in ast.walk(tree) if _is_function(f)):
+                for inner in (n for n in ast.walk(outer) if _is_function(n) and n is not outer):
+                    self.enclosing_params.setdefault(inner, set()).update(_all_params(outer))
         self.unresolved: list[str] = []
         self.literals: list[str] = []  # kinds written as a string or an f-string rather than a member
 
@@ -497,9 +503,17 @@ class _KindCollector:
         return None
 
     def find_writers(self) -> None:
+        # a function's calls include those of the functions nested in it: a closure that writes the
+        # enclosing function's parameter as a kind (``on_moved`` callbacks) makes that function a writer
         functions = [
-            (f, _positional_params(f), _all_params(f), f.args.kwarg.arg if f.args.kwarg else None, calls)
-            for _, f, calls in self.scopes
+            (
+                f,
+                _positional_params(f),
+                _all_params(f),
+                f.args.kwarg.arg if f.args.kwarg else None,
+                [n for n in ast.walk(f) if isinstance(n, ast.Call)],
+            )
+            for _, f, _calls in self.scopes
             if _is_function(f)
         ]
         changed = True
@@ -538,6 +552,12 @@ class _KindCollector:
                     continue
                 if isinstance(value, ast.Name) and value.id in params and forwarded:
                     continue  # a writer passing its own parameter on: resolved at its callers
+                if (
+                    isinstance(value, ast.Name)
+                    and value.id not in params
+                    and value.id in self.enclosing_params.get(scope, set())
+                ):
+                    continue  # a closure writing its enclosing writer's parameter: resolved at its callers
                 found = self.resolve(value, path, scope, depth=0)
                 if found:
                     kinds |= found
