@@ -296,6 +296,7 @@ RULES: dict[str, Rule] = {
     "runs-api:run-attempt-explain-duplicate": R(
         "run", POST=WRITE, kwargs=_attempt, data=lambda w, s: {"reason": "matrix", "evidence_ref": "M-1"}
     ),
+    "runs-api:run-attempt-abandon": R("run", POST=WRITE, kwargs=_attempt, data=lambda w, s: {"reason": "matrix"}),
     "runs-api:run-attempt-replace-slot": R(
         "run", POST=WRITE, kwargs=_attempt, data=lambda w, s: {"slot": "2026-11-29T01:00:00Z", "reason": "matrix"}
     ),

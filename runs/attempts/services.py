@@ -20,6 +20,7 @@ from runs.alerts.models import Alert
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration
 from runs.checks.overlaps import attempt_overlap_record
+from runs.permissions import require_act_on_run
 from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
@@ -447,5 +448,11 @@ def attempt_transition(
 
 
 def attempt_abandon(*, attempt: Attempt, actor: AbstractBaseUser, reason: str) -> Attempt:
-    """A person's decision that an attempt will never report: ``abandoned`` with the reason."""
+    """A person's decision that an attempt will never report: ``abandoned`` with the reason.
+
+    Refused unless ``actor`` may act on the run (``runs.permissions.require_act_on_run``: NotFound 404
+    for a run they may not see, Forbidden 403 for one they only read); InvalidTransition (409) for an
+    attempt that ended, or without a reason. Returns the attempt.
+    """
+    require_act_on_run(user=actor, run=attempt.run, what="abandon a run's attempts")
     return attempt_transition(attempt=attempt, status=Attempt.Status.ABANDONED, reason=reason, actor_user=actor).obj
