@@ -785,9 +785,9 @@ def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
     drill.overlap = [outcome_name(r) for r in results]
     say(f"fired 6 sweep tasks and 3 sweep service calls at once: {drill.overlap[6:]}")
 
-    # Kill 3: the worker running a failure follow-up (runs.next_run_check_notify_failed) of those batches.
+    # Kill 3: the worker running the failure follow-ups' outbox sweep (handover.next_run_check_follow_ups_sweep).
     try:
-        node3, child3, _ = _wait_for_task("runs.next_run_check_notify_failed", 120)
+        node3, child3, _ = _wait_for_task("handover.next_run_check_follow_ups_sweep", 120)
     except RuntimeError:
         drill.kills.append("kill 3 MISSED: no follow-up seen running")
         say(drill.kills[-1])

@@ -297,6 +297,8 @@ class Topology:
         from django.contrib.auth.hashers import make_password
         from django.core.management import call_command
 
+        from approvals.replays.demo import demo_replay_load
+        from handover.handovers.demo import demo_handover_load
         from runs.attempts.models import Run
         from runs.catalog.models import Tenant
         from runs.catalog.services import job_get_or_create, job_target_get_or_create, role_grant, tenant_get_or_create
@@ -314,6 +316,8 @@ class Topology:
         try:
             with contextlib.redirect_stdout(demo_log):  # the console mail backend writes to stdout
                 demo_load(log=lambda line: print(line))
+                demo_handover_load(log=lambda line: print(line))
+                demo_replay_load(log=lambda line: print(line))
         finally:
             request_logger.setLevel(level)
         (self.tmp / "demo.log").write_text(demo_log.getvalue())

@@ -355,6 +355,8 @@ CELERY_BEAT_SCHEDULE = {
     "runs-missed-run-sweep": {"task": "runs.run_sweep_missed", "schedule": 60.0},
     # Every minute: resolve verifying handovers whose next-run checks passed or were waived; reopen failed ones.
     "handover-verifying-sweep": {"task": "handover.handover_sweep_verifying", "schedule": 60.0},
+    # Every minute: the follow-ups of failed next-run checks (their outbox: failed, not yet notified).
+    "handover-check-follow-ups": {"task": "handover.next_run_check_follow_ups_sweep", "schedule": 60.0},
     # Hourly: purge delivery bodies and work-ledger items older than HANDOVER_RETENTION_DAYS.
     "runs-retention-purge": {"task": "runs.retention_purge", "schedule": 3600.0},
     # Every minute: expire overdue replay requests, make lapsed dispatch leases `unknown`, dispatch approved

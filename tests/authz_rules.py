@@ -47,7 +47,7 @@ ROLES = ("anon", "nobody", "support", "business_owner", "auditor", "technical_ow
 SCOPES = ("own", "other")
 # roles that see the own tenant's runs (technical owner: through the own tenant's job)
 READERS = frozenset({"support", "business_owner", "auditor", "technical_owner"})
-# roles that write on the own tenant: handovers, ledger, checks, pauses (support and technical owner)
+# roles that write on the own tenant: handovers, ledger, checks (support and technical owner)
 WRITERS = frozenset({"support", "technical_owner"})
 
 Policy = Callable[[str, str], Outcome]
@@ -113,6 +113,7 @@ def on_tenant(act: frozenset[str]) -> Policy:
 READ = on_tenant(READERS)
 WRITE = on_tenant(WRITERS)
 REQUEST_REPLAY = on_tenant(frozenset({"support"}))  # support requests replays
+PAUSE_JOB = on_tenant(frozenset({"technical_owner"}))  # a job-wide pause: its technical owner (and admins)
 STAFF_ON_TENANT = on_tenant(frozenset())  # visible to readers, acted on by admins only
 MANAGE_RUNNERS = on_tenant(frozenset({"technical_owner"}))  # a job's runner credentials: its owner and admins
 
@@ -317,6 +318,7 @@ RULES: dict[str, Rule] = {
     "runs-api:run-attempt-explain-duplicate": R(
         "run", POST=WRITE, kwargs=_attempt, data=lambda w, s: {"reason": "matrix", "evidence_ref": "M-1"}
     ),
+    "runs-api:run-attempt-abandon": R("run", POST=WRITE, kwargs=_attempt, data=lambda w, s: {"reason": "matrix"}),
     "runs-api:run-attempt-replace-slot": R(
         "run", POST=WRITE, kwargs=_attempt, data=lambda w, s: {"slot": "2026-11-29T01:00:00Z", "reason": "matrix"}
     ),
@@ -371,8 +373,8 @@ RULES: dict[str, Rule] = {
     "handover-api:handover-revisions": R("handover", GET=READ),
     "handover-api:handover-residual-exceptions": R("handover", POST=WRITE),
     "handover-api:handover-residual-exception-detail": R("exception", PATCH=WRITE),
-    "handover-api:job-pause": R("job", POST=WRITE),
-    "handover-api:job-resume": R("job", POST=WRITE),
+    "handover-api:job-pause": R("job", POST=PAUSE_JOB),
+    "handover-api:job-resume": R("job", POST=PAUSE_JOB),
     "runs-api:runner-credential-list": R("job", GET=MANAGE_RUNNERS, POST=MANAGE_RUNNERS),
     "runs-api:runner-credential-detail": R("job", DELETE=MANAGE_RUNNERS, kwargs=_runner_credential),
     # the caller's own personal API tokens: anyone signed in, only their own
@@ -459,8 +461,8 @@ RULES: dict[str, Rule] = {
     "handover:residual-exception-add": R("handover", POST=WRITE),
     "handover:residual-exception-edit": R("exception", POST=WRITE),
     "handover:run-handover-box": R("run", GET=READ),
-    "handover:job-pause": R("job", POST=WRITE),
-    "handover:job-resume": R("job", POST=WRITE),
+    "handover:job-pause": R("job", POST=PAUSE_JOB),
+    "handover:job-resume": R("job", POST=PAUSE_JOB),
     "handover:api-token-list": R(site=True, GET=signed_in),
     "handover:api-token-create": R(site=True, POST=signed_in, data=_token_create),
     "handover:api-token-revoke": R(site=True, GET=someone_elses, POST=someone_elses, kwargs=_foreign_token),

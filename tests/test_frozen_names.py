@@ -477,7 +477,14 @@ class _KindCollector:
                     for item in node.body:
                         for target, value in _assignments(item):
                             self.class_constants[(node.name, target)] = value
+        # nested function -> the parameters of the functions enclosing it (closures)
+        self.enclosing_params: dict[ast.AST, set[str]] = {}
+        for _, tree in trees:
+            for outer in (f for f in ast.walk(tree) if _is_function(f)):
+                for inner in (n for n in ast.walk(outer) if _is_function(n) and n is not outer):
+                    self.enclosing_params.setdefault(inner, set()).update(_all_params(outer))
         self.unresolved: list[str] = []
+        self.literals: list[str] = []  # kinds written as a string or an f-string rather than a member
 
     def _callee(self, call: ast.Call) -> str | None:
         func = call.func
@@ -499,9 +506,17 @@ class _KindCollector:
         return None
 
     def find_writers(self) -> None:
+        # a function's calls include those of the functions nested in it: a closure that writes the
+        # enclosing function's parameter as a kind (``on_moved`` callbacks) makes that function a writer
         functions = [
-            (f, _positional_params(f), _all_params(f), f.args.kwarg.arg if f.args.kwarg else None, calls)
-            for _, f, calls in self.scopes
+            (
+                f,
+                _positional_params(f),
+                _all_params(f),
+                f.args.kwarg.arg if f.args.kwarg else None,
+                [n for n in ast.walk(f) if isinstance(n, ast.Call)],
+            )
+            for _, f, _calls in self.scopes
             if _is_function(f)
         ]
         changed = True
@@ -540,6 +555,12 @@ class _KindCollector:
                     continue
                 if isinstance(value, ast.Name) and value.id in params and forwarded:
                     continue  # a writer passing its own parameter on: resolved at its callers
+                if (
+                    isinstance(value, ast.Name)
+                    and value.id not in params
+                    and value.id in self.enclosing_params.get(scope, set())
+                ):
+                    continue  # a closure writing its enclosing writer's parameter: resolved at its callers
                 found = self.resolve(value, path, scope, depth=0)
                 if found:
                     kinds |= found
@@ -547,10 +568,13 @@ class _KindCollector:
                     self.unresolved.append(f"{path.relative_to(REPO)}:{call.lineno} {ast.unparse(value)}")
         return kinds
 
-    def resolve(self, node: ast.expr, path: Path, scope: ast.AST, depth: int) -> set[str]:
+    def resolve(self, node: ast.expr, path: Path, scope: ast.AST, depth: int, member: bool = False) -> set[str]:
+        """The strings ``node`` can be; ``member``: reached through an enumeration's member (not a literal)."""
         if depth > 8:
             return set()
-        again = lambda n: self.resolve(n, path, scope, depth + 1)  # noqa: E731
+        again = lambda n: self.resolve(n, path, scope, depth + 1, member)  # noqa: E731
+        if isinstance(node, ast.Constant | ast.JoinedStr) and not member:
+            self.literals.append(f"{path.relative_to(REPO)}:{node.lineno} {ast.unparse(node)}")
         if isinstance(node, ast.Constant):
             return {node.value} if isinstance(node.value, str) and node.value else set()
         if isinstance(node, ast.JoinedStr):
@@ -573,7 +597,12 @@ class _KindCollector:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name | ast.Attribute):
             owner = node.value.id if isinstance(node.value, ast.Name) else node.value.attr
             constant = self.class_constants.get((owner, node.attr))
-            return again(constant) if constant is not None else set()
+            if constant is None and isinstance(node.value, ast.Attribute) and isinstance(node.value.value, ast.Name):
+                # ``Model.Kind.MEMBER`` where the model binds ``Kind = _ModelKind``: the member of that class
+                alias = self.class_constants.get((node.value.value.id, node.value.attr))
+                if isinstance(alias, ast.Name):
+                    constant = self.class_constants.get((alias.id, node.attr))
+            return self.resolve(constant, path, scope, depth + 1, member=True) if constant is not None else set()
         if isinstance(node, ast.Subscript):
             return self._dict_values(node.value, path, again)
         if (
@@ -645,7 +674,7 @@ def collect_kinds() -> dict[str, Any]:
         value
         for (owner, _), node in alert.class_constants.items()
         if owner == "AlertKind"
-        for value in alert.resolve(node, trees[0][0], trees[0][1], 0)
+        for value in alert.resolve(node, trees[0][0], trees[0][1], 0, member=True)
     }
     alert_model = apps.get_model("runs", "Alert")
     alert_kinds.add(alert_model._meta.get_field("kind").default)
@@ -653,6 +682,7 @@ def collect_kinds() -> dict[str, Any]:
         "timeline_event_kinds": sorted(timeline_kinds),
         "alert_kinds": sorted(alert_kinds),
         "unresolved": sorted(timeline.unresolved + alert.unresolved),
+        "literals": sorted(timeline.literals + alert.literals),
     }
 
 
@@ -665,6 +695,15 @@ def test_timeline_and_alert_kind_strings_are_frozen() -> None:
         assert actual[key] == expected[key], f"{key}:\n" + _diff_lists(expected[key], actual[key])
     # Writes whose kind cannot be read statically are frozen by where they are not, so none may appear.
     assert not actual["unresolved"], "kind= values the collector cannot resolve:\n" + "\n".join(actual["unresolved"])
+
+
+def test_timeline_and_alert_kinds_are_written_as_members_of_their_enumeration() -> None:
+    """Writers name a member (``TimelineEvent.Kind.JOB_PAUSED``), never a string, and every kind written is one."""
+    actual = collect_kinds()
+    assert not actual["literals"], "kinds written as strings, not members:\n" + "\n".join(actual["literals"])
+    timeline_event, alert = apps.get_model("runs", "TimelineEvent"), apps.get_model("runs", "Alert")
+    assert set(actual["timeline_event_kinds"]) == set(timeline_event.Kind.values)
+    assert set(actual["alert_kinds"]) == set(alert.Kind.values)
 
 
 # --- 6. Models -----------------------------------------------------------------------------------

@@ -97,3 +97,48 @@ def test_templates_follow_the_slices() -> None:
             stray.append("/".join(parts))
 
     assert stray == []
+
+
+# What the runs app may import of the handover package: its shared core and the project's own files
+# (settings, URLs, Celery app, environment). Everything else of the handover app, and the approvals
+# app, depends on runs -- never the other way (docs/architecture.md "Layout rules": an outbox instead).
+RUNS_MAY_IMPORT_FROM_HANDOVER = (
+    "handover.core",
+    "handover.settings",
+    "handover.urls",
+    "handover.api_urls",
+    "handover.app_urls",
+    "handover.celery",
+    "handover.wsgi",
+    "handover.env",
+)
+
+
+def _imported_modules(tree: ast.Module) -> list[tuple[int, str]]:
+    """Every module an import statement names (at any depth: lazy imports inside functions count too)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.append((node.lineno, node.module))
+            # ``from handover import settings`` names the module through the alias
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names if node.module == "handover"]
+    return found
+
+
+def test_runs_imports_from_handover_only_its_core_and_the_project_files_and_nothing_from_approvals() -> None:
+    wrong = []
+    for path in _python_files("runs"):
+        if "migrations" in path.relative_to(REPO).parts:
+            continue
+        for line, module in _imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+            top = module.split(".")[0]
+            if module == "handover" or top not in ("handover", "approvals"):
+                continue  # ``from handover import x``: x is checked on its own
+            if top == "handover" and any(
+                module == m or module.startswith(f"{m}.") for m in RUNS_MAY_IMPORT_FROM_HANDOVER
+            ):
+                continue
+            wrong.append(f"{path.relative_to(REPO)}:{line} imports {module}")
+    assert wrong == [], "runs reaches into the other apps:\n" + "\n".join(wrong)

@@ -37,10 +37,11 @@ from approvals.replays.rules import (
     refusal,
     side_effects,
 )
-from approvals.replays.selectors import approver_is_eligible
 from handover.core.errors import Conflict, DomainError, InvalidTransition
 from runs.alerts.redaction import redact_text
 from runs.ledger.models import WorkItem
+from runs.permissions import may_decide
+from runs.timeline.models import TimelineEvent
 
 REAUTH_KEY = "approvals:reauth:{user}:{ref}"
 REAUTH_FAILURES_KEY = "approvals:reauth-failures:{user}"
@@ -121,7 +122,7 @@ def _check_person(*, request: ReplayRequest, actor: AbstractBaseUser, kind: str)
             "Refused by rule 4 (two eligible approvers): the requester cannot approve or reject their own request.",
             errors={"not_requester": ["rule 4: the requester cannot decide on their own request"]},
         )
-    if not approver_is_eligible(user=actor, run=request.run, kind=kind):
+    if not may_decide(user=actor, run=request.run, kind=kind):
         where = f"tenant {request.run.tenant.slug}" if kind == "business" else f"job {request.run.job.key}"
         role = "business owner" if kind == "business" else "technical owner"
         raise ApprovalNotAllowed(
@@ -158,6 +159,65 @@ def replay_request_decide(
     changed since the approver looked, or a precondition fails -- recorded on the run's timeline).
     Side effects: the Approval, a ``replay_approval`` event, the transition and its event.
     """
+    action = "approve" if decision == Approval.Decision.APPROVE else "reject"
+    comment, acceptance_reason = _decision_inputs(
+        request=request,
+        actor=actor,
+        kind=kind,
+        decision=decision,
+        reauthenticated_at=reauthenticated_at,
+        comment=comment,
+        accepts_unknown_repeat_safety=accepts_unknown_repeat_safety,
+        acceptance_reason=acceptance_reason,
+    )
+    try:
+        with transaction.atomic():
+            locked = _lock_for_decision(request=request, action=action, scope_fingerprint=scope_fingerprint)
+            live = _live(locked)
+            _check_not_decided(live=live, actor=actor, kind=kind)
+            effects, repeat_safety = side_effects(run=locked.run)
+            if kind != Approval.Kind.TECHNICAL or repeat_safety != "unknown":
+                accepts_unknown_repeat_safety, acceptance_reason = False, ""
+            if decision == Approval.Decision.APPROVE:
+                _check_approval_rules(
+                    request=locked,
+                    kind=kind,
+                    repeat_safety=repeat_safety,
+                    accepts_unknown_repeat_safety=accepts_unknown_repeat_safety,
+                )
+            _approval_record(
+                request=locked,
+                actor=actor,
+                kind=kind,
+                decision=decision,
+                comment=comment,
+                accepts_unknown_repeat_safety=accepts_unknown_repeat_safety,
+                acceptance_reason=acceptance_reason,
+                effects=effects,
+            )
+            return _decision_settle(
+                request=locked, actor=actor, kind=kind, decision=decision, comment=comment, live=live
+            )
+    except ReplayRefused as exc:
+        replay_refusal_record(run=request.run, actor=actor, stage="approval", error=exc, request=request)
+        raise
+
+
+def _decision_inputs(
+    *,
+    request: ReplayRequest,
+    actor: AbstractBaseUser,
+    kind: str,
+    decision: str,
+    reauthenticated_at: datetime | None,
+    comment: str,
+    accepts_unknown_repeat_safety: bool,
+    acceptance_reason: str,
+) -> tuple[str, str]:
+    """Check who decides and what they sent (before any lock); expire an overdue request.
+
+    Returns the redacted ``(comment, acceptance_reason)``. Raises as ``replay_request_decide`` says.
+    """
     _require_fresh(reauthenticated_at)
     _check_person(request=request, actor=actor, kind=kind)
     if decision not in Approval.Decision.values:
@@ -170,136 +230,163 @@ def replay_request_decide(
         raise DomainError(
             "Accepting an unknown repeat safety needs a reason.", errors={"acceptance_reason": ["required"]}
         )
-    now = timezone.now()
-    if request.status == ReplayRequest.Status.PENDING and request.expires_at <= now:
+    if request.status == ReplayRequest.Status.PENDING and request.expires_at <= timezone.now():
         replay_request_expire(request=request)
         raise InvalidTransition(
             "The replay request expired before this decision: its approvals are void; request it again.",
             errors={"status": ["expired"]},
         )
+    return comment, acceptance_reason
+
+
+def _lock_for_decision(*, request: ReplayRequest, action: str, scope_fingerprint: str) -> ReplayRequest:
+    """Lock the request and check it may take the decision: a source status of ``action`` in
+    ``ReplayRequest.TRANSITIONS`` (pending), not expired, the approver's scope fingerprint current."""
+    locked = (
+        ReplayRequest.objects.select_for_update(of=("self",))
+        .select_related("run__job", "run__tenant", "requested_by")
+        .get(pk=request.pk)
+    )
+    allowed_from = ReplayRequest.TRANSITIONS[action][0]
+    if locked.status not in allowed_from:
+        raise InvalidTransition(
+            f"The replay request is {locked.status}: decisions are taken only while it is "
+            f"{' or '.join(sorted(allowed_from))}.",
+            errors={"status": [locked.status]},
+        )
+    if locked.expires_at <= timezone.now():
+        raise InvalidTransition("The replay request has expired.", errors={"status": ["expired"]})
+    if not hmac.compare_digest(str(scope_fingerprint or ""), locked.scope_fingerprint):
+        detail = (
+            "the scope changed since you looked (its fingerprint differs): review the current scope "
+            f"(revision {locked.scope_revision}, {locked.item_count:,} item(s)) and decide again"
+        )
+        raise ReplayRefused(
+            f"Refused: approvals are bound to the exact scope; {detail}.", errors={"scope_fingerprint": [detail]}
+        )
+    return locked
+
+
+def _check_not_decided(*, live: list[Approval], actor: AbstractBaseUser, kind: str) -> None:
+    """Rule 4: one decision per kind, and one person never gives both."""
+    same_kind = next((a for a in live if a.kind == kind), None)
+    if same_kind is not None:
+        raise Conflict(
+            f"The {kind} decision was already given by {same_kind.actor.get_username()}.",
+            errors={"kind": [f"already decided by {same_kind.actor.get_username()}"]},
+        )
+    if any(a.actor_id == actor.pk for a in live):
+        raise ApprovalNotAllowed(
+            "Refused by rule 4 (two eligible approvers): one person cannot give both approvals.",
+            errors={"different_approvers": ["rule 4: one person cannot give both approvals"]},
+        )
+
+
+def _check_approval_rules(
+    *, request: ReplayRequest, kind: str, repeat_safety: str, accepts_unknown_repeat_safety: bool
+) -> None:
+    """Every precondition again at approval (``rules.evaluate``), and rule 3's explicit acceptance of
+    an unknown repeat safety by the technical approval; stores the checks. Raises ReplayRefused."""
+    items = WorkItem.objects.filter(replay_items__request=request)
+    checks = evaluate(
+        run=request.run,
+        kind=request.kind,
+        fix_reference=request.fix_reference,
+        items=items,
+        stage="approve",
+        request=request,
+        repeat_safety=repeat_safety,
+    )
+    error = refusal(checks)
+    if error is None and kind == Approval.Kind.TECHNICAL and repeat_safety == "unknown":
+        if not accepts_unknown_repeat_safety:
+            detail = (
+                "the job's repeat safety is unknown: the technical approval must accept it explicitly, with a reason"
+            )
+            error = ReplayRefused(
+                f"Refused by rule 3 (repeat safety): {detail}.",
+                errors={"repeat_safety": [f"rule 3 (repeat safety): {detail}"]},
+            )
+    if error is not None:
+        raise error
+    checks_store(request=request, checks=checks)
+
+
+def _approval_record(
+    *,
+    request: ReplayRequest,
+    actor: AbstractBaseUser,
+    kind: str,
+    decision: str,
+    comment: str,
+    accepts_unknown_repeat_safety: bool,
+    acceptance_reason: str,
+    effects: list[Any],
+) -> Approval:
+    """Write the Approval (bound to the scope's fingerprint) and its ``replay_approval`` event."""
     try:
         with transaction.atomic():
-            locked = (
-                ReplayRequest.objects.select_for_update(of=("self",))
-                .select_related("run__job", "run__tenant", "requested_by")
-                .get(pk=request.pk)
-            )
-            if locked.status != ReplayRequest.Status.PENDING:
-                raise InvalidTransition(
-                    f"The replay request is {locked.status}: decisions are taken only while it is pending.",
-                    errors={"status": [locked.status]},
-                )
-            if locked.expires_at <= timezone.now():
-                raise InvalidTransition("The replay request has expired.", errors={"status": ["expired"]})
-            if not hmac.compare_digest(str(scope_fingerprint or ""), locked.scope_fingerprint):
-                detail = (
-                    "the scope changed since you looked (its fingerprint differs): review the current scope "
-                    f"(revision {locked.scope_revision}, {locked.item_count:,} item(s)) and decide again"
-                )
-                raise ReplayRefused(
-                    f"Refused: approvals are bound to the exact scope; {detail}.",
-                    errors={"scope_fingerprint": [detail]},
-                )
-            live = _live(locked)
-            same_kind = next((a for a in live if a.kind == kind), None)
-            if same_kind is not None:
-                raise Conflict(
-                    f"The {kind} decision was already given by {same_kind.actor.get_username()}.",
-                    errors={"kind": [f"already decided by {same_kind.actor.get_username()}"]},
-                )
-            if any(a.actor_id == actor.pk for a in live):
-                raise ApprovalNotAllowed(
-                    "Refused by rule 4 (two eligible approvers): one person cannot give both approvals.",
-                    errors={"different_approvers": ["rule 4: one person cannot give both approvals"]},
-                )
-            effects, repeat_safety = side_effects(run=locked.run)
-            if kind != Approval.Kind.TECHNICAL or repeat_safety != "unknown":
-                accepts_unknown_repeat_safety, acceptance_reason = False, ""
-            if decision == Approval.Decision.APPROVE:
-                items = WorkItem.objects.filter(replay_items__request=locked)
-                checks = evaluate(
-                    run=locked.run,
-                    kind=locked.kind,
-                    fix_reference=locked.fix_reference,
-                    items=items,
-                    stage="approve",
-                    request=locked,
-                    repeat_safety=repeat_safety,
-                )
-                error = refusal(checks)
-                if error is None and kind == Approval.Kind.TECHNICAL and repeat_safety == "unknown":
-                    if not accepts_unknown_repeat_safety:
-                        detail = (
-                            "the job's repeat safety is unknown: the technical approval must accept it "
-                            "explicitly, with a reason"
-                        )
-                        error = ReplayRefused(
-                            f"Refused by rule 3 (repeat safety): {detail}.",
-                            errors={"repeat_safety": [f"rule 3 (repeat safety): {detail}"]},
-                        )
-                if error is not None:
-                    raise error
-                checks_store(request=locked, checks=checks)
-            try:
-                with transaction.atomic():
-                    approval = Approval.objects.create(
-                        request=locked,
-                        kind=kind,
-                        decision=decision,
-                        comment=comment,
-                        actor=actor,
-                        requester=locked.requested_by,
-                        decided_at=timezone.now(),
-                        scope_fingerprint=locked.scope_fingerprint,
-                        accepts_unknown_repeat_safety=accepts_unknown_repeat_safety,
-                        acceptance_reason=acceptance_reason,
-                    )
-            except IntegrityError as exc:  # a concurrent decision of the same kind or by the same person
-                raise Conflict(
-                    f"The {kind} decision was given by someone else at the same moment.",
-                    errors={"kind": ["already decided"]},
-                ) from exc
-            verb = "given" if decision == Approval.Decision.APPROVE else "refused (rejected)"
-            summary = f"{KIND_WORDS[kind]} approval {verb} by {actor.get_username()}"
-            if accepts_unknown_repeat_safety:
-                summary += f", accepting the unknown repeat safety: {acceptance_reason}"
-            if comment:
-                summary += f" — {comment}"
-            replay_event_record(
-                request=locked,
-                kind="replay_approval",
-                summary=summary,
+            approval = Approval.objects.create(
+                request=request,
+                kind=kind,
+                decision=decision,
+                comment=comment,
                 actor=actor,
-                data={
-                    "approval": str(approval.public_id),
-                    "kind": kind,
-                    "decision": decision,
-                    "scope_fingerprint": locked.scope_fingerprint,
-                    "accepts_unknown_repeat_safety": accepts_unknown_repeat_safety,
-                    "side_effects": [f"{e.description} ({e.repeat_safety})" for e in effects],
-                },
+                requester=request.requested_by,
+                decided_at=timezone.now(),
+                scope_fingerprint=request.scope_fingerprint,
+                accepts_unknown_repeat_safety=accepts_unknown_repeat_safety,
+                acceptance_reason=acceptance_reason,
             )
-            if decision == Approval.Decision.REJECT:
-                moved, _ = replay_request_transition(
-                    request=locked, action="reject", actor=actor, reason=f"{kind} approval refused: {comment}"
-                )
-                return moved
-            kinds = {a.kind for a in live if a.decision == Approval.Decision.APPROVE} | {kind}
-            if kinds != set(Approval.Kind.values):
-                return locked
-            moved, changed = replay_request_transition(
-                request=locked,
-                action="approve",
-                actor=actor,
-                summary="Replay approved: business and technical approvals given by two different people",
-            )
-            if changed:
-                pk = moved.pk
-                transaction.on_commit(lambda: _enqueue_dispatch(pk))
-            return moved
-    except ReplayRefused as exc:
-        replay_refusal_record(run=request.run, actor=actor, stage="approval", error=exc, request=request)
-        raise
+    except IntegrityError as exc:  # a concurrent decision of the same kind or by the same person
+        raise Conflict(
+            f"The {kind} decision was given by someone else at the same moment.", errors={"kind": ["already decided"]}
+        ) from exc
+    verb = "given" if decision == Approval.Decision.APPROVE else "refused (rejected)"
+    summary = f"{KIND_WORDS[kind]} approval {verb} by {actor.get_username()}"
+    if accepts_unknown_repeat_safety:
+        summary += f", accepting the unknown repeat safety: {acceptance_reason}"
+    if comment:
+        summary += f" — {comment}"
+    replay_event_record(
+        request=request,
+        kind=TimelineEvent.Kind.REPLAY_APPROVAL,
+        summary=summary,
+        actor=actor,
+        data={
+            "approval": str(approval.public_id),
+            "kind": kind,
+            "decision": decision,
+            "scope_fingerprint": request.scope_fingerprint,
+            "accepts_unknown_repeat_safety": accepts_unknown_repeat_safety,
+            "side_effects": [f"{e.description} ({e.repeat_safety})" for e in effects],
+        },
+    )
+    return approval
+
+
+def _decision_settle(
+    *, request: ReplayRequest, actor: AbstractBaseUser, kind: str, decision: str, comment: str, live: list[Approval]
+) -> ReplayRequest:
+    """Move the request after a decision: a rejection rejects it; the second live approval approves it
+    and enqueues its dispatch on commit; a first approval leaves it pending."""
+    if decision == Approval.Decision.REJECT:
+        return replay_request_transition(
+            request=request, action="reject", actor=actor, reason=f"{kind} approval refused: {comment}"
+        ).obj
+    kinds = {a.kind for a in live if a.decision == Approval.Decision.APPROVE} | {kind}
+    if kinds != set(Approval.Kind.values):
+        return request
+    moved, changed = replay_request_transition(
+        request=request,
+        action="approve",
+        actor=actor,
+        summary="Replay approved: business and technical approvals given by two different people",
+    )
+    if changed:
+        pk = moved.pk
+        transaction.on_commit(lambda: _enqueue_dispatch(pk))
+    return moved
 
 
 def _enqueue_dispatch(request_pk: int) -> None:

@@ -29,6 +29,7 @@ from approvals.replays.requests import replay_request_complete_if_confirmed, rep
 from approvals.replays.rules import ReplayRefused
 from handover.core.errors import InvalidTransition
 from runs.alerts.redaction import redact_text
+from runs.timeline.models import TimelineEvent
 
 logger = logging.getLogger(__name__)
 SWEEP_BATCH = 200
@@ -144,7 +145,7 @@ def dispatch_webhook_deliver(*, dispatch_id: int) -> DeliveryResult:
             values={"delivered_at": delivered, "lease_expires_at": lease_until, "next_delivery_at": None},
             summary=f"Replay webhook delivered (delivery {row.number}, HTTP {answer.status}); the runner must report "
             f"the attempt as started by {lease_until:%Y-%m-%d %H:%M:%S}Z",
-            event_kind="replay_webhook_delivered",
+            event_kind=TimelineEvent.Kind.REPLAY_WEBHOOK_DELIVERED,
             data={"delivery": row.number, "response_status": answer.status},
         )
     except InvalidTransition:  # the runner claimed or reported meanwhile: the delivery stands recorded

@@ -1,6 +1,6 @@
 """The demo's replays: dunmore-pharmacy's failed run of the night of 2026-11-27 (``load_demo``).
 
-Called by ``runs.demo.loader.demo_load`` after the stories, the acme-foods ledger and handover.
+Called by ``manage.py load_demo`` after the stories, the acme-foods ledger and handover.
 Gives the run a small ledger through the ledger services, then tells the road back:
 
 1. support asks to replay the three absent invoices *and* DUN-3003, which the runner claims done

@@ -39,14 +39,16 @@ from approvals.replays.requests import (
     replay_request_transition,
 )
 from approvals.replays.rules import ReplayRefused, evaluate, refusal
-from approvals.replays.selectors import replay_may_manage
 from handover.core.errors import Conflict, DomainError, InvalidTransition, NotFound
 from handover.core.links import absolute_url
+from handover.core.transitions import Transitioned, transition
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt
 from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
 from runs.catalog.models import RunnerCredential
 from runs.ledger.models import WorkItem
+from runs.permissions import may_manage_replay
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 
 REPORTABLE_STATUSES = (
     Attempt.Status.RUNNING,
@@ -54,6 +56,13 @@ REPORTABLE_STATUSES = (
     Attempt.Status.FAILED,
     Attempt.Status.TIMED_OUT,
 )
+# The timeline event of each attempt status a dispatch follows.
+REPLAY_ATTEMPT_KINDS = {
+    Attempt.Status.RUNNING: TimelineEvent.Kind.REPLAY_ATTEMPT_STARTED,
+    Attempt.Status.SUCCEEDED: TimelineEvent.Kind.REPLAY_ATTEMPT_SUCCEEDED,
+    Attempt.Status.FAILED: TimelineEvent.Kind.REPLAY_ATTEMPT_FAILED,
+    Attempt.Status.TIMED_OUT: TimelineEvent.Kind.REPLAY_ATTEMPT_TIMED_OUT,
+}
 DISPATCH_ACTION_FOR_ATTEMPT = {
     Attempt.Status.RUNNING: "start",
     Attempt.Status.SUCCEEDED: "succeed",
@@ -122,34 +131,23 @@ def dispatch_transition(
     action: str,
     values: dict[str, Any] | None = None,
     summary: str = "",
-    event_kind: str = "",
+    event_kind: TimelineEventKind | None = None,
     actor: AbstractBaseUser | None = None,
     attempt: Attempt | None = None,
     data: dict[str, Any] | None = None,
     guard: dict[str, Any] | None = None,
-) -> tuple[Dispatch, bool]:
-    """Move ``dispatch`` by ``action`` (``Dispatch.TRANSITIONS``) with a guarded UPDATE; one event when it moves.
+) -> Transitioned[Dispatch]:
+    """Move ``dispatch`` by ``action`` (``Dispatch.TRANSITIONS``) with the guarded UPDATE of
+    ``handover.core.transitions.transition``; one event when it moves.
 
-    The UPDATE is filtered on the primary key, the allowed source statuses and ``guard`` (extra
-    filters, e.g. the lease time). Returns ``(dispatch, moved)``: already in the target status →
-    ``moved`` False; otherwise InvalidTransition (409). ``event_kind`` empty writes no event.
+    ``guard``: extra filters (e.g. the lease time). Returns ``Transitioned(dispatch, moved)``:
+    already in the target status → ``moved`` False; otherwise InvalidTransition (409).
+    ``event_kind`` None writes no event.
     """
-    allowed_from, target = Dispatch.TRANSITIONS[action]
     now = timezone.now()
-    fields: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": now, **(values or {})}
-    with transaction.atomic():
-        updated = (
-            Dispatch.objects.filter(pk=dispatch.pk, status__in=allowed_from).filter(**(guard or {})).update(**fields)
-        )
-        current = Dispatch.objects.select_related("request__run__job", "request__run__tenant").get(pk=dispatch.pk)
-        if not updated:
-            if current.status == target:
-                return current, False
-            raise InvalidTransition(
-                f"The dispatch is {current.status}; it cannot {action} "
-                f"(allowed from: {', '.join(sorted(allowed_from))}).",
-                errors={"status": [current.status]},
-            )
+    target = Dispatch.TRANSITIONS[action][1]
+
+    def record(current: Dispatch, before: str) -> None:
         if event_kind:
             replay_event_record(
                 request=current.request,
@@ -157,9 +155,19 @@ def dispatch_transition(
                 summary=summary,
                 actor=actor,
                 attempt=attempt,
-                data={"dispatch": str(current.public_id), "from": dispatch.status, "to": target, **(data or {})},
+                data={"dispatch": str(current.public_id), "from": before, "to": target, **(data or {})},
             )
-    return current, True
+
+    return transition(
+        queryset=Dispatch.objects.select_related("request__run__job", "request__run__tenant"),
+        pk=dispatch.pk,
+        table=Dispatch.TRANSITIONS,
+        action=action,
+        values={"status_changed_at": now, "updated_at": now, **(values or {})},
+        noun="the dispatch",
+        guard=guard,
+        on_moved=record,
+    )
 
 
 def _live_approvals(request: ReplayRequest) -> dict[str, Approval]:
@@ -186,11 +194,11 @@ def replay_request_dispatch(
 
     Idempotent: a request already dispatched (or completed, failed) returns its dispatch with
     ``created`` False -- the losing path of every race. Raises InvalidTransition (409) from other
-    statuses. A person (``actor``) must be allowed to manage the request (``replay_may_manage``),
+    statuses. A person (``actor``) must be allowed to manage the request (``runs.permissions.may_manage_replay``),
     else ReplayForbidden (403); the sweep and a runner's claim pass no actor. Returns
     ``(dispatch, created)``.
     """
-    if actor is not None and not replay_may_manage(user=actor, request=request):
+    if actor is not None and not may_manage_replay(user=actor, request=request):
         raise ReplayForbidden("Only the requester, support on this tenant or the job's technical owner.")
     blocked: ReplayRefused | None = None
     with transaction.atomic():
@@ -325,14 +333,18 @@ def dispatch_claim(*, request: ReplayRequest, credential: RunnerCredential) -> t
         )
         if dispatch.status == Dispatch.Status.PENDING:
             claimed, _ = dispatch_transition(
-                dispatch=dispatch, action="lease", values=values, summary=summary, event_kind="replay_claimed"
+                dispatch=dispatch,
+                action="lease",
+                values=values,
+                summary=summary,
+                event_kind=TimelineEvent.Kind.REPLAY_CLAIMED,
             )
         else:  # leased by a delivered webhook: the runner confirms with its credential
             Dispatch.objects.filter(pk=dispatch.pk, claimed_by__isnull=True).update(**values, updated_at=now)
             claimed = Dispatch.objects.select_related("request__run__job", "request__run__tenant").get(pk=dispatch.pk)
             replay_event_record(
                 request=claimed.request,
-                kind="replay_claimed",
+                kind=TimelineEvent.Kind.REPLAY_CLAIMED,
                 summary=summary,
                 data={"dispatch": str(claimed.public_id)},
             )
@@ -427,7 +439,7 @@ def dispatch_runner_report(
             Dispatch.objects.filter(pk=dispatch.pk, attempt__isnull=True).update(attempt=attempt, updated_at=now)
             replay_event_record(
                 request=request,
-                kind="replay_attempt_linked",
+                kind=TimelineEvent.Kind.REPLAY_ATTEMPT_LINKED,
                 summary=f"Attempt {attempt.number} ({execution_id}) linked to the replay: reported with the job's "
                 f"runner credential {credential.prefix}… and the replay's key",
                 attempt=attempt,
@@ -457,7 +469,7 @@ def dispatch_runner_report(
             action=action,
             values=values,
             summary=f"Replay attempt {attempt.number} {words[action]}{late}",
-            event_kind=f"replay_attempt_{words[action].replace(' ', '_')}",
+            event_kind=REPLAY_ATTEMPT_KINDS[Attempt.Status(attempt.status)],
             attempt=attempt,
         )
         if not changed:
@@ -495,7 +507,7 @@ def dispatch_lapse(*, dispatch: Dispatch, reason: str, now: datetime | None = No
             values={"unknown_at": stamp, "unknown_reason": reason[:500], "next_delivery_at": None},
             summary=f"Replay dispatch unknown: {reason}. A person decides (settle as failed or completed); "
             "it is never re-dispatched automatically",
-            event_kind="replay_dispatch_unknown",
+            event_kind=TimelineEvent.Kind.REPLAY_DISPATCH_UNKNOWN,
             guard={"lease_expires_at__lte": now} if now is not None else None,
         )
     except InvalidTransition:  # started, finished, or the lease was renewed meanwhile: nothing to do

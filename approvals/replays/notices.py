@@ -8,26 +8,23 @@ completed, failed); plus the job's technical owners when a dispatch happens or l
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
 from django.urls import reverse
-from guardian.shortcuts import get_users_with_perms
 
 from approvals.replays.models import Approval, ReplayRequest
-from approvals.replays.selectors import approvers_eligible
 from handover.notifications.services import notify
 from handover.notifications.told import Told
+from runs.permissions import approvers_eligible
+from runs.timeline.models import TimelineEvent
 
-EVENT_FOR_KIND = {
-    "replay_requested": "approval_needed",
-    "replay_approved": "replay_approved",
-    "replay_rejected": "replay_rejected",
-    "replay_dispatched": "replay_dispatched",
-    "replay_dispatch_unknown": "dispatch_lapsed",
-    "replay_completed": "replay_completed",
-    "replay_failed": "replay_failed",
+EVENT_FOR_KIND: dict[str, str] = {
+    TimelineEvent.Kind.REPLAY_REQUESTED: "approval_needed",
+    TimelineEvent.Kind.REPLAY_APPROVED: "replay_approved",
+    TimelineEvent.Kind.REPLAY_REJECTED: "replay_rejected",
+    TimelineEvent.Kind.REPLAY_DISPATCHED: "replay_dispatched",
+    TimelineEvent.Kind.REPLAY_DISPATCH_UNKNOWN: "dispatch_lapsed",
+    TimelineEvent.Kind.REPLAY_COMPLETED: "replay_completed",
+    TimelineEvent.Kind.REPLAY_FAILED: "replay_failed",
 }
 
 
@@ -51,13 +48,8 @@ def _deciders(request: ReplayRequest) -> list[AbstractBaseUser]:
 
 
 def _technical_owners(request: ReplayRequest) -> list[AbstractBaseUser]:
-    owners = cast(
-        "QuerySet[Any]",
-        get_users_with_perms(
-            request.run.job, only_with_perms_in=["act_as_technical_owner"], with_superusers=False, with_group_users=True
-        ),
-    )
-    return list(owners.filter(is_active=True).order_by("pk"))
+    # the job's technical owners, held explicitly (runs.permissions: the technical approvers of its runs)
+    return list(approvers_eligible(run=request.run, kind=Approval.Kind.TECHNICAL).order_by("pk"))
 
 
 def replay_notices_send(*, request: ReplayRequest, kind: str, summary: str, reminder: str = "") -> list[Told]:

@@ -28,19 +28,18 @@ from approvals.replays.rules import (
     scope_fingerprint,
 )
 from approvals.replays.selectors import (
-    approvers_eligible,
-    replay_may_manage,
-    replay_may_request,
     scope_candidates,
     scope_is_completed,
     work_items_by_record_id,
 )
-from handover.core.errors import DomainError, InvalidTransition
+from handover.core.errors import DomainError, Forbidden, InvalidTransition
+from handover.core.transitions import Transitioned, transition
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
 from runs.ledger.selectors import run_ledger_disclosures
-from runs.timeline.models import TimelineEvent
+from runs.permissions import approvers_eligible, may_act_on_run, may_manage_replay, may_request_replay
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 
 logger = logging.getLogger(__name__)
@@ -48,14 +47,14 @@ logger = logging.getLogger(__name__)
 MAX_EXPLICIT_ITEMS = 5000  # larger scopes are asked for as "all absent" (one query, no id list)
 INSERT_BATCH = 2000
 EVENT_KINDS = {
-    "approve": "replay_approved",
-    "rescope": "replay_rescoped",
-    "dispatch": "replay_dispatched",
-    "complete": "replay_completed",
-    "fail": "replay_failed",
-    "reject": "replay_rejected",
-    "cancel": "replay_cancelled",
-    "expire": "replay_expired",
+    "approve": TimelineEvent.Kind.REPLAY_APPROVED,
+    "rescope": TimelineEvent.Kind.REPLAY_RESCOPED,
+    "dispatch": TimelineEvent.Kind.REPLAY_DISPATCHED,
+    "complete": TimelineEvent.Kind.REPLAY_COMPLETED,
+    "fail": TimelineEvent.Kind.REPLAY_FAILED,
+    "reject": TimelineEvent.Kind.REPLAY_REJECTED,
+    "cancel": TimelineEvent.Kind.REPLAY_CANCELLED,
+    "expire": TimelineEvent.Kind.REPLAY_EXPIRED,
 }
 RECOVERY_DECISIONS = {
     "wait_for_retry": "Wait for the automatic retry",
@@ -63,12 +62,8 @@ RECOVERY_DECISIONS = {
 }
 
 
-class ReplayForbidden(DomainError):
+class ReplayForbidden(Forbidden):
     """The person may see the run or request but may not take this action on it."""
-
-    status = 403
-    type = "forbidden"
-    title = "Forbidden"
 
 
 def _name(user: AbstractBaseUser | None) -> str:
@@ -78,7 +73,7 @@ def _name(user: AbstractBaseUser | None) -> str:
 def replay_event_record(
     *,
     request: ReplayRequest,
-    kind: str,
+    kind: TimelineEventKind,
     summary: str,
     actor: AbstractBaseUser | None = None,
     data: dict[str, Any] | None = None,
@@ -125,20 +120,20 @@ def replay_request_transition(
     reason: str = "",
     summary: str = "",
     data: dict[str, Any] | None = None,
-) -> tuple[ReplayRequest, bool]:
-    """Move ``request`` by ``action`` (a key of ``ReplayRequest.TRANSITIONS``) with a guarded UPDATE.
+) -> Transitioned[ReplayRequest]:
+    """Move ``request`` by ``action`` (a key of ``ReplayRequest.TRANSITIONS``) with the guarded UPDATE of
+    ``handover.core.transitions.transition``.
 
-    The UPDATE is filtered on the primary key and the allowed source statuses and sets the status
-    with its stamps (``approved_at``, ``dispatched_at``; ``closed_at`` / ``closed_by`` /
-    ``close_reason`` for a terminal status). If nothing changed and the request already has the
-    target status it is returned with ``moved`` False (idempotent); otherwise InvalidTransition
-    (409) names the current status. In the same transaction: a terminal status closes the scope's
-    items (``is_open`` False) and one timeline event (``EVENT_KINDS``) records actor, from, to and
-    reason. Follow-up work is the verbs'. Returns ``(request, moved)``.
+    Sets the status with its stamps (``approved_at``, ``dispatched_at``; ``closed_at`` /
+    ``closed_by`` / ``close_reason`` for a terminal status). If the request already has the target
+    status it is returned with ``moved`` False (idempotent); otherwise InvalidTransition (409) names
+    the current status. In the same transaction: a terminal status closes the scope's items
+    (``is_open`` False) and one timeline event (``EVENT_KINDS``) records actor, from, to and
+    reason. Follow-up work is the verbs'. Returns ``Transitioned(request, moved)``.
     """
-    allowed_from, target = ReplayRequest.TRANSITIONS[action]
+    target = ReplayRequest.TRANSITIONS[action][1]
     now = timezone.now()
-    values: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": now}
+    values: dict[str, Any] = {"status_changed_at": now, "updated_at": now}
     if action == "approve":
         values["approved_at"] = now
     elif action == "rescope":
@@ -147,24 +142,10 @@ def replay_request_transition(
         values["dispatched_at"] = now
     if target in ReplayRequest.TERMINAL_STATUSES:
         values.update(closed_at=now, closed_by=actor, close_reason=reason[:2000])
-    with transaction.atomic():
-        before = ReplayRequest.objects.filter(pk=request.pk).values_list("status", flat=True).first()
-        updated = 0
-        if before in allowed_from:
-            # compare-and-set on the status just read: a concurrent change makes this a no-op
-            updated = ReplayRequest.objects.filter(pk=request.pk, status=before).update(**values)
-        if not updated:
-            current = ReplayRequest.objects.select_related("run__job", "run__tenant").get(pk=request.pk)
-            if current.status == target:
-                return current, False
-            raise InvalidTransition(
-                f"The replay request is {current.status}; it cannot {action} "
-                f"(allowed from: {', '.join(sorted(allowed_from))}).",
-                errors={"status": [current.status]},
-            )
+
+    def record(moved: ReplayRequest, before: str) -> None:
         if target in ReplayRequest.TERMINAL_STATUSES:
-            ReplayRequestItem.objects.filter(request_id=request.pk, is_open=True).update(is_open=False)
-        moved = ReplayRequest.objects.select_related("run__job", "run__tenant", "requested_by").get(pk=request.pk)
+            ReplayRequestItem.objects.filter(request_id=moved.pk, is_open=True).update(is_open=False)
         text = summary or f"Replay request {target} by {_name(actor)}"
         if reason and not summary:
             text += f": {reason}"
@@ -175,7 +156,16 @@ def replay_request_transition(
             actor=actor,
             data={"from": before, "to": target, "reason": reason, **(data or {})},
         )
-    return moved, True
+
+    return transition(
+        queryset=ReplayRequest.objects.select_related("run__job", "run__tenant", "requested_by"),
+        pk=request.pk,
+        table=ReplayRequest.TRANSITIONS,
+        action=action,
+        values=values,
+        noun="the replay request",
+        on_moved=record,
+    )
 
 
 # --- making a request -----------------------------------------------------------------------------
@@ -253,7 +243,9 @@ def replay_refusal_record(
         return timeline_event_record(
             job=run.job,
             run=run,
-            kind="replay_refused" if stage != "dispatch" else "replay_dispatch_blocked",
+            kind=TimelineEvent.Kind.REPLAY_REFUSED
+            if stage != "dispatch"
+            else TimelineEvent.Kind.REPLAY_DISPATCH_BLOCKED,
             summary=f"{words[stage]}: {error.detail}",
             actor_user=actor,
             data={
@@ -289,7 +281,7 @@ def replay_request_create(
     The run's ledger disclosures (items weakened from completed, duplicates explained: who, why) are
     stored on the request and bound into its scope fingerprint.
     """
-    if not replay_may_request(user=actor, run=run):
+    if not may_request_replay(user=actor, run=run):
         raise ReplayForbidden("Only support on this run's tenant may request a replay.")
     reason = redact_text(reason or "").strip()
     fix_reference = redact_text(fix_reference or "").strip()[:500]
@@ -349,7 +341,7 @@ def replay_request_create(
             sample = ", ".join(sorted(r[1] for r in rows)[:5]) + (" …" if len(rows) > 5 else "")
             replay_event_record(
                 request=request,
-                kind="replay_requested",
+                kind=TimelineEvent.Kind.REPLAY_REQUESTED,
                 summary=f"Replay requested by {_name(actor)}: {len(rows):,} item(s), "
                 f"{ReplayRequest.Kind(kind).label.lower()} ({sample}) — {reason}",
                 actor=actor,
@@ -411,7 +403,7 @@ def replay_request_rescope(
     closed; ReplayRefused (409) naming each failed rule. Side effects: items replaced, approvals
     voided, one ``replay_rescoped`` event.
     """
-    if not replay_may_manage(user=actor, request=request):
+    if not may_manage_replay(user=actor, request=request):
         raise ReplayForbidden("Only the requester, support on this tenant or the job's technical owner.")
     run = request.run
     fix = request.fix_reference if fix_reference is None else redact_text(fix_reference).strip()[:500]
@@ -494,7 +486,7 @@ def replay_request_cancel(*, request: ReplayRequest, actor: AbstractBaseUser, re
     InvalidTransition (409) once dispatched or closed (a cancelled one is returned as it is).
     Side effects: the items are released and one ``replay_cancelled`` event.
     """
-    if not replay_may_manage(user=actor, request=request):
+    if not may_manage_replay(user=actor, request=request):
         raise ReplayForbidden("Only the requester, support on this tenant or the job's technical owner.")
     reason = redact_text(reason or "").strip()
     if not reason:
@@ -600,7 +592,7 @@ def replay_request_settle(
     dispatched with a dispatch in ``unknown`` or ``succeeded``; ReplayRefused (409) for
     ``completed`` while the ledger does not confirm the scope.
     """
-    if not replay_may_manage(user=actor, request=request):
+    if not may_manage_replay(user=actor, request=request):
         raise ReplayForbidden("Only the requester, support on this tenant or the job's technical owner.")
     reason = redact_text(reason or "").strip()
     if outcome not in ("failed", "completed"):
@@ -643,10 +635,7 @@ def run_recovery_decision_record(
     Raises ReplayForbidden (403) unless the actor is support on the tenant or technical owner of the
     job; DomainError (400) for an unknown decision or a missing reference / note. Returns the event.
     """
-    allowed = actor.has_perm("runs.act_as_support", run.tenant) or actor.has_perm(
-        "runs.act_as_technical_owner", run.job
-    )
-    if not allowed:
+    if not may_act_on_run(user=actor, run=run):
         raise ReplayForbidden("Only support on this tenant or the job's technical owner records recovery decisions.")
     if decision not in RECOVERY_DECISIONS:
         raise DomainError(
@@ -667,7 +656,7 @@ def run_recovery_decision_record(
         return timeline_event_record(
             job=run.job,
             run=run,
-            kind="recovery_decision",
+            kind=TimelineEvent.Kind.RECOVERY_DECISION,
             summary=summary,
             actor_user=actor,
             data={"decision": decision, "reference": reference, "note": note},

@@ -30,7 +30,6 @@ from django.db.models import QuerySet
 
 from approvals.replays.models import Approval, ReplayRequest
 from approvals.replays.selectors import (
-    approvers_eligible,
     run_active_attempts,
     run_completed_count,
     scope_facts,
@@ -42,6 +41,7 @@ from runs.catalog.models import SideEffect
 from runs.catalog.selectors import job_repeat_safety
 from runs.ledger.models import WorkItem
 from runs.ledger.selectors import run_ledger_disclosures, run_possible_duplicates_unexplained
+from runs.permissions import approvers_eligible
 
 RULE_NAMES = {
     "scope_not_empty": "rule 2 (scope)",

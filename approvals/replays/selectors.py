@@ -2,63 +2,32 @@
 approvers, and the ledger queries the replay rules need (scope candidates, outcome counts).
 
 Visibility follows the run: whoever may see a run sees its replay requests (``runs.permissions.run_visibility_filter``).
-Approving needs an *explicit* object permission -- ``runs.act_as_business_owner`` on the run's
-tenant, ``runs.act_as_technical_owner`` on its job -- held directly or through a group. Superusers
-are not exempt: rule 4 applies to everyone, so ``is_superuser`` grants nothing here.
+Who may approve is ``runs.permissions.approvers_eligible`` / ``may_decide`` (rule 4: explicit roles,
+superusers not exempt).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import BooleanField, Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Value, When
-from guardian.shortcuts import get_objects_for_user, get_users_with_perms
 
 from approvals.replays.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, WebhookDelivery
 from handover.handovers.evidence import ACTIVE_ATTEMPT_STATUSES
 from runs.attempts.models import Attempt, Run
-from runs.catalog.models import Job, RunnerCredential, Tenant
+from runs.catalog.models import RunnerCredential
 from runs.ledger.models import WorkItem
-from runs.permissions import run_visibility_filter
+from runs.permissions import decide_filters, manage_replay_filter, may_decide, run_visibility_filter
 from runs.timeline.models import TimelineEvent
 
 User = AbstractBaseUser | AnonymousUser
 
-# approval kind -> (permission codename, what it is granted on)
-APPROVER_PERMISSIONS = {
-    Approval.Kind.BUSINESS: ("act_as_business_owner", "tenant"),
-    Approval.Kind.TECHNICAL: ("act_as_technical_owner", "job"),
-}
 SAMPLE_SIZE = 10
 DELIVERY_LOG_LIMIT = 50
 
 
 # --- who may do what ----------------------------------------------------------------------------
-
-
-def approvers_eligible(*, run: Run, kind: str, exclude: AbstractBaseUser | None = None) -> QuerySet[AbstractBaseUser]:
-    """Active people holding the explicit permission for approvals of ``kind`` on ``run``, by username.
-
-    ``business``: ``act_as_business_owner`` on the run's tenant; ``technical``:
-    ``act_as_technical_owner`` on its job (directly or through a group; superuser status counts for
-    nothing). ``exclude`` (the requester) is left out. Queries: one when evaluated.
-    """
-    codename, on = APPROVER_PERMISSIONS[Approval.Kind(kind)]
-    obj: Tenant | Job = run.tenant if on == "tenant" else run.job
-    users = get_users_with_perms(obj, only_with_perms_in=[codename], with_superusers=False, with_group_users=True)
-    users = users.filter(is_active=True)
-    if exclude is not None:
-        users = users.exclude(pk=exclude.pk)
-    return users.order_by(get_user_model().USERNAME_FIELD)
-
-
-def approver_is_eligible(*, user: User, run: Run, kind: str) -> bool:
-    """Whether ``user`` holds the explicit permission for a ``kind`` approval on ``run`` (requester not checked)."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    return approvers_eligible(run=run, kind=kind).filter(pk=user.pk).exists()
 
 
 def approval_kinds_open_to(*, user: User, request: ReplayRequest) -> list[str]:
@@ -77,33 +46,8 @@ def approval_kinds_open_to(*, user: User, request: ReplayRequest) -> list[str]:
         return []
     decided_kinds = {a.kind for a in live}
     return [
-        k
-        for k in Approval.Kind.values
-        if k not in decided_kinds and approver_is_eligible(user=user, run=request.run, kind=k)
+        k for k in Approval.Kind.values if k not in decided_kinds and may_decide(user=user, run=request.run, kind=k)
     ]
-
-
-def replay_may_request(*, user: User, run: Run) -> bool:
-    """Whether ``user`` may request a replay of ``run``: support on its tenant.
-
-    The role table: docs/architecture.md "Roles and permissions".
-    """
-    if not user.is_authenticated or not user.is_active:
-        return False
-    return user.has_perm("runs.act_as_support", run.tenant)
-
-
-def replay_may_manage(*, user: User, request: ReplayRequest) -> bool:
-    """Whether ``user`` may cancel, re-scope, trigger the dispatch of or settle ``request``.
-
-    The requester, support on the run's tenant, and the job's technical owners.
-    """
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if request.requested_by_id == user.pk:
-        return True
-    run = request.run
-    return user.has_perm("runs.act_as_support", run.tenant) or user.has_perm("runs.act_as_technical_owner", run.job)
 
 
 # --- replay requests ----------------------------------------------------------------------------
@@ -195,15 +139,10 @@ def replay_request_queue(*, user: User) -> QuerySet[ReplayRequest]:
     """
     if not user.is_authenticated or not user.is_active:
         return ReplayRequest.objects.none()
-    tenants = get_objects_for_user(
-        user, "runs.act_as_business_owner", klass=Tenant, with_superuser=False, accept_global_perms=False
-    ).values("pk")
-    jobs = get_objects_for_user(
-        user, "runs.act_as_technical_owner", klass=Job, with_superuser=False, accept_global_perms=False
-    ).values("pk")
+    business, technical = decide_filters(user=user, prefix="run__")
     live = Approval.objects.filter(request=OuterRef("pk"), voided_at__isnull=True)
-    waits_business = Q(run__tenant__in=tenants, has_business=False)
-    waits_technical = Q(run__job__in=jobs, has_technical=False)
+    waits_business = business & Q(has_business=False)
+    waits_technical = technical & Q(has_technical=False)
     return (
         ReplayRequest.objects.filter(status=ReplayRequest.Status.PENDING)
         .exclude(requested_by=user)
@@ -235,14 +174,12 @@ def replay_request_needs_decision(*, user: User) -> QuerySet[ReplayRequest]:
     """
     if not user.is_authenticated or not user.is_active:
         return ReplayRequest.objects.none()
-    tenants = get_objects_for_user(user, "runs.act_as_support", klass=Tenant, accept_global_perms=False).values("pk")
-    jobs = get_objects_for_user(user, "runs.act_as_technical_owner", klass=Job, accept_global_perms=False).values("pk")
     return (
         ReplayRequest.objects.filter(
             status=ReplayRequest.Status.DISPATCHED,
             dispatches__status__in=[Dispatch.Status.UNKNOWN, Dispatch.Status.SUCCEEDED],
         )
-        .filter(Q(requested_by=user) | Q(run__tenant__in=tenants) | Q(run__job__in=jobs))
+        .filter(manage_replay_filter(user=user))
         .select_related("run__job", "run__tenant", "requested_by")
         .prefetch_related("dispatches")
         .distinct()

@@ -28,9 +28,6 @@ from approvals.replays.requests import (
 from approvals.replays.rules import side_effects
 from approvals.replays.selectors import (
     approval_kinds_open_to,
-    approvers_eligible,
-    replay_may_manage,
-    replay_may_request,
     replay_request_dispatch,
     replay_request_get,
     replay_request_items,
@@ -47,6 +44,7 @@ from handover.notifications.selectors import notification_rows_about
 from handover.notifications.told import told_for, told_sentence
 from runs.attempts.models import Run
 from runs.ledger.selectors import run_get_for_ledger, run_possible_duplicates_unexplained
+from runs.permissions import approvers_eligible, may_manage_replay, may_request_replay
 
 CANDIDATES_SHOWN = 500
 SCOPE_SHOWN = 100
@@ -96,7 +94,7 @@ def run_replays_view(request: HttpRequest, run_id: str) -> HttpResponse:
     context = {
         "run": run,
         "replays": list(replay_request_list_for_run(run=run)),
-        "may_request": replay_may_request(user=request.user, run=run),
+        "may_request": may_request_replay(user=request.user, run=run),
         "decision_form": RecoveryDecisionForm(),
     }
     template = "approvals/replays/_run_replays.html" if request.htmx else "approvals/replays/run_replays.html"
@@ -164,7 +162,7 @@ def replay_create_view(request: HttpRequest, run_id: str) -> HttpResponse:
             "kinds": ReplayRequest.Kind.choices,
             "candidates": candidates[:CANDIDATES_SHOWN],
             "more_candidates": len(candidates) > CANDIDATES_SHOWN,
-            "may_request": replay_may_request(user=request.user, run=run),
+            "may_request": may_request_replay(user=request.user, run=run),
             "active_attempts": run_active_attempts(run=run),
             "unexplained_duplicates": run_possible_duplicates_unexplained(run=run, limit=50),
             "side_effects": effects,
@@ -192,7 +190,7 @@ def _detail_context(request: HttpRequest, replay: ReplayRequest) -> dict[str, An
         "deliveries": list(dispatch.webhook_deliveries.all()) if dispatch is not None else [],
         "timeline": list(replay_request_timeline(request=replay)),
         "my_kinds": my_kinds,
-        "may_manage": replay_may_manage(user=request.user, request=replay),
+        "may_manage": may_manage_replay(user=request.user, request=replay),
         "decision_form": DecisionForm(initial={"scope_fingerprint": replay.scope_fingerprint}, kinds=my_kinds),
         "reason_form": ReasonForm(),
         "settle_form": SettleForm(),

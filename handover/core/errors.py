@@ -55,6 +55,14 @@ class Conflict(DomainError):
     title = "Conflicts with an existing record"
 
 
+class Forbidden(DomainError):
+    """The caller may see the object but may not take this action on it (the role rules: ``runs.permissions``)."""
+
+    status = 403
+    type = "forbidden"
+    title = "Forbidden"
+
+
 class NotFound(DomainError):
     """The object does not exist or the caller may not see it (no existence leak)."""
 

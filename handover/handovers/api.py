@@ -1,7 +1,7 @@
 """``/api/v1/handovers/``: the handover record, its transitions, history, residual exceptions and Markdown export.
 
 Visibility comes from ``handover_get`` / ``handover_list`` (a handover the caller may not see answers
-404); writes need ``handover_may_write`` (403 otherwise: auditors, business owners). Transitions are
+404); writes need ``may_act_on_runs`` on its runs (403 otherwise: auditors, business owners). Transitions are
 POST actions named after the verb; each returns the updated handover.
 """
 
@@ -32,9 +32,8 @@ from handover.handovers.selectors import (
     handover_generated_staleness,
     handover_get,
     handover_list,
-    handover_may_write,
     handover_revision_list,
-    runs_may_write,
+    handover_runs,
 )
 from handover.handovers.serializers import (
     HandoverCreateInputSerializer,
@@ -62,7 +61,7 @@ from handover.handovers.services import (
 )
 from handover.handovers.versions import PreconditionRequired, etag, if_match_version
 from runs.attempts.models import Run
-from runs.permissions import run_visibility_filter
+from runs.permissions import may_act_on_runs, run_visibility_filter
 
 TAG = ["handovers"]
 PROBLEMS = {
@@ -135,7 +134,7 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
 
     def _writable(self) -> Handover:
         handover = self.get_object()
-        if not handover_may_write(user=self.request.user, handover=handover):
+        if not may_act_on_runs(user=self.request.user, runs=handover_runs(handover)):
             raise PermissionDenied("Only support on every tenant of this handover, or the job's technical owner.")
         return handover
 
@@ -176,7 +175,7 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
         runs = list(Run.objects.filter(run_visibility_filter(user=request.user), public_id__in=ids))
         if len(runs) != len(ids):
             raise Http404("No such run.")
-        if not runs_may_write(user=request.user, runs=runs):
+        if not may_act_on_runs(user=request.user, runs=runs):
             raise PermissionDenied("Only support on the runs' tenants, or the job's technical owner.")
         handover = handover_create(actor=request.user, runs=runs)
         return self._detail(handover, status.HTTP_201_CREATED)

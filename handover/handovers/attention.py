@@ -32,7 +32,7 @@ from runs.alerts.selectors import alert_list
 from runs.attempts.models import Run
 from runs.catalog.models import Job
 from runs.checks.slot_review import duration_warnings, fabricated_window_runs, unexplained_refires
-from runs.permissions import run_visibility_filter
+from runs.permissions import TECHNICAL_OWNER_CODENAME, run_visibility_filter
 
 User = AbstractBaseUser | AnonymousUser
 SECTION_LIMIT = 100
@@ -70,7 +70,7 @@ def job_technical_owner_names(job_ids: Iterable[int]) -> dict[int, list[str]]:
     if not ids:
         return owners
     content_type = ContentType.objects.get_for_model(Job)
-    common = {"content_type": content_type, "permission__codename": "act_as_technical_owner", "object_pk__in": ids}
+    common = {"content_type": content_type, "permission__codename": TECHNICAL_OWNER_CODENAME, "object_pk__in": ids}
     rows = list(UserObjectPermission.objects.filter(**common).values_list("object_pk", "user__username"))
     rows += list(
         GroupObjectPermission.objects.filter(**common, group__user__isnull=False).values_list(

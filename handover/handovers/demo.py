@@ -1,6 +1,6 @@
 """The demo's handover: acme-foods' partially committed run of the night of 2026-11-27 (``load_demo``).
 
-Called by ``runs.demo.loader.demo_load`` after the stories are posted. Idempotent: a run that
+Called by ``manage.py load_demo`` after ``runs.demo.loader.demo_load`` posted the stories. Idempotent: a run that
 already has a handover is left alone.
 """
 

@@ -21,13 +21,13 @@ from runs.timeline.models import TimelineEvent
 SAMPLE_SIZE = 10
 # Timeline events worth a line under "what definitely happened" (attempt events come from the attempts).
 NOTABLE_EVENT_KINDS = (
-    "manual_replay_unapproved",
-    "retries_exhausted",
-    "run_missed",
-    "overlap_breach",
-    "overlap_detected",
-    "schedule_mismatch",
-    "failure_class_confirmed",
+    TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED,
+    TimelineEvent.Kind.RETRIES_EXHAUSTED,
+    TimelineEvent.Kind.RUN_MISSED,
+    TimelineEvent.Kind.OVERLAP_BREACH,
+    TimelineEvent.Kind.OVERLAP_DETECTED,
+    TimelineEvent.Kind.SCHEDULE_MISMATCH,
+    TimelineEvent.Kind.FAILURE_CLASS_CONFIRMED,
 )
 ACTIVE_ATTEMPT_STATUSES = (Attempt.Status.QUEUED, Attempt.Status.RUNNING)
 

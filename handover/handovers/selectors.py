@@ -8,20 +8,17 @@ superusers do everything. Never a global group check (docs/architecture.md "Role
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
-from guardian.shortcuts import get_objects_for_user
 
 from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
 from handover.handovers.staleness import Staleness, evidence_annotations, evidence_changes, run_evidence_snapshot
 from runs.attempts.business_state import BUSINESS_STATE_FACTS, business_state_annotations
 from runs.attempts.models import Run
-from runs.catalog.models import Tenant
 from runs.ledger.models import WorkItem
-from runs.permissions import job_list_owned, run_visibility_filter
+from runs.permissions import run_visibility_filter
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -144,34 +141,6 @@ def handover_generated_staleness(*, handover: Handover) -> Staleness:
     return evidence_changes(recorded=handover.generated_evidence or {}, current=current, labels=labels)
 
 
-def runs_may_write(*, user: User, runs: Iterable[Run]) -> bool:
-    """Whether ``user`` may write a handover about all of ``runs``: support on each run's tenant or
-    technical owner of its job (superusers always). Queries: at most two."""
-    runs = list(runs)
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if user.is_superuser:
-        return True
-    if not runs:
-        return False
-    tenant_ids = {run.tenant_id for run in runs}
-    job_ids = {run.job_id for run in runs}
-    owned = set(job_list_owned(user=user).filter(pk__in=job_ids).values_list("pk", flat=True))
-    if all(run.job_id in owned for run in runs):
-        return True
-    support = set(
-        get_objects_for_user(user, "runs.act_as_support", klass=Tenant, accept_global_perms=False)
-        .filter(pk__in=tenant_ids)
-        .values_list("pk", flat=True)
-    )
-    return all(run.tenant_id in support or run.job_id in owned for run in runs)
-
-
-def handover_may_write(*, user: User, handover: Handover) -> bool:
-    """Whether ``user`` may edit and move ``handover`` (its runs should be prefetched: ``handover_get``)."""
-    return runs_may_write(user=user, runs=[link.run for link in handover.links.all()])
-
-
 def run_get_brief(*, user: User, public_id: object) -> Run | None:
     """One run ``user`` may see, with job (and who paused it), tenant and target; None otherwise. Queries: one."""
     return (
@@ -201,3 +170,8 @@ def handover_revision_list(*, handover: Handover, section: str | None = None) ->
     if section:
         revisions = revisions.filter(section=section)
     return revisions.select_related("created_by").order_by("section", "created_at", "id")
+
+
+def handover_runs(handover: Handover) -> list[Run]:
+    """The runs ``handover`` is about, from its prefetched links (``handover_get``): no query when prefetched."""
+    return [link.run for link in handover.links.all()]

@@ -3,7 +3,8 @@
 Every edit and transition writes a TimelineEvent on the timeline of each run the handover covers,
 with who and when. ``handover_transition`` is the one function that changes a handover's status
 (docs/architecture.md "State machines"); the verbs (hand over, start recovery, verify, resolve, close, reopen) wrap it.
-Permissions are checked by the views (``handover.handovers.selectors.handover_may_write``).
+Every write by a person is refused here unless they may act on each run of the handover
+(``runs.permissions.may_act_on_runs``: support on its tenant or technical owner of its job); the system may.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from handover.core.errors import Conflict, DomainError, InvalidTransition
+from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition
+from handover.core.transitions import Transitioned, transition
 from handover.handovers.closing import handover_closing_missing
 from handover.handovers.evidence import handover_evidence
 from handover.handovers.models import Handover, HandoverRevision, HandoverRun, ResidualException
@@ -28,7 +30,8 @@ from handover.handovers.versions import version_check
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
-from runs.permissions import run_visibility_filter
+from runs.permissions import may_act_on_runs, run_visibility_filter
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 
 S = Handover.Section
@@ -57,12 +60,12 @@ STATUS_STAMPS = {
     },
 }
 EVENT_KINDS = {
-    "hand_over": "handover_handed_over",
-    "start_recovery": "handover_recovering",
-    "verify": "handover_verifying",
-    "resolve": "handover_resolved",
-    "close": "handover_closed",
-    "reopen": "handover_reopened",
+    "hand_over": TimelineEvent.Kind.HANDOVER_HANDED_OVER,
+    "start_recovery": TimelineEvent.Kind.HANDOVER_RECOVERING,
+    "verify": TimelineEvent.Kind.HANDOVER_VERIFYING,
+    "resolve": TimelineEvent.Kind.HANDOVER_RESOLVED,
+    "close": TimelineEvent.Kind.HANDOVER_CLOSED,
+    "reopen": TimelineEvent.Kind.HANDOVER_REOPENED,
 }
 
 
@@ -95,7 +98,7 @@ def redacted_notice(labels: Iterable[str]) -> str:
 def handover_event_record(
     *,
     handover: Handover,
-    kind: str,
+    kind: TimelineEventKind,
     summary: str,
     actor: AbstractBaseUser | None = None,
     data: dict[str, Any] | None = None,
@@ -144,6 +147,7 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
         raise DomainError(
             "A handover covers runs of one job only.", errors={"runs": ["The runs belong to different jobs."]}
         )
+    _require_write(actor, runs=runs)
     now = timezone.now()
     with transaction.atomic():
         existing = (
@@ -184,7 +188,7 @@ def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover
         )
         handover_event_record(
             handover=handover,
-            kind="handover_created",
+            kind=TimelineEvent.Kind.HANDOVER_CREATED,
             summary=f"Handover drafted by {_name(actor)}: {handover.title}",
             actor=actor,
             data={"generated_sections": list(texts), "redacted": redacted},
@@ -248,6 +252,7 @@ def handover_update(
     (unchanged and without an event when nothing changed); its ``redacted_sections`` lists the
     sections and fields whose new text lost what looked like a secret (``redacted_notice`` words it).
     """
+    _require_write(actor, handover=handover)
     sections = dict(sections or {})
     fields = dict(fields or {})
     confirm = list(dict.fromkeys(confirm))
@@ -314,7 +319,7 @@ def handover_update(
             parts.append(f"{name.replace('_', ' ')}: {change['from'] or '—'} → {change['to'] or '—'}")
         handover_event_record(
             handover=locked,
-            kind="handover_edited",
+            kind=TimelineEvent.Kind.HANDOVER_EDITED,
             summary=f"{_name(actor)} " + "; ".join(parts),
             actor=actor,
             data={
@@ -351,6 +356,7 @@ def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | 
     generated revision; one ``handover_regenerated`` event per run names them. Raises
     InvalidTransition (409) for a closed handover. Returns the handover.
     """
+    _require_write(actor, handover=handover)
     now = timezone.now()
     with transaction.atomic():
         locked = Handover.objects.select_for_update().select_related("job").get(pk=handover.pk)
@@ -379,7 +385,7 @@ def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | 
         )
         handover_event_record(
             handover=locked,
-            kind="handover_regenerated",
+            kind=TimelineEvent.Kind.HANDOVER_REGENERATED,
             summary="Generated text refreshed from the evidence: "
             + ", ".join(SECTION_WORDS[s].lower() for s in changed),
             actor=actor,
@@ -393,54 +399,47 @@ def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | 
 # The one transition function and its verbs
 
 
-def _transition(
+def handover_transition(
     *,
     handover: Handover,
     action: str,
-    actor: AbstractBaseUser | None,
+    actor: AbstractBaseUser | None = None,
     reason: str = "",
     data: dict[str, Any] | None = None,
-) -> tuple[Handover, bool]:
-    """Move ``handover`` along ``Handover.TRANSITIONS``; returns (handover, whether it moved)."""
-    allowed_from, target = Handover.TRANSITIONS[action]
+) -> Transitioned[Handover]:
+    """Move ``handover`` by ``action`` (a key of ``Handover.TRANSITIONS``) with a guarded UPDATE.
+
+    The UPDATE is filtered on the primary key and the status read just before (which must be an
+    allowed source), and sets the status with its ``*_at`` / ``*_by`` stamps. If nothing changed
+    and the handover already has the target status it is returned (idempotent); otherwise
+    InvalidTransition (409) names the current status. Closing clears the runs' open flags and
+    reopening a closed handover sets them again (Conflict, 409, when another handover is open for
+    one of its runs). In the same transaction: one event per run (``EVENT_KINDS``) with actor,
+    from, to and reason. Follow-up work is the verbs' (notifications, next-run checks). Returns
+    ``Transitioned(handover, moved)`` (``handover.core.transitions``); Forbidden (403) for a person who
+    may not write the handover.
+    """
+    _require_write(actor, handover=handover)
+    target = Handover.TRANSITIONS[action][1]
     if action == "reopen" and not reason.strip():  # the one place the rule lives: every reopen passes here
         raise DomainError("Say why the handover is reopened.", errors={"reason": ["This field is required."]})
     now = timezone.now()
-    values: dict[str, Any] = {
-        "status": target,
-        "status_changed_at": now,
-        "updated_at": now,
-        "version": F("version") + 1,
-    }
+    values: dict[str, Any] = {"status_changed_at": now, "updated_at": now, "version": F("version") + 1}
     values.update(STATUS_STAMPS[action](now, actor))
     if action == "reopen":
         values["reopen_reason"] = reason
-    with transaction.atomic():
-        before = Handover.objects.filter(pk=handover.pk).values_list("status", flat=True).first()
-        updated = 0
-        if before in allowed_from:
-            # compare-and-set on the status just read: a concurrent change makes this a no-op
-            updated = Handover.objects.filter(pk=handover.pk, status=before).update(**values)
-        if not updated:
-            current = Handover.objects.select_related("job").get(pk=handover.pk)
-            if current.status == target:
-                return current, False
-            raise InvalidTransition(
-                f"The handover is {current.get_status_display().lower()}; it cannot {action.replace('_', ' ')}"
-                f" (allowed from: {', '.join(sorted(allowed_from))}).",
-                errors={"status": [current.status]},
-            )
+
+    def record(moved: Handover, before: str) -> None:
         if target == Handover.Status.CLOSED:
-            HandoverRun.objects.filter(handover_id=handover.pk).update(is_open=False)
+            HandoverRun.objects.filter(handover_id=moved.pk).update(is_open=False)
         elif before == Handover.Status.CLOSED:
             try:
                 with transaction.atomic():
-                    HandoverRun.objects.filter(handover_id=handover.pk).update(is_open=True)
+                    HandoverRun.objects.filter(handover_id=moved.pk).update(is_open=True)
             except IntegrityError as exc:
                 raise Conflict(
                     "Another handover is open for one of its runs: close that one before reopening this one."
                 ) from exc
-        moved = Handover.objects.select_related("job").get(pk=handover.pk)
         words = moved.get_status_display().lower()
         summary = f"Handover {'reopened' if action == 'reopen' else words} by {_name(actor)}"
         if reason:
@@ -453,28 +452,16 @@ def _transition(
             data={"from": before, "to": target, "reason": reason, **(data or {})},
             occurred_at=now,
         )
-    return moved, True
 
-
-def handover_transition(
-    *,
-    handover: Handover,
-    action: str,
-    actor: AbstractBaseUser | None = None,
-    reason: str = "",
-    data: dict[str, Any] | None = None,
-) -> Handover:
-    """Move ``handover`` by ``action`` (a key of ``Handover.TRANSITIONS``) with a guarded UPDATE.
-
-    The UPDATE is filtered on the primary key and the status read just before (which must be an
-    allowed source), and sets the status with its ``*_at`` / ``*_by`` stamps. If nothing changed
-    and the handover already has the target status it is returned (idempotent); otherwise
-    InvalidTransition (409) names the current status. Closing clears the runs' open flags and
-    reopening a closed handover sets them again (Conflict, 409, when another handover is open for
-    one of its runs). In the same transaction: one event per run (``EVENT_KINDS``) with actor,
-    from, to and reason. Follow-up work is the verbs' (notifications, next-run checks).
-    """
-    return _transition(handover=handover, action=action, actor=actor, reason=reason, data=data)[0]
+    return transition(
+        queryset=Handover.objects.select_related("job"),
+        pk=handover.pk,
+        table=Handover.TRANSITIONS,
+        action=action,
+        values=values,
+        noun="the handover",
+        on_moved=record,
+    )
 
 
 def handover_hand_over(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
@@ -491,7 +478,7 @@ def handover_hand_over(*, handover: Handover, actor: AbstractBaseUser) -> Handov
                 "Name the escalation owner before handing over.",
                 errors={"escalation_owner": ["Required to hand over."]},
             )
-        moved, changed = _transition(handover=current, action="hand_over", actor=actor)
+        moved, changed = handover_transition(handover=current, action="hand_over", actor=actor)
         if changed:
             handover_notifications_create(handover=moved, reason="handed_over", recipient=current.escalation_owner)
     return moved
@@ -499,7 +486,7 @@ def handover_hand_over(*, handover: Handover, actor: AbstractBaseUser) -> Handov
 
 def handover_start_recovery(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
     """Mark a handed-over handover as ``recovering`` (someone works on getting the output right)."""
-    return handover_transition(handover=handover, action="start_recovery", actor=actor)
+    return handover_transition(handover=handover, action="start_recovery", actor=actor).obj
 
 
 def handover_verify(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
@@ -515,7 +502,7 @@ def handover_verify(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
     from handover.handovers.checks import handover_checks_schedule, handover_resolve_if_settled
 
     with transaction.atomic():
-        moved, changed = _transition(handover=handover, action="verify", actor=actor)
+        moved, changed = handover_transition(handover=handover, action="verify", actor=actor)
         if changed:
             handover_checks_schedule(handover=moved, actor=actor)
     if changed:
@@ -534,7 +521,7 @@ def handover_resolve(*, handover: Handover) -> Handover:
     with transaction.atomic():
         if handover.status != Handover.Status.RESOLVED and not handover_checks_settled(handover=handover):
             raise InvalidTransition("Not every next-run check has passed or been waived yet.")
-        return handover_transition(handover=handover, action="resolve", actor=None)
+        return handover_transition(handover=handover, action="resolve", actor=None).obj
 
 
 def handover_close(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
@@ -555,7 +542,7 @@ def handover_close(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
                     "The handover cannot close yet: " + " ".join(missing),
                     errors={"closing_conditions": missing},
                 )
-        return handover_transition(handover=current, action="close", actor=actor)
+        return handover_transition(handover=current, action="close", actor=actor).obj
 
 
 def handover_reopen(*, handover: Handover, actor: AbstractBaseUser | None, reason: str) -> Handover:
@@ -565,11 +552,24 @@ def handover_reopen(*, handover: Handover, actor: AbstractBaseUser | None, reaso
     reason, InvalidTransition (409) from draft or handed over (a recovering handover is returned as it
     is), Conflict (409) when another handover has been opened for one of its runs meanwhile.
     """
-    return handover_transition(handover=handover, action="reopen", actor=actor, reason=_clean(reason)[:2000])
+    return handover_transition(handover=handover, action="reopen", actor=actor, reason=_clean(reason)[:2000]).obj
 
 
 # --------------------------------------------------------------------------------------------------
 # Residual exceptions
+
+
+def _require_write(
+    actor: AbstractBaseUser | None, *, handover: Handover | None = None, runs: list[Run] | None = None
+) -> None:
+    """Refuse a person who may not act on every run of the handover (Forbidden, 403); the system (None) may."""
+    if actor is None:
+        return
+    if runs is None:
+        assert handover is not None
+        runs = list(Run.objects.filter(handover_links__handover_id=handover.pk))
+    if not may_act_on_runs(user=actor, runs=runs):
+        raise Forbidden("Only support on each run's tenant, the job's technical owners and admins write this handover.")
 
 
 def _require_editable(handover: Handover) -> None:
@@ -615,6 +615,7 @@ def residual_exception_create(
     ids = list(dict.fromkeys(str(i).strip() for i in record_ids if str(i).strip()))
     _require_editable(handover)
     runs = [link.run for link in HandoverRun.objects.filter(handover=handover).select_related("run").order_by("id")]
+    _require_write(actor, runs=runs)
     if run is not None and run.pk not in {r.pk for r in runs}:
         raise DomainError("The run is not part of this handover.", errors={"run": ["not in this handover"]})
     _check_owner(owner, runs)
@@ -639,7 +640,7 @@ def residual_exception_create(
             exception.work_items.add(*items)
         handover_event_record(
             handover=handover,
-            kind="residual_exception_added",
+            kind=TimelineEvent.Kind.RESIDUAL_EXCEPTION_ADDED,
             summary=f"{_name(actor)} recorded a residual exception"
             + (f" covering {len(items)} item(s)" if items else "")
             + f", owner {owner.get_username() if owner else '— (none yet)'}"
@@ -678,6 +679,7 @@ def residual_exception_update(
     handover = exception.handover
     _require_editable(handover)
     runs = [link.run for link in HandoverRun.objects.filter(handover=handover).select_related("run").order_by("id")]
+    _require_write(actor, runs=runs)
     _check_owner(owner, runs)
     text = _clean(description) if description is not None else exception.description
     if not text:
@@ -709,7 +711,7 @@ def residual_exception_update(
         changes = {k: {"from": before[k], "to": after[k]} for k in before if before[k] != after[k]}
         handover_event_record(
             handover=handover,
-            kind="residual_exception_changed",
+            kind=TimelineEvent.Kind.RESIDUAL_EXCEPTION_CHANGED,
             summary=f"{_name(actor)} changed a residual exception: "
             + "; ".join(f"{k.replace('_', ' ')} {v['from'] or '—'} → {v['to'] or '—'}" for k, v in changes.items())[
                 :400

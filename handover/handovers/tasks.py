@@ -1,4 +1,5 @@
-"""Celery tasks of the handover app: sending notifications and the verifying sweep.
+"""Celery tasks of the handover app: sending notifications, the verifying sweep and the follow-ups of
+failed next-run checks.
 
 They follow the task rules of docs/architecture.md "Layout rules".
 """
@@ -6,6 +7,7 @@ They follow the task rules of docs/architecture.md "Layout rules".
 from __future__ import annotations
 
 import logging
+from smtplib import SMTPException
 
 from celery import shared_task
 
@@ -36,3 +38,31 @@ def handover_sweep_verifying() -> dict[str, int]:
 
     result = sweep()
     return {"resolved": result.resolved, "reopened": result.reopened}
+
+
+@shared_task(name="handover.next_run_check_follow_ups_sweep")
+def next_run_check_follow_ups_sweep() -> dict[str, int]:
+    """Beat tick: run the follow-ups of failed next-run checks from their outbox (reopen the handover,
+    tell the people responsible). Safe to overlap: each check is claimed once. Returns the counts."""
+    from handover.handovers.check_follow_ups import next_run_check_follow_ups_sweep as sweep
+
+    notified, failed = sweep()
+    if notified or failed:
+        logger.info("failed-check follow-ups: notified=%d failed=%d", notified, failed)
+    return {"notified": notified, "failed": failed}
+
+
+@shared_task(
+    name="runs.next_run_check_notify_failed",
+    autoretry_for=(OSError, SMTPException),
+    retry_backoff=30,
+    retry_jitter=True,
+    max_retries=5,
+)
+def next_run_check_notify_failed(check_ids: list[int]) -> int:
+    """Follow-ups of the failed checks ``check_ids`` (primary keys): reopen the handover, tell the people
+    responsible. Nothing enqueues it any more (the outbox sweep above runs them); it stays registered
+    under its old name so messages queued before that still run. Idempotent: each check is claimed once."""
+    from handover.handovers.check_follow_ups import next_run_check_notify_failed as notify
+
+    return notify(check_ids=check_ids)

@@ -36,10 +36,9 @@ from handover.handovers.selectors import (
     handover_generated_staleness,
     handover_get,
     handover_list,
-    handover_may_write,
     handover_revision_list,
+    handover_runs,
     run_get_brief,
-    runs_may_write,
 )
 from handover.handovers.services import (
     EDITABLE_FIELDS,
@@ -62,7 +61,7 @@ from handover.handovers.versions import EditConflict
 from handover.notifications.selectors import notification_rows_about
 from handover.notifications.told import told_for, told_sentence
 from runs.attempts.models import Run
-from runs.permissions import run_visibility_filter
+from runs.permissions import may_act_on_runs, run_visibility_filter
 
 PAGE_SIZE = 50
 
@@ -76,7 +75,7 @@ def _visible(request: HttpRequest, id: object) -> Handover:
 
 def _writable(request: HttpRequest, id: object) -> Handover:
     handover = _visible(request, id)
-    if not handover_may_write(user=request.user, handover=handover):
+    if not may_act_on_runs(user=request.user, runs=handover_runs(handover)):
         raise PermissionDenied("You may read this handover but not change it.")
     return handover
 
@@ -154,7 +153,7 @@ def handover_new_view(request: HttpRequest) -> HttpResponse:
     form = HandoverCreateForm(request.POST or None, choices=choices, initial={"runs": [str(run.public_id)]})
     if request.method == "POST" and form.is_valid():
         chosen = [c for c in candidates if str(c.public_id) in form.cleaned_data["runs"]]
-        if not runs_may_write(user=request.user, runs=chosen):
+        if not may_act_on_runs(user=request.user, runs=chosen):
             raise PermissionDenied("Only support on the runs' tenants, or the job's technical owner.")
         try:
             handover = handover_create(actor=request.user, runs=chosen)
@@ -164,7 +163,7 @@ def handover_new_view(request: HttpRequest) -> HttpResponse:
             messages.success(request, "Handover drafted from the evidence: check the generated text.")
             _tell_redacted(request, handover)
             return redirect("handover:handover-detail", id=handover.public_id)
-    may_write = runs_may_write(user=request.user, runs=[run])
+    may_write = may_act_on_runs(user=request.user, runs=[run])
     return render(request, "handover/handovers/handover_new.html", {"run": run, "form": form, "may_write": may_write})
 
 
@@ -177,7 +176,7 @@ def _page_context(request: HttpRequest, handover: Handover) -> dict[str, Any]:
         "notifications": list(handover.notifications.all()),
         "told": notification_rows_about(dedup_prefix=f"handover:{handover.public_id}:"),
         "conditions": handover_closing_conditions(handover=handover),
-        "may_write": handover_may_write(user=request.user, handover=handover),
+        "may_write": may_act_on_runs(user=request.user, runs=handover_runs(handover)),
         "staleness": handover_generated_staleness(handover=handover),
     }
 
@@ -214,7 +213,7 @@ def handover_generated_diff_view(request: HttpRequest, id: str) -> HttpResponse:
         "handover": handover,
         "diffs": diffs,
         "staleness": handover_generated_staleness(handover=handover),
-        "may_write": handover_may_write(user=request.user, handover=handover),
+        "may_write": may_act_on_runs(user=request.user, runs=handover_runs(handover)),
     }
     return render(request, "handover/handovers/handover_generated_diff.html", context)
 
@@ -483,6 +482,6 @@ def run_handover_box_view(request: HttpRequest, id: str) -> HttpResponse:
             "run": run,
             "open_handover": open_handover,
             "closed": [h for h in handovers if not h.is_open],
-            "may_write": runs_may_write(user=request.user, runs=[run]),
+            "may_write": may_act_on_runs(user=request.user, runs=[run]),
         },
     )

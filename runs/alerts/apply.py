@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from handover.core.errors import InvalidTransition
 from runs.alerts.context import PostContext, runner_reports_write
 from runs.alerts.identity import (
     RecordIdentity,
@@ -27,6 +28,7 @@ from runs.alerts.redaction import record_redacted, redact_text
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import AttemptReport, attempt_details_change, attempt_report_apply, run_status_refresh
 from runs.catalog.models import Integration, IntegrationKey
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 
 
@@ -39,9 +41,14 @@ def alert_finish(
     attempt: Attempt | None = None,
     stale: bool = False,
 ) -> Alert:
+    """Settle a ``pending`` alert with ``outcome`` (``accepted``, ``unmatched``, ``rejected`` or ``duplicate``: the
+    table ``Alert.TRANSITIONS``), its reason, run and attempt. Raises InvalidTransition (409) for an
+    alert that is not pending any more (the UPDATE is guarded on the table's sources). Returns the alert.
+    """
+    allowed_from, target = Alert.TRANSITIONS[Alert.ACTION_FOR_OUTCOME[Alert.Outcome(outcome)]]
     now = timezone.now()
     reason = storable_text(reason)  # reasons may quote what the sender sent
-    Alert.objects.filter(pk=alert.pk).update(
+    updated = Alert.objects.filter(pk=alert.pk, outcome__in=allowed_from).update(
         outcome=outcome,
         reason=reason[:4000],
         run=run,
@@ -50,6 +57,8 @@ def alert_finish(
         outcome_at=now,
         updated_at=now,
     )
+    if not updated:
+        raise InvalidTransition(f"Alert {alert.public_id} is not pending any more; it cannot become {target}.")
     alert.outcome, alert.reason, alert.run, alert.attempt, alert.is_stale = (
         outcome,
         reason,
@@ -117,7 +126,7 @@ def alert_apply_in_transaction(
             job=run.job,
             run=run,
             alert=alert,
-            kind="run_reported",
+            kind=TimelineEvent.Kind.RUN_REPORTED,
             summary=record.summary or "The scheduler reported on the run as a whole",
             occurred_at=record.occurred_at or received_at,
             actor_integration=integration,
@@ -180,7 +189,7 @@ def _refire_record(
         run=attempt.run,
         attempt=attempt,
         alert=alert,
-        kind="refire",
+        kind=TimelineEvent.Kind.REFIRE,
         summary=f"Re-fire: {alert.source} alert {instance.fingerprint} fired again (startsAt {instance.starts_at}) "
         f"after its instance of {previous} was resolved; "
         + (
@@ -381,7 +390,7 @@ def _apply_attempts(
             )
         )
 
-    def event(kind: str, summary: str, occurred_at: datetime) -> None:
+    def event(kind: TimelineEventKind, summary: str, occurred_at: datetime) -> None:
         timeline_event_record(
             job=run.job,
             run=run,
@@ -397,7 +406,7 @@ def _apply_attempts(
         # A replay_key is honoured only with the job's runner credential: on an integration key,
         # no replay dispatched by Handover carries this attempt.
         event(
-            "manual_replay_unapproved",
+            TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED,
             f"Attempt {attempt.number} is a manual re-run (manual_rerun) that went around the approval process "
             "(no replay dispatched by Handover carries it)",
             own.started_at or own.scheduled_at or received_at,
@@ -406,14 +415,14 @@ def _apply_attempts(
     if own_result.created and exhausted:
         earlier = record.details.get("earlier_invocations_failed")
         event(
-            "retries_exhausted",
+            TimelineEvent.Kind.RETRIES_EXHAUSTED,
             f"Retries exhausted ({exhausted})"
             + (f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""),
             record.occurred_at or received_at,
         )
     if own_result.created:
         for note in ident.notes:
-            event("schedule_mismatch", note, record.occurred_at or received_at)
+            event(TimelineEvent.Kind.SCHEDULE_MISMATCH, note, record.occurred_at or received_at)
     if not run_status_is_set:
         run_status_refresh(run=run)
     reason = ""
@@ -459,7 +468,7 @@ def _conflicting_report(
         job=run.job,
         run=run,
         alert=alert,
-        kind="conflicting_report",
+        kind=TimelineEvent.Kind.CONFLICTING_REPORT,
         summary=f"Conflicting report: {alert.source} says {record.status} for this run, which already has a "
         "succeeded attempt; the alert names no execution of its own, so no attempt was created",
         occurred_at=record.occurred_at or received_at,
@@ -513,17 +522,17 @@ def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_
             Alert.Outcome.UNMATCHED,
             reason=f"nothing to {record.kind}: no earlier alert of this integration reported the attempt it names",
         )
-    word = "resolved" if record.kind == AlertKind.RESOLVE else "acknowledged"
+    kind = TimelineEvent.Kind.RESOLVED if record.kind == AlertKind.RESOLVE else TimelineEvent.Kind.ACKNOWLEDGED
     timeline_event_record(
         job=attempt.run.job,
         run=attempt.run,
         attempt=attempt,
         alert=alert,
-        kind=word,
+        kind=kind,
         # The sender's own line (PagerDuty's "acknowledged by on-call") says who or why; keep it.
         # named by the integration ("nomad-prod"), not the source slug ("custom")
-        summary=f"{alert.integration.name}: {word} on attempt {attempt.number} ({attempt.execution_id})"
-        + (" — a resolve is not a success" if word == "resolved" else "")
+        summary=f"{alert.integration.name}: {kind.value} on attempt {attempt.number} ({attempt.execution_id})"
+        + (" — a resolve is not a success" if kind == TimelineEvent.Kind.RESOLVED else "")
         + (f" — {alert.summary}" if alert.summary else ""),
         occurred_at=record.occurred_at or received_at,
         actor_integration=alert.integration,
@@ -561,7 +570,7 @@ def _apply_definition(
             job=job,
             tenant=ident.tenant,
             alert=alert,
-            kind="definition_mismatch",
+            kind=TimelineEvent.Kind.DEFINITION_MISMATCH,
             summary=f"{integration.source} reports {', '.join(mismatches)}",
             occurred_at=record.occurred_at or received_at,
             actor_integration=integration,

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from handover.core.models import TimeStampedModel, choices_check
+from runs.alerts.parsers.base import AlertKind
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration, IntegrationKey
 
@@ -154,13 +155,32 @@ class Alert(TimeStampedModel):
     """
 
     Outcome = _AlertOutcome
+    Kind = AlertKind
+
+    # action -> (allowed source outcomes, target outcome); docs/architecture.md "Alert outcome".
+    # ``pending``, ``duplicate`` and ``rejected`` are also written when the row is created.
+    TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
+        "accept": (frozenset({Outcome.PENDING}), Outcome.ACCEPTED),
+        "unmatch": (frozenset({Outcome.PENDING}), Outcome.UNMATCHED),
+        "reject": (frozenset({Outcome.PENDING}), Outcome.REJECTED),
+        # an HA peer (another replica's report of the same instance) or a stale re-firing found on apply
+        "fold": (frozenset({Outcome.PENDING}), Outcome.DUPLICATE),
+        "reprocess": (frozenset({Outcome.UNMATCHED, Outcome.PENDING}), Outcome.PENDING),
+        "ignore": (frozenset({Outcome.UNMATCHED}), Outcome.IGNORED),
+    }
+    ACTION_FOR_OUTCOME = {
+        Outcome.ACCEPTED: "accept",
+        Outcome.UNMATCHED: "unmatch",
+        Outcome.REJECTED: "reject",
+        Outcome.DUPLICATE: "fold",
+    }
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     delivery = models.ForeignKey(Delivery, on_delete=models.PROTECT, related_name="alerts")
     integration = models.ForeignKey(Integration, on_delete=models.PROTECT, related_name="alerts")
     index = models.PositiveIntegerField(help_text="position of the record in its post, from 0")
     source = models.SlugField(max_length=50)
-    kind = models.CharField(max_length=20, default="attempt")
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.ATTEMPT)
     dedup_key = models.TextField(blank=True, help_text="the source's dedup key, for display")
     dedup_hash = models.CharField(max_length=64, blank=True)
     duplicate_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT, related_name="duplicates")
@@ -207,6 +227,7 @@ class Alert(TimeStampedModel):
                 violation_error_code="index",
             ),
             choices_check("runs_alert_outcome_valid", "outcome", _AlertOutcome),
+            choices_check("runs_alert_kind_valid", "kind", AlertKind),
             models.CheckConstraint(
                 condition=~Q(outcome="duplicate") | Q(duplicate_of__isnull=False),
                 name="runs_alert_duplicate_has_original",

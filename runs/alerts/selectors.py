@@ -209,7 +209,7 @@ def alert_completeness(*, integration: Integration) -> AlertCompleteness:
     """
     counts = {f"{name}_count": Count("id", filter=condition) for name, (_, condition) in COMPLETENESS_FIELDS.items()}
     rows = (
-        Alert.objects.filter(integration=integration, duplicate_of__isnull=True, kind="attempt")
+        Alert.objects.filter(integration=integration, duplicate_of__isnull=True, kind=Alert.Kind.ATTEMPT)
         .exclude(outcome=Alert.Outcome.REJECTED)
         .values("job_key")
         .annotate(alert_count=Count("id"), **counts)

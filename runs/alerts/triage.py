@@ -36,14 +36,14 @@ def alert_reprocess(*, alert: Alert, actor: AbstractBaseUser | None = None) -> A
     if alert.duplicate_of_id is not None:
         original = alert.duplicate_of
         assert original is not None
-        if original.outcome not in (Alert.Outcome.UNMATCHED, Alert.Outcome.PENDING):
+        if original.outcome not in Alert.TRANSITIONS["reprocess"][0]:
             raise InvalidTransition(
                 f"This alert is a duplicate of {original.public_id}, which is {original.outcome}: nothing to reprocess."
             )
         source = alert
         alert = original
     else:
-        if alert.outcome not in (Alert.Outcome.UNMATCHED, Alert.Outcome.PENDING):
+        if alert.outcome not in Alert.TRANSITIONS["reprocess"][0]:
             raise InvalidTransition(
                 f"Only unmatched or pending original alerts can be reprocessed, not {alert.outcome}."
             )
@@ -69,7 +69,7 @@ def alert_reprocess(*, alert: Alert, actor: AbstractBaseUser | None = None) -> A
             locked = (
                 Alert.objects.select_for_update(of=("self",)).select_related("delivery", "integration").get(pk=alert.pk)
             )
-            if locked.outcome not in (Alert.Outcome.UNMATCHED, Alert.Outcome.PENDING):
+            if locked.outcome not in Alert.TRANSITIONS["reprocess"][0]:
                 return locked
             ctx = PostContext(key=key, settings=settings)
             original_reapply(
@@ -94,7 +94,7 @@ def alert_ignore(*, alert: Alert, actor: AbstractBaseUser, reason: str) -> Alert
     """A person's dismissal of an ``unmatched`` alert, with a reason. Raises ``InvalidTransition``."""
     if not reason.strip():
         raise InvalidTransition("Say why the alert is ignored.")
-    updated = Alert.objects.filter(pk=alert.pk, outcome=Alert.Outcome.UNMATCHED).update(
+    updated = Alert.objects.filter(pk=alert.pk, outcome__in=Alert.TRANSITIONS["ignore"][0]).update(
         outcome=Alert.Outcome.IGNORED,
         reason=f"ignored: {reason.strip()}",
         ignored_by=actor,

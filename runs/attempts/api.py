@@ -24,12 +24,14 @@ from runs.attempts.filters import RunFilterSet
 from runs.attempts.models import Attempt, Run
 from runs.attempts.selectors import run_get, run_list
 from runs.attempts.serializers import (
+    AttemptAbandonInputSerializer,
     AttemptReplaceSlotInputSerializer,
     AttemptSerializer,
     DuplicateTriggerExplainInputSerializer,
     RunDetailSerializer,
     RunListSerializer,
 )
+from runs.attempts.services import attempt_abandon
 
 
 def _problem(description: str) -> OpenApiResponse:
@@ -103,6 +105,32 @@ class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         data = DuplicateTriggerExplainInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         attempt = attempt_duplicate_trigger_explain(attempt=attempt, actor=request.user, **data.validated_data)  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
+        return Response(AttemptSerializer(attempt).data)
+
+    @extend_schema(
+        summary="Abandon an attempt that will never report",
+        description="Support on the tenant or the job's technical owner decides that a queued or running attempt "
+        "will never report (its worker is gone): it becomes `abandoned` with the reason, the run's status follows "
+        "(`failed` when it was the latest attempt) and the timeline records who and why. Answers the attempt.",
+        tags=["runs"],
+        request=AttemptAbandonInputSerializer,
+        responses={
+            200: AttemptSerializer,
+            **CORRECTION_PROBLEMS,
+            409: _problem("the attempt has ended already, or no reason was given"),
+        },
+    )
+    @action(
+        detail=True,
+        methods=["post"],
+        url_path="attempts/<uuid:attempt_id>/abandon",
+        url_name="attempt-abandon",
+    )
+    def abandon(self, request: Request, id: UUID, attempt_id: UUID) -> Response:
+        attempt = self._attempt(attempt_id)
+        data = AttemptAbandonInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        attempt = attempt_abandon(attempt=attempt, actor=request.user, reason=data.validated_data["reason"])  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
         return Response(AttemptSerializer(attempt).data)
 
     @extend_schema(

@@ -42,7 +42,9 @@ def business_state_annotations(run_ref: str = "pk") -> dict[str, Any]:
         "bs_duplicate_trigger": Exists(
             Attempt.objects.filter(run=run, is_duplicate_trigger=True, duplicate_explained_at__isnull=True)
         ),
-        "bs_conflicting_report": Exists(TimelineEvent.objects.filter(run=run, kind="conflicting_report")),
+        "bs_conflicting_report": Exists(
+            TimelineEvent.objects.filter(run=run, kind=TimelineEvent.Kind.CONFLICTING_REPORT)
+        ),
         "bs_handover_status": Subquery(
             Run.objects.filter(pk=run, handover_links__is_open=True).values("handover_links__handover__status")[:1]
         ),

@@ -2,7 +2,7 @@
 on another slot (docs/slots.md).
 
 Who may correct: support on the run's tenant, the job's technical owners and admins — the same
-people who change the run's work ledger (``runs.ledger.selectors.run_ledger_writable``).
+people who change the run's work ledger (``runs.permissions.may_act_on_run``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from handover.core.errors import Conflict, DomainError, InvalidTransition, NotFound
+from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition
 from runs.alerts.identity import run_get_or_create
 from runs.alerts.models import Alert
 from runs.alerts.redaction import redact_text
@@ -24,19 +24,15 @@ from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.fire_times import previous_fire_time
 from runs.checks.slot_placement import slot_schedule, slot_window
 from runs.checks.slot_review import unexplained_refires
-from runs.ledger.selectors import run_ledger_writable
-from runs.permissions import run_visibility_filter
+from runs.permissions import require_act_on_run
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 EVIDENCE_REF_MAX = Attempt._meta.get_field("duplicate_evidence_ref").max_length or 300
 
 
-class AttemptCorrectionDenied(DomainError):
+class AttemptCorrectionDenied(Forbidden):
     """The person may see the run but not correct its attempts (auditors, business owners)."""
-
-    status = 403
-    type = "forbidden"
-    title = "Forbidden"
 
 
 def attempt_correction_require(*, user: AbstractBaseUser, run: Run) -> None:
@@ -45,13 +41,7 @@ def attempt_correction_require(*, user: AbstractBaseUser, run: Run) -> None:
     Raises NotFound (404) for a run the person may not see, AttemptCorrectionDenied (403) for one
     they may only read. Queries: the guardian checks, plus one when refused.
     """
-    if run_ledger_writable(user=user, run=run):
-        return
-    if not Run.objects.filter(run_visibility_filter(user=user), pk=run.pk).exists():
-        raise NotFound("No such run.")
-    raise AttemptCorrectionDenied(
-        "Only support (on this tenant), the job's technical owners and admins correct a run's attempts."
-    )
+    require_act_on_run(user=user, run=run, what="correct a run's attempts", error=AttemptCorrectionDenied)
 
 
 def attempt_duplicate_trigger_explain(
@@ -100,7 +90,7 @@ def attempt_duplicate_trigger_explain(
             job=locked.run.job,
             run=locked.run,
             attempt=locked,
-            kind="duplicate_trigger_explained",
+            kind=TimelineEvent.Kind.DUPLICATE_TRIGGER_EXPLAINED,
             summary=f"Duplicate trigger of attempt {locked.number} ({locked.execution_id}) explained by "
             f"{actor.get_username()}: {reason} (evidence: {evidence_ref})",
             occurred_at=now,
@@ -226,7 +216,7 @@ def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBas
                 job=source.job,
                 run=run_,
                 attempt=locked,
-                kind="attempt_replaced",
+                kind=TimelineEvent.Kind.ATTEMPT_REPLACED,
                 summary=words,
                 occurred_at=now,
                 actor_user=actor,
@@ -266,7 +256,7 @@ def run_refire_explain(*, run: Run, actor: AbstractBaseUser, reason: str, eviden
         timeline_event_record(
             job=locked.job,
             run=locked,
-            kind="refire_explained",
+            kind=TimelineEvent.Kind.REFIRE_EXPLAINED,
             summary=f"Re-fire explained by {actor.get_username()}: {reason} (evidence: {evidence_ref})",
             occurred_at=timezone.now(),
             actor_user=actor,

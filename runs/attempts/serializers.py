@@ -75,6 +75,12 @@ class DuplicateTriggerExplainInputSerializer(serializers.Serializer[dict[str, st
     evidence_ref = serializers.CharField(max_length=300, help_text="a ticket, a log link, the scheduler's audit entry")
 
 
+class AttemptAbandonInputSerializer(serializers.Serializer[dict[str, object]]):
+    """Why the attempt will never report (a person's decision; required)."""
+
+    reason = serializers.CharField(max_length=2000)
+
+
 class AttemptReplaceSlotInputSerializer(serializers.Serializer[dict[str, object]]):
     """The slot (a fire time of the target's schedule, ISO 8601 with an offset) and why the attempt belongs there."""
 

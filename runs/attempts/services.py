@@ -12,15 +12,17 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from handover.core.errors import InvalidTransition
+from handover.core.transitions import Transitioned, transition
 from runs.alerts.models import Alert
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration
 from runs.checks.overlaps import attempt_overlap_record
+from runs.permissions import require_act_on_run
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 RUN_STATUS_FOR_ATTEMPT = {
@@ -34,6 +36,17 @@ RUN_STATUS_FOR_ATTEMPT = {
 }
 # Statuses only attempts give a run; ``expected``/``missed`` are the schedule sweep's.
 ATTEMPT_MADE_STATUSES = frozenset(RUN_STATUS_FOR_ATTEMPT.values())
+
+# The timeline event an attempt's new status writes.
+ATTEMPT_EVENT_KINDS = {
+    Attempt.Status.QUEUED: TimelineEvent.Kind.ATTEMPT_QUEUED,
+    Attempt.Status.RUNNING: TimelineEvent.Kind.ATTEMPT_RUNNING,
+    Attempt.Status.SUCCEEDED: TimelineEvent.Kind.ATTEMPT_SUCCEEDED,
+    Attempt.Status.FAILED: TimelineEvent.Kind.ATTEMPT_FAILED,
+    Attempt.Status.TIMED_OUT: TimelineEvent.Kind.ATTEMPT_TIMED_OUT,
+    Attempt.Status.CANCELLED: TimelineEvent.Kind.ATTEMPT_CANCELLED,
+    Attempt.Status.ABANDONED: TimelineEvent.Kind.ATTEMPT_ABANDONED,
+}
 STATUS_WORDS = {
     "queued": "queued",
     "running": "running",
@@ -173,7 +186,7 @@ def attempt_report_apply(
             run=run,
             attempt=attempt,
             alert=alert,
-            kind=f"attempt_{report.status}",
+            kind=ATTEMPT_EVENT_KINDS[Attempt.Status(report.status)],
             summary=_attempt_summary(attempt, report.status),
             occurred_at=_event_time(report, fallback),
             actor_integration=actor_integration,
@@ -204,7 +217,7 @@ def attempt_report_apply(
                 actor_integration=actor_integration,
                 occurred_at=_event_time(report, fallback),
                 data=data,
-            )
+            ).obj
             changed = True
         else:
             stale = True
@@ -297,7 +310,7 @@ def duplicate_trigger_record(
         run=run,
         attempt=attempt,
         alert=alert,
-        kind="duplicate_trigger",
+        kind=TimelineEvent.Kind.DUPLICATE_TRIGGER,
         summary=f"Duplicate trigger: attempt {attempt.number} ({attempt.execution_id}) is a second scheduled start "
         f"of this slot"
         + (f" (attempt {first.number} already started)" if first else "")
@@ -317,7 +330,7 @@ def duplicate_trigger_record(
             job=run.job,
             run=run,
             attempt=attempt,
-            kind="second_scheduler_suspected",
+            kind=TimelineEvent.Kind.SECOND_SCHEDULER_SUSPECTED,
             summary=f"{recent} duplicate triggers on this target within 7 days: a second scheduler may be running",
             occurred_at=attempt.started_at or at,
         )
@@ -341,7 +354,7 @@ def source_number_repeated_record(
         run=run,
         attempt=attempt,
         alert=alert,
-        kind="source_number_repeated",
+        kind=TimelineEvent.Kind.SOURCE_NUMBER_REPEATED,
         summary=f"Attempt {attempt.number} ({attempt.execution_id}) reports source attempt number "
         f"{attempt.source_number}, already reported by {names}: two executions claim one try",
         occurred_at=attempt.started_at or at,
@@ -417,7 +430,7 @@ def attempt_details_change(
         run=attempt.run,
         attempt=attempt,
         alert=alert,
-        kind="attempt_details_changed",
+        kind=TimelineEvent.Kind.ATTEMPT_DETAILS_CHANGED,
         summary=f"Attempt {attempt.number} ({attempt.execution_id}) reported again as {attempt.status} with a new "
         + " and ".join(words[n] for n in changes)
         + detail,
@@ -454,19 +467,20 @@ def attempt_transition(
     actor_integration: Integration | None = None,
     occurred_at: datetime | None = None,
     data: dict[str, Any] | None = None,
-) -> Attempt:
-    """Move an attempt to ``status`` with a guarded UPDATE, writing its timeline event.
+) -> Transitioned[Attempt]:
+    """Move an attempt to ``status`` with the guarded UPDATE of ``handover.core.transitions.transition``,
+    writing its timeline event.
 
-    The UPDATE is filtered on the primary key *and* the allowed source statuses. If no row changed
-    and the attempt already has ``status``, it is returned unchanged (idempotent); otherwise
-    ``InvalidTransition`` (HTTP 409) names the current status. ``abandoned`` needs ``reason`` and
-    ``actor_user``. Refreshes the run's status. Runs in its own transaction (or the caller's).
-    Moving to ``running`` records any overlap with an earlier run (``attempt_overlap_record``).
+    If the attempt already has ``status``, it is returned with ``moved`` False (idempotent);
+    otherwise ``InvalidTransition`` (HTTP 409) names the current status. ``abandoned`` needs
+    ``reason`` and ``actor_user``. Refreshes the run's status. Runs in its own transaction (or the
+    caller's). Moving to ``running`` records any overlap with an earlier run
+    (``attempt_overlap_record``). Returns ``Transitioned(attempt, moved)``.
     """
     action = Attempt.ACTION_FOR_STATUS[Attempt.Status(status)]
-    allowed_from, target = Attempt.TRANSITIONS[action]
+    target = Attempt.TRANSITIONS[action][1]
     now = at or timezone.now()
-    values: dict[str, Any] = {"status": target, "status_changed_at": now, "updated_at": timezone.now()}
+    values: dict[str, Any] = {"status_changed_at": now, "updated_at": timezone.now()}
     if details is not None:
         for name in (
             "started_at",
@@ -483,35 +497,41 @@ def attempt_transition(
         if not reason or actor_user is None:
             raise InvalidTransition("Abandoning an attempt needs a person and a reason.")
         values.update(abandon_reason=reason, abandoned_by=actor_user, ended_at=attempt.ended_at or now)
-    with transaction.atomic():
-        updated = Attempt.objects.filter(pk=attempt.pk, status__in=allowed_from).update(**values)
-        if not updated:
-            current = Attempt.objects.get(pk=attempt.pk)
-            if current.status == target:
-                return current
-            raise InvalidTransition(
-                f"Attempt {current.number} is {current.status}; it cannot become {target} "
-                f"(allowed from: {', '.join(sorted(allowed_from)) or 'nothing'})."
-            )
-        attempt.refresh_from_db()
+
+    def record(moved: Attempt, before: str) -> None:
         timeline_event_record(
-            job=attempt.run.job,
-            run=attempt.run,
-            attempt=attempt,
+            job=moved.run.job,
+            run=moved.run,
+            attempt=moved,
             alert=alert,
-            kind=f"attempt_{target}",
-            summary=_attempt_summary(attempt, target) + (f" — {reason}" if reason else ""),
+            kind=ATTEMPT_EVENT_KINDS[Attempt.Status(target)],
+            summary=_attempt_summary(moved, target) + (f" — {reason}" if reason else ""),
             occurred_at=occurred_at or now,
             actor_user=actor_user,
             actor_integration=actor_integration,
             data=data,
         )
         if target == Attempt.Status.RUNNING:
-            attempt_overlap_record(attempt=attempt, occurred_at=occurred_at or now)
-        run_status_refresh(run=attempt.run)
-    return attempt
+            attempt_overlap_record(attempt=moved, occurred_at=occurred_at or now)
+        run_status_refresh(run=moved.run)
+
+    return transition(
+        queryset=Attempt.objects.select_related("run__job", "run__tenant"),
+        pk=attempt.pk,
+        table=Attempt.TRANSITIONS,
+        action=action,
+        values=values,
+        noun=f"attempt {attempt.number}",
+        on_moved=record,
+    )
 
 
 def attempt_abandon(*, attempt: Attempt, actor: AbstractBaseUser, reason: str) -> Attempt:
-    """A person's decision that an attempt will never report: ``abandoned`` with the reason."""
-    return attempt_transition(attempt=attempt, status=Attempt.Status.ABANDONED, reason=reason, actor_user=actor)
+    """A person's decision that an attempt will never report: ``abandoned`` with the reason.
+
+    Refused unless ``actor`` may act on the run (``runs.permissions.require_act_on_run``: NotFound 404
+    for a run they may not see, Forbidden 403 for one they only read); InvalidTransition (409) for an
+    attempt that ended, or without a reason. Returns the attempt.
+    """
+    require_act_on_run(user=actor, run=attempt.run, what="abandon a run's attempts")
+    return attempt_transition(attempt=attempt, status=Attempt.Status.ABANDONED, reason=reason, actor_user=actor).obj

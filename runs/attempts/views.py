@@ -20,9 +20,8 @@ from runs.attempts.services import source_number_twins
 from runs.checks.schedules import job_schedule, schedule_fire_times, target_schedule
 from runs.checks.selectors import check_list_for_run
 from runs.checks.slot_review import run_identity_flags, unexplained_refires
-from runs.ledger.selectors import run_ledger_writable
 from runs.ledger.views import run_ledger_context
-from runs.permissions import tenant_list_visible
+from runs.permissions import may_act_on_run, tenant_list_visible
 
 
 @login_required
@@ -106,7 +105,7 @@ def _attempt_to_correct(request: HttpRequest, id: str, attempt_id: str) -> Attem
     run = run_get(user=request.user, public_id=id)
     if run is None:
         raise Http404("No such run")
-    if not run_ledger_writable(user=request.user, run=run):
+    if not may_act_on_run(user=request.user, run=run):
         raise PermissionDenied("You may read this run but not correct its attempts.")
     attempt = Attempt.objects.filter(run=run, public_id=attempt_id).select_related("run__job", "run__tenant").first()
     if attempt is None:
@@ -169,7 +168,7 @@ def run_explain_refire_view(request: HttpRequest, id: str) -> HttpResponse:
     run = run_get(user=request.user, public_id=id)
     if run is None:
         raise Http404("No such run")
-    if not run_ledger_writable(user=request.user, run=run):
+    if not may_act_on_run(user=request.user, run=run):
         raise PermissionDenied("You may read this run but not explain its re-fires.")
     return form_post(
         request,

@@ -32,6 +32,7 @@ from runs.alerts.models import Alert, Delivery
 from runs.audit.services import audit_record
 from runs.catalog.models import Job
 from runs.ledger.models import WorkItem, WorkItemLoad
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 BATCH = 500
@@ -169,7 +170,7 @@ def _record(result: RetentionResult, days: int) -> None:
                 continue
             timeline_event_record(
                 job=job,
-                kind="retention_purged",
+                kind=TimelineEvent.Kind.RETENTION_PURGED,
                 summary=f"Retention ({days} days): "
                 + _words(counts["delivery_bodies"], counts["work_items"], counts["load_files"]),
                 data={**dict(counts), "older_than_days": days},

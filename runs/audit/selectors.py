@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from django.db.models import Q, QuerySet
-from guardian.shortcuts import get_objects_for_user
 
 from runs.audit.models import AuditEvent
 from runs.catalog.manage_selectors import User
-from runs.catalog.models import JobTarget, Tenant
+from runs.catalog.models import JobTarget
+from runs.permissions import tenant_list_audited
 
 
 def audit_event_list(*, user: User, action: str | None = None) -> QuerySet[AuditEvent]:
@@ -21,11 +21,7 @@ def audit_event_list(*, user: User, action: str | None = None) -> QuerySet[Audit
     if not user.is_authenticated:
         return events.none()
     if not (user.is_staff or user.is_superuser):
-        audited = list(
-            get_objects_for_user(user, "runs.act_as_auditor", klass=Tenant, accept_global_perms=False).values_list(
-                "pk", flat=True
-            )
-        )
+        audited = list(tenant_list_audited(user=user).values_list("pk", flat=True))
         if not audited:
             return events.none()
         jobs = JobTarget.objects.filter(tenant__in=audited).values("job_id")
@@ -45,4 +41,4 @@ def audit_is_readable(*, user: User) -> bool:
         return False
     if user.is_staff or user.is_superuser:
         return True
-    return get_objects_for_user(user, "runs.act_as_auditor", klass=Tenant, accept_global_perms=False).exists()
+    return tenant_list_audited(user=user).exists()

@@ -6,8 +6,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from handover.core.errors import DomainError
+from handover.core.errors import DomainError, Forbidden
 from runs.catalog.models import Job
+from runs.permissions import may_pause_job
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 
@@ -19,6 +21,8 @@ def job_pause(*, job: Job, actor: AbstractBaseUser, reason: str) -> Job:
     (``DomainError``, 400). While paused, no replay is dispatched (rule 3 in docs/architecture.md) and the
     missed-run sweep skips the job's targets. Returns the job with the pause fields set.
     """
+    if not may_pause_job(user=actor, job=job):
+        raise Forbidden("Only the job's technical owners and admins pause or resume the whole job.")
     reason = (reason or "").strip()
     if not reason:
         raise DomainError("Say why the job is paused.", errors={"reason": ["This field is required."]})
@@ -30,7 +34,7 @@ def job_pause(*, job: Job, actor: AbstractBaseUser, reason: str) -> Job:
         if updated:
             timeline_event_record(
                 job=job,
-                kind="job_paused",
+                kind=TimelineEvent.Kind.JOB_PAUSED,
                 summary=f"Job {job.key} paused by {actor.get_username()}: {reason}",
                 occurred_at=now,
                 actor_user=actor,
@@ -46,6 +50,8 @@ def job_resume(*, job: Job, actor: AbstractBaseUser, note: str = "") -> Job:
     Guarded on the job being paused: resuming a running job changes nothing and returns it.
     ``note`` (optional) goes into the event. Returns the job with the pause fields cleared.
     """
+    if not may_pause_job(user=actor, job=job):
+        raise Forbidden("Only the job's technical owners and admins pause or resume the whole job.")
     note = (note or "").strip()
     now = timezone.now()
     with transaction.atomic():
@@ -56,7 +62,7 @@ def job_resume(*, job: Job, actor: AbstractBaseUser, note: str = "") -> Job:
         if updated:
             timeline_event_record(
                 job=job,
-                kind="job_resumed",
+                kind=TimelineEvent.Kind.JOB_RESUMED,
                 summary=f"Job {job.key} resumed by {actor.get_username()}" + (f": {note}" if note else ""),
                 occurred_at=now,
                 actor_user=actor,

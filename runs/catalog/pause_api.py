@@ -17,11 +17,12 @@ from handover.core.serializers import ProblemSerializer
 from runs.catalog.models import Job
 from runs.catalog.pause import job_pause, job_resume
 from runs.catalog.pause_serializers import JobPauseInputSerializer, JobPauseSerializer, JobResumeInputSerializer
-from runs.catalog.selectors import job_get, job_may_pause
+from runs.catalog.selectors import job_get
+from runs.permissions import may_pause_job
 
 PROBLEMS = {
     400: OpenApiResponse(ProblemSerializer),
-    403: OpenApiResponse(ProblemSerializer, description="neither support on a tenant of the job nor its owner"),
+    403: OpenApiResponse(ProblemSerializer, description="not a technical owner of the job (nor an admin)"),
     404: OpenApiResponse(ProblemSerializer, description="no such job, or not visible to the caller"),
 }
 
@@ -30,8 +31,8 @@ def _job_for_pause(request: Request, id: str) -> Job:
     job = job_get(user=request.user, public_id=id)
     if job is None:
         raise Http404("No such job.")
-    if not job_may_pause(user=request.user, job=job):
-        raise PermissionDenied("Only support on a tenant of the job, or its technical owner, pauses it.")
+    if not may_pause_job(user=request.user, job=job):
+        raise PermissionDenied("Only the job's technical owners and admins pause the whole job.")
     return job
 
 

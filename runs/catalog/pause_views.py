@@ -14,7 +14,8 @@ from handover.core.errors import DomainError
 from runs.catalog.models import Job
 from runs.catalog.pause import job_pause, job_resume
 from runs.catalog.pause_forms import JobPauseForm, JobResumeForm
-from runs.catalog.selectors import job_get, job_may_pause
+from runs.catalog.selectors import job_get
+from runs.permissions import may_pause_job
 
 
 def _job(request: HttpRequest, id: str) -> Job:
@@ -35,11 +36,11 @@ def _back(request: HttpRequest, default: str) -> str:
 def job_pause_view(request: HttpRequest, id: str) -> HttpResponse:
     """Show the job's pause state; POST pauses it with a reason (written on the job's timeline)."""
     job = _job(request, id)
-    may_pause = job_may_pause(user=request.user, job=job)
+    may_pause = may_pause_job(user=request.user, job=job)
     form = JobPauseForm(request.POST or None)
     if request.method == "POST":
         if not may_pause:
-            raise PermissionDenied("Only support on a tenant of the job, or its technical owner, pauses it.")
+            raise PermissionDenied("Only the job's technical owners and admins pause the whole job.")
         if form.is_valid():
             try:
                 job_pause(job=job, actor=request.user, reason=form.cleaned_data["reason"])
@@ -61,8 +62,8 @@ def job_resume_view(request: HttpRequest, id: str) -> HttpResponse:
     job = _job(request, id)
     if request.method != "POST":
         return redirect("handover:job-pause", id=job.public_id)
-    if not job_may_pause(user=request.user, job=job):
-        raise PermissionDenied("Only support on a tenant of the job, or its technical owner, resumes it.")
+    if not may_pause_job(user=request.user, job=job):
+        raise PermissionDenied("Only the job's technical owners and admins resume the whole job.")
     form = JobResumeForm(request.POST)
     note = form.cleaned_data["note"] if form.is_valid() else ""
     job_resume(job=job, actor=request.user, note=note)

@@ -20,8 +20,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from runs.catalog.models import Job
-from runs.catalog.selectors import job_get, job_may_manage_runner_credentials, runner_credential_list
+from runs.catalog.selectors import job_get, runner_credential_list
 from runs.catalog.services import runner_credential_create, runner_credential_revoke
+from runs.permissions import may_manage_runner_credentials
 
 ISSUED_TTL_SECONDS = 300
 
@@ -36,7 +37,7 @@ def _managed_job(request: HttpRequest, id: str) -> Job:
     job = job_get(user=request.user, public_id=id)
     if job is None:
         raise Http404("No such job")
-    if not job_may_manage_runner_credentials(user=request.user, job=job):
+    if not may_manage_runner_credentials(user=request.user, job=job):
         raise PermissionDenied("Only an admin or a technical owner of the job manages its runner credentials.")
     return job
 

@@ -23,8 +23,9 @@ from handover.core.links import absolute_url
 from handover.core.parsers import JSONParser
 from handover.core.serializers import ProblemSerializer
 from runs.catalog.models import Job, RunnerCredential
-from runs.catalog.selectors import job_get, job_may_manage_runner_credentials, runner_credential_list
+from runs.catalog.selectors import job_get, runner_credential_list
 from runs.catalog.services import runner_credential_create, runner_credential_revoke
+from runs.permissions import may_manage_runner_credentials
 
 TAG = ["jobs"]
 PROBLEMS = {
@@ -73,7 +74,7 @@ def _job_for_credentials(request: Request, id: str) -> Job:
     job = job_get(user=request.user, public_id=id)
     if job is None:
         raise Http404("No such job.")
-    if not job_may_manage_runner_credentials(user=request.user, job=job):
+    if not may_manage_runner_credentials(user=request.user, job=job):
         raise PermissionDenied("Only an admin or a technical owner of the job manages its runner credentials.")
     return job
 

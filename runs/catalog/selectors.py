@@ -6,35 +6,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.db.models import Count, F, Prefetch, Q, QuerySet
-from guardian.shortcuts import get_objects_for_user
 
 from runs.attempts.models import Attempt, Run
-from runs.catalog.models import Job, JobTarget, RunnerCredential, SideEffect, Tenant
+from runs.catalog.models import Job, JobTarget, RunnerCredential, SideEffect
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import missed_slots
-from runs.permissions import JOB_READ_PERMS, TENANT_READ_PERMS, User, job_list_owned, tenant_list_visible
-
-
-def target_is_visible(*, user: User, target: JobTarget) -> bool:
-    """Whether ``user`` may see ``target`` (a tenant role on its tenant, or technical owner of its job)."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if user.is_superuser:
-        return True
-    return any(user.has_perm(p, target.tenant) for p in TENANT_READ_PERMS) or any(
-        user.has_perm(p, target.job) for p in JOB_READ_PERMS
-    )
-
-
-def target_may_act(*, user: User, target: JobTarget) -> bool:
-    """Whether ``user`` may create, waive or confirm checks of ``target``: support or technical owner."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if user.is_superuser:
-        return True
-    return user.has_perm("runs.act_as_support", target.tenant) or user.has_perm(
-        "runs.act_as_technical_owner", target.job
-    )
+from runs.permissions import User, job_list_owned, tenant_list_visible
 
 
 def target_list_visible(*, user: User, job: Job | None = None) -> QuerySet[JobTarget]:
@@ -185,32 +162,6 @@ def job_repeat_safety(side_effects: list[SideEffect]) -> str:
     if not side_effects:
         return SideEffect.RepeatSafety.UNKNOWN
     return min((s.repeat_safety for s in side_effects), key=REPEAT_SAFETY_ORDER.index)
-
-
-def job_may_pause(*, user: User, job: Job) -> bool:
-    """Whether ``user`` may pause or resume ``job``: its technical owner, or support on a tenant it runs
-    for (a target or a run of the job); superusers always. Queries: at most two."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if getattr(user, "is_superuser", False):  # the project's user model has it; AbstractBaseUser does not
-        return True
-    if job_list_owned(user=user).filter(pk=job.pk).exists():
-        return True
-    support = get_objects_for_user(user, "runs.act_as_support", klass=Tenant, accept_global_perms=False)
-    return support.filter(
-        Q(pk__in=JobTarget.objects.filter(job=job).values("tenant_id"))
-        | Q(pk__in=Run.objects.filter(job=job).values("tenant_id"))
-    ).exists()
-
-
-def job_may_manage_runner_credentials(*, user: User, job: Job) -> bool:
-    """Whether ``user`` may issue, list and revoke ``job``'s runner credentials: an admin (superuser) or a
-    technical owner of the job (docs/architecture.md "Roles and permissions"). One query at most."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if getattr(user, "is_superuser", False):
-        return True
-    return job_list_owned(user=user).filter(pk=job.pk).exists()
 
 
 def runner_credential_list(*, job: Job) -> QuerySet[RunnerCredential]:

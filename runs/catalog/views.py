@@ -14,7 +14,6 @@ from runs.catalog.runner_credential_views import RunnerCredentialForm, runner_cr
 from runs.catalog.selectors import (
     job_get,
     job_list_visible,
-    job_may_manage_runner_credentials,
     runner_credential_list,
     target_list_visible,
     target_outage_list,
@@ -23,7 +22,7 @@ from runs.checks.schedules import job_schedule, schedule_dst_sentences, schedule
 from runs.checks.selectors import check_list
 from runs.checks.slot_review import duration_warnings
 from runs.checks.views import beat_warning_text
-from runs.permissions import run_visibility_filter
+from runs.permissions import may_manage_runner_credentials, run_visibility_filter
 
 
 @login_required
@@ -60,7 +59,7 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
                 "duration_warning": warnings.get((target.tenant_id, target.environment)),
             }
         )
-    may_manage_credentials = job_may_manage_runner_credentials(user=request.user, job=job)
+    may_manage_credentials = may_manage_runner_credentials(user=request.user, job=job)
     issued = runner_credential_issued_pop(request, job) if may_manage_credentials else None
     response = render(
         request,

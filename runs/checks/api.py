@@ -23,12 +23,13 @@ from handover.core.fields import BlankAsNullChoiceField, BoundedDateTimeField
 from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
 from runs.attempts.selectors import run_get
-from runs.catalog.selectors import target_list_visible, target_may_act
+from runs.catalog.selectors import target_list_visible
 from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
 from runs.checks.filters import NextRunCheckFilterSet
 from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import next_run_check_schedule
 from runs.checks.selectors import check_get, check_list
+from runs.permissions import may_act_on_target
 
 
 class NextRunCheckSerializer(serializers.ModelSerializer[NextRunCheck]):
@@ -171,7 +172,7 @@ class NextRunCheckViewSet(
         return Response(NextRunCheckSerializer(fresh).data, status=code)
 
     def _authorise(self, check: NextRunCheck) -> None:
-        if not target_may_act(user=self.request.user, target=check.target):
+        if not may_act_on_target(user=self.request.user, target=check.target):
             raise PermissionDenied("Only support on this tenant or the job's technical owner may do this.")
 
     @extend_schema(
@@ -204,7 +205,7 @@ class NextRunCheckViewSet(
             target = target_list_visible(user=request.user).filter(public_id=values["target"]).first()
             if target is None:
                 raise ValidationError({"target": ["No such target."]})
-        if not target_may_act(user=request.user, target=target):
+        if not may_act_on_target(user=request.user, target=target):
             raise PermissionDenied("Only support on this tenant or the job's technical owner may create checks.")
         check, created = next_run_check_schedule(
             target=target, after=values.get("after") or timezone.now(), recovered_run=run, actor=request.user

@@ -9,19 +9,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from handover.core.errors import DomainError, InvalidTransition
-from runs.catalog.models import JobTarget
+from handover.core.errors import DomainError, Forbidden, InvalidTransition
 from runs.checks.evaluation import next_run_check_evaluate
 from runs.checks.events import check_event_record
 from runs.checks.facts import check_change, next_run_check_facts
 from runs.checks.models import NextRunCheck
 from runs.checks.transitions import check_transition_one, next_run_check_transition
-
-
-def _may_see_target(user: AbstractBaseUser, target: JobTarget) -> bool:
-    from runs.catalog.selectors import target_is_visible
-
-    return target_is_visible(user=user, target=target)
+from runs.permissions import may_act_on_target, may_read_target
+from runs.timeline.models import TimelineEvent
 
 
 def next_run_check_waive(
@@ -40,6 +35,8 @@ def next_run_check_waive(
     Raises ``DomainError`` (400) with field errors for a broken rule. Side effects: the transition
     and a ``next_run_check_waived`` timeline event.
     """
+    if not may_act_on_target(user=actor, target=check.target):
+        raise Forbidden("Only support on this tenant or the job's technical owner may do this.")
     errors: dict[str, list[str]] = {}
     reason = (reason or "").strip()
     if not reason:
@@ -50,7 +47,7 @@ def next_run_check_waive(
         errors["checkpoint"] = ["The checkpoint date must not be in the past."]
     if owner is None or not owner.is_active:
         errors["owner"] = ["Name an active person as the owner of the waiver."]
-    elif not _may_see_target(owner, check.target):
+    elif not may_read_target(user=owner, target=check.target):
         errors["owner"] = [f"{owner.get_username()} has no role on this tenant or job."]
     if errors:
         detail = " ".join(message for messages in errors.values() for message in messages)
@@ -80,6 +77,8 @@ def next_run_check_confirm(*, check: NextRunCheck, actor: AbstractBaseUser, note
     stale retry is queued or the ledger that has since appeared shows duplicates. Side effects: the
     confirmation, a ``next_run_check_confirmed`` event, then the transition and its event.
     """
+    if not may_act_on_target(user=actor, target=check.target):
+        raise Forbidden("Only support on this tenant or the job's technical owner may do this.")
     note = (note or "").strip()
     if not note:
         raise DomainError("Say how duplicates were checked.", errors={"note": ["This field is required."]})
@@ -105,7 +104,7 @@ def next_run_check_confirm(*, check: NextRunCheck, actor: AbstractBaseUser, note
         check = NextRunCheck.objects.select_related("target__job", "target__tenant", "recovered_run").get(pk=check.pk)
         check_event_record(
             check,
-            kind="next_run_check_confirmed",
+            kind=TimelineEvent.Kind.NEXT_RUN_CHECK_CONFIRMED,
             summary=f"{actor.get_username()} confirmed the next run re-emitted no records: {note}",
             occurred_at=now,
             actor=actor,

@@ -9,7 +9,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 
 from runs.checks.models import NextRunCheck
-from runs.timeline.models import TimelineEvent
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_build, timeline_events_record
 
 
@@ -25,7 +25,7 @@ def local_text(value: datetime, zone: str) -> str:
 def check_event_build(
     check: NextRunCheck,
     *,
-    kind: str,
+    kind: TimelineEventKind,
     summary: str,
     occurred_at: datetime,
     actor: AbstractBaseUser | None = None,

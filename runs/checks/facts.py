@@ -45,7 +45,7 @@ def _qualifying_successes(run_ref: OuterRef) -> QuerySet[Attempt]:
     success; that alert's delivery key must be bound to the run's tenant (or to all tenants, an
     admin's explicit choice). Earliest success first.
     """
-    bound = TimelineEvent.objects.filter(attempt_id=OuterRef("pk"), kind="attempt_succeeded").filter(
+    bound = TimelineEvent.objects.filter(attempt_id=OuterRef("pk"), kind=TimelineEvent.Kind.ATTEMPT_SUCCEEDED).filter(
         Q(alert__delivery__key__all_tenants=True) | Q(alert__delivery__key__tenants=OuterRef("run__tenant_id"))
     )
     return (
@@ -190,7 +190,7 @@ def checks_record_awaiting(items: Sequence[tuple[NextRunCheck, CheckVerdict, Che
         [
             check_event_build(
                 row,
-                kind="next_run_check_awaiting_confirmation",
+                kind=TimelineEvent.Kind.NEXT_RUN_CHECK_AWAITING_CONFIRMATION,
                 summary=verdict.summary,
                 occurred_at=now,
                 data={"duplicate_check": verdict.duplicate_check},

@@ -20,6 +20,7 @@ from runs.checks.schedule.cron import MICROSECOND, ScheduleError
 from runs.checks.schedule.slots import SlotSchedule, slot_interval_seconds
 from runs.checks.schedules import fire_times_between, target_schedule
 from runs.checks.slot_placement import slot_of_time, slot_schedule, slot_window
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 logger = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ def _target_sweep_missed(target: JobTarget, now: datetime, last: datetime | None
                     job=target.job,
                     tenant=target.tenant,
                     run=run,
-                    kind="run_missed",
+                    kind=TimelineEvent.Kind.RUN_MISSED,
                     summary=f"Missed: no run reported for the fire time {local_text(slot, sched.timezone)} "
                     f"({utc_text(slot)}) by its deadline {utc_text(deadline)}",
                     occurred_at=deadline,
@@ -208,7 +209,7 @@ def missed_streak_extend(*, target: JobTarget, slots: list[datetime], timezone_n
             timeline_event_record(
                 job=target.job,
                 tenant=target.tenant,
-                kind="missed_streak_opened",
+                kind=TimelineEvent.Kind.MISSED_STREAK_OPENED,
                 summary=f"Missed streak opened: no run for the fire time {local_text(slots[0], timezone_name)} "
                 f"({utc_text(slots[0])}); under policy {target.job.missed_run_policy} / overlap "
                 f"{target.job.overlap_policy} the streak is the record, not a missed run per slot",
@@ -248,7 +249,7 @@ def missed_streak_close(*, target: JobTarget, ran_at: datetime) -> MissedStreak 
             job=target.job,
             tenant=target.tenant,
             run=run,
-            kind="missed_streak_closed",
+            kind=TimelineEvent.Kind.MISSED_STREAK_CLOSED,
             summary=f"Missed streak closed: {streak.slot_count} slot{'s' if streak.slot_count != 1 else ''} missed "
             f"from {utc_text(streak.first_slot_at)} to {utc_text(streak.last_slot_at)}; the run for "
             f"{utc_text(ran_at)} was reported",

@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from handover.core.errors import DomainError
+from handover.core.errors import DomainError, Forbidden
 from runs.attempts.models import Run
 from runs.catalog.models import JobTarget
 from runs.checks.events import check_event_record, local_text, utc_text
@@ -18,6 +18,8 @@ from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import check_deadline
 from runs.checks.schedules import target_schedule
 from runs.checks.slot_placement import next_slot_after, slot_schedule, slot_window
+from runs.permissions import may_act_on_target
+from runs.timeline.models import TimelineEvent
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,12 @@ def next_run_check_schedule(
     fire time is returned as it is, with ``created`` False (one check serves every requester).
 
     Returns ``(check, created)``. Raises ``DomainError`` (400) for an inactive target, a recovered
-    run of another target, or a schedule with no next fire time. Side effects: one NextRunCheck
-    and a ``next_run_check_scheduled`` timeline event.
+    run of another target, or a schedule with no next fire time; ``Forbidden`` (403) when a person
+    (``actor``) may not act on the target (``runs.permissions.may_act_on_target``). Side effects: one
+    NextRunCheck and a ``next_run_check_scheduled`` timeline event.
     """
+    if actor is not None and not may_act_on_target(user=actor, target=target):
+        raise Forbidden("Only support on this tenant or the job's technical owner may create checks.")
     if not target.is_active:
         raise DomainError(f"The target {target} is not active: no next run is expected.")
     if recovered_run is not None and (recovered_run.job_id, recovered_run.tenant_id, recovered_run.environment) != (
@@ -102,7 +107,7 @@ def next_run_check_schedule(
             )
             check_event_record(
                 check,
-                kind="next_run_check_scheduled",
+                kind=TimelineEvent.Kind.NEXT_RUN_CHECK_SCHEDULED,
                 summary=f"Next-run check scheduled: the run expected at {local_text(expected_at, sched.timezone)} "
                 f"({utc_text(expected_at)}) must succeed by {utc_text(deadline_at)}",
                 occurred_at=timezone.now(),

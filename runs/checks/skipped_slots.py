@@ -19,6 +19,7 @@ from runs.checks.models import MissedStreak, NextRunCheck
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import check_deadline
 from runs.checks.slot_placement import SCHEDULE_STARTED, next_slot_after, slot_schedule, slot_window
+from runs.timeline.models import TimelineEvent
 
 # The jobs whose missed slots are a streak rather than a ``missed`` run each (``streak_applies``).
 STREAK_POLICY = Q(target__job__missed_run_policy=Job.MissedRunPolicy.LATEST_ONLY) | Q(
@@ -132,7 +133,7 @@ def next_run_check_move(*, check: NextRunCheck, slot: datetime, now: datetime) -
             )
             check_event_record(
                 check,
-                kind="next_run_check_moved",
+                kind=TimelineEvent.Kind.NEXT_RUN_CHECK_MOVED,
                 summary=f"Next-run check moved: the slot {local_text(old, schedule.timezone)} ({utc_text(old)}) "
                 f"was skipped under the policy '{policy}', so it is not the next normal run; the check now "
                 f"follows the slot that ran, {local_text(slot, schedule.timezone)} ({utc_text(slot)}), "

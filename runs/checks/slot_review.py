@@ -190,11 +190,11 @@ def unexplained_refires(runs: QuerySet[Run]) -> QuerySet[Run]:
     """Runs among ``runs`` with a ``refire`` event on an attempt the payload named again (the same
     execution) and no later ``refire_explained`` event: a person must explain the re-fire."""
     explained = TimelineEvent.objects.filter(
-        run_id=OuterRef("run_id"), kind="refire_explained", recorded_at__gte=OuterRef("recorded_at")
+        run_id=OuterRef("run_id"), kind=TimelineEvent.Kind.REFIRE_EXPLAINED, recorded_at__gte=OuterRef("recorded_at")
     )
-    pending = TimelineEvent.objects.filter(run_id=OuterRef("pk"), kind="refire", data__same_attempt=True).filter(
-        ~Exists(explained)
-    )
+    pending = TimelineEvent.objects.filter(
+        run_id=OuterRef("pk"), kind=TimelineEvent.Kind.REFIRE, data__same_attempt=True
+    ).filter(~Exists(explained))
     return runs.filter(Exists(pending))
 
 

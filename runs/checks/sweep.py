@@ -23,10 +23,10 @@ from runs.checks.facts import (
     checks_with_next_run,
     run_evidence,
 )
-from runs.checks.follow_ups import next_run_check_follow_ups_resend
 from runs.checks.models import NextRunCheck
 from runs.checks.skipped_slots import next_run_checks_move_off_skipped
 from runs.checks.transitions import CheckChange, next_run_check_transition
+from runs.timeline.models import TimelineEvent
 
 
 @dataclass
@@ -40,7 +40,6 @@ class SweepResult:
     waiting: int = 0
     skipped: int = 0
     late_successes: int = 0
-    follow_ups_resent: int = 0
     moved: int = 0
 
 
@@ -126,10 +125,8 @@ def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, ba
     same for the failures and for the checks now awaiting a person's confirmation. Safe to run
     twice or concurrently: locked rows are skipped, settled rows no longer match, and every write
     is guarded on the status.
-    Side effects: check transitions and timeline events; per batch with failures, one
-    ``runs.next_run_check_notify_failed`` task enqueued on commit (e-mail, handover reopen); last,
-    the follow-ups of failed checks whose message was lost are enqueued again
-    (``next_run_check_follow_ups_resend``). Returns a ``SweepResult``.
+    Side effects: check transitions and timeline events; a failed check is left in the follow-up
+    outbox (``failure_notified_at`` empty) the handover app sweeps. Returns a ``SweepResult``.
     """
     now = now or timezone.now()
     result = SweepResult()
@@ -167,14 +164,12 @@ def next_run_check_sweep(*, now: datetime | None = None, limit: int = 20_000, ba
                 else:
                     result.waiting += 1
             next_run_check_transition(action="pass", changes=passing, at=now)
-            # The transition enqueues, on commit, one follow-up task for the batch's failures.
             next_run_check_transition(action="fail", changes=failing, at=now)
             checks_record_awaiting(awaiting, now)
         result.passed += len(passing)
         result.failed += len(failing)
         result.awaiting_confirmation += len(awaiting)
     result.late_successes = _record_late_successes(now)
-    result.follow_ups_resent = next_run_check_follow_ups_resend(now=now, batch_size=batch_size)
     return result
 
 
@@ -217,7 +212,7 @@ def _record_late_successes(now: datetime) -> int:
             if updated:
                 check_event_record(
                     row,
-                    kind="next_run_check_late_success",
+                    kind=TimelineEvent.Kind.NEXT_RUN_CHECK_LATE_SUCCESS,
                     summary=f"The next run succeeded at {utc_text(found.success_at)}, after the check failed "
                     f"(deadline {utc_text(row.deadline_at)}): kept as evidence, the check stays failed",
                     occurred_at=now,

@@ -16,7 +16,15 @@ from django.utils import timezone
 from handover.core.errors import InvalidTransition
 from runs.checks.events import check_event_build
 from runs.checks.models import NextRunCheck
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_events_record
+
+# The timeline event each final status writes.
+CHECK_EVENT_KINDS = {
+    NextRunCheck.Status.PASSED: TimelineEvent.Kind.NEXT_RUN_CHECK_PASSED,
+    NextRunCheck.Status.FAILED: TimelineEvent.Kind.NEXT_RUN_CHECK_FAILED,
+    NextRunCheck.Status.WAIVED: TimelineEvent.Kind.NEXT_RUN_CHECK_WAIVED,
+}
 
 
 def checks_update_each(
@@ -94,8 +102,8 @@ def next_run_check_transition(
     guard leaves out any row, nothing is written. For a single check that already has the target
     status, it is returned unchanged (idempotent); otherwise ``InvalidTransition`` (409) names the
     current status. The sweep passes the rows its claim transaction holds locked, so the guard
-    matches them all. Failed checks enqueue, on commit, one follow-up task for all of them
-    (``runs.next_run_check_notify_failed``: e-mail, handover reopen). Returns the checks, updated
+    matches them all. A failed check is its own follow-up outbox entry (``failure_notified_at``
+    empty): the handover app sweeps it (reopen, e-mail). Returns the checks, updated
     in memory.
     """
     allowed_from, target_status = NextRunCheck.TRANSITIONS[action]
@@ -124,7 +132,7 @@ def next_run_check_transition(
                 [
                     check_event_build(
                         change.check,
-                        kind=f"next_run_check_{target_status}",
+                        kind=CHECK_EVENT_KINDS[NextRunCheck.Status(target_status)],
                         summary=change.summary,
                         occurred_at=now,
                         actor=actor,
@@ -133,9 +141,6 @@ def next_run_check_transition(
                     for change in changes
                 ]
             )
-            if target_status == NextRunCheck.Status.FAILED:
-                ids = [check.pk for check in checks]
-                transaction.on_commit(lambda: failed_follow_ups_enqueue(ids))
         elif updated:
             raise InvalidTransition("Some of the checks moved meanwhile; none was changed.")
     if updated == len(checks):
@@ -163,9 +168,3 @@ def check_transition_one(
 ) -> NextRunCheck:
     change = CheckChange(check=check, summary=summary, values=values or {}, data=data or {})
     return next_run_check_transition(action=action, changes=[change], at=at, actor=actor)[0]
-
-
-def failed_follow_ups_enqueue(check_ids: list[int]) -> None:
-    from runs.checks.tasks import next_run_check_notify_failed
-
-    next_run_check_notify_failed.delay(check_ids=check_ids)

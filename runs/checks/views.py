@@ -17,13 +17,14 @@ from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
 from handover.core.views import form_post
-from runs.catalog.selectors import target_list_visible, target_may_act
+from runs.catalog.selectors import target_list_visible
 from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
 from runs.checks.forms import NextRunCheckConfirmForm, NextRunCheckCreateForm, NextRunCheckWaiveForm
 from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import next_run_check_schedule
 from runs.checks.selectors import check_get, check_sections
 from runs.health.selectors import heartbeat_age_seconds
+from runs.permissions import may_act_on_target
 
 BEAT_SILENT_AFTER_SECONDS = 180
 # The beat task that writes the heartbeat (handover/settings.py CELERY_BEAT_SCHEDULE): its first tick
@@ -97,7 +98,7 @@ def check_detail_view(request: HttpRequest, id: str) -> HttpResponse:
         {
             "check": check,
             "now": timezone.now(),
-            "may_act": target_may_act(user=request.user, target=check.target),
+            "may_act": may_act_on_target(user=request.user, target=check.target),
             "waive_form": NextRunCheckWaiveForm(),
             "confirm_form": NextRunCheckConfirmForm(),
         },
@@ -114,7 +115,7 @@ def check_create_view(request: HttpRequest) -> HttpResponse:
     if target is None:
         messages.error(request, "Choose a target.")
         return redirect("runs:check-list")
-    if not target_may_act(user=request.user, target=target):
+    if not may_act_on_target(user=request.user, target=target):
         raise PermissionDenied("Only support on this tenant or the job's technical owner may create checks.")
     try:
         check, created = next_run_check_schedule(target=target, after=timezone.now(), actor=request.user)
@@ -130,7 +131,7 @@ def _check_for_action(request: HttpRequest, id: str) -> NextRunCheck:
     check = check_get(user=request.user, public_id=id)
     if check is None:
         raise Http404("No such check")
-    if not target_may_act(user=request.user, target=check.target):
+    if not may_act_on_target(user=request.user, target=check.target):
         raise PermissionDenied("Only support on this tenant or the job's technical owner may do this.")
     return check
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.test import Client
 
@@ -89,18 +90,22 @@ def body_for(source: str, path: Path, key: str) -> bytes:
 DEMO_EMAIL_DOMAIN = "handover.example"
 
 
-def demo_load(*, log: Callable[[str], None] = lambda _: None, reset_passwords: bool = False) -> DemoReport:
+def demo_load(
+    *,
+    log: Callable[[str], None] = lambda _: None,
+    reset_passwords: bool = False,
+    person_ready: Callable[[AbstractBaseUser, str], object] = lambda _user, _address: None,
+) -> DemoReport:
     """Register the demo job, tenants, targets, integrations and users; post every story once.
 
     Idempotent: a source whose demo integration already has deliveries is not posted again, and
     existing users keep their passwords (only new users get one, returned once) unless
-    ``reset_passwords``, which gives every demo user a new random password (returned once). Demo users
-    have a verified notification address ``<username>@handover.example`` and the default channels
-    (in-app for every event). Side effects: rows through the services, and HTTP posts through
+    ``reset_passwords``, which gives every demo user a new random password (returned once). A demo
+    user without an e-mail address is passed to ``person_ready`` with ``<username>@handover.example``
+    (``manage.py load_demo`` gives it a verified notification address there: the runs app does not
+    import the notifications). Side effects: rows through the services, and HTTP posts through
     Django's test client to the real endpoint.
     """
-    from handover.notifications.services import notification_email_set_verified
-
     report = DemoReport()
     with transaction.atomic():
         job, _ = job_get_or_create(key=DEMO_JOB["key"], defaults=DEMO_JOB["defaults"])
@@ -126,7 +131,7 @@ def demo_load(*, log: Callable[[str], None] = lambda _: None, reset_passwords: b
                 user.save(update_fields=["password"])
                 report.passwords[username] = password
             if not user.email:
-                notification_email_set_verified(user=user, address=f"{username}@{DEMO_EMAIL_DOMAIN}")
+                person_ready(user, f"{username}@{DEMO_EMAIL_DOMAIN}")
             for tenant in all_tenants:
                 for role in tenant_roles:
                     role_grant(user=user, role=role, obj=tenant)
@@ -158,17 +163,6 @@ def demo_load(*, log: Callable[[str], None] = lambda _: None, reset_passwords: b
 
     # The work ledger of acme-foods' failed run (window 2026-11-27): every outcome kind; once only.
     demo_ledger_load(log=log)
-
-    # The handover for acme-foods' partially committed run (window 2026-11-27); once only.
-    from handover.handovers.demo import demo_handover_load
-
-    demo_handover_load(log=log)
-
-    # The replays of dunmore-pharmacy's failed run (window 2026-11-27): one refused (rule 2), one approved
-    # by both owners, claimed by a simulated runner through the API and completed; once only.
-    from approvals.replays.demo import demo_replay_load
-
-    demo_replay_load(log=log)
     return report
 
 

@@ -27,6 +27,7 @@ from runs.ledger.weakening import (
     weakened_rows,
     weakenings_record,
 )
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 logger = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ def work_item_load_run(*, load_id: int) -> WorkItemLoad:
             timeline_event_record(
                 job=run.job,
                 run=run,
-                kind="work_items_verified" if only else "work_items_loaded",
+                kind=TimelineEvent.Kind.WORK_ITEMS_VERIFIED if only else TimelineEvent.Kind.WORK_ITEMS_LOADED,
                 summary=_batch_summary(loads, counts, totals, confirmation),
                 actor_user=first.created_by,
                 data={
@@ -344,7 +345,7 @@ def _batch_await(loads: list[WorkItemLoad], run: Run, found: WeakeningFound) -> 
     timeline_event_record(
         job=run.job,
         run=run,
-        kind="work_items_load_awaiting_confirmation",
+        kind=TimelineEvent.Kind.WORK_ITEMS_LOAD_AWAITING_CONFIRMATION,
         summary=(
             f"{names} would weaken {preview['total']:,} records ({found.counts_text()}): nothing applied; "
             "it waits for a person's confirmation."

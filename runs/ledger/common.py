@@ -6,11 +6,11 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.cache import cache
 
-from handover.core.errors import DomainError, NotFound
+from handover.core.errors import Forbidden
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
-from runs.ledger.selectors import LOAD_PROGRESS_KEY, run_ledger_writable
-from runs.permissions import run_visibility_filter
+from runs.ledger.selectors import LOAD_PROGRESS_KEY
+from runs.permissions import require_act_on_run
 
 User = AbstractBaseUser | AnonymousUser
 STAGE = "runs_ledger_stage"
@@ -22,12 +22,8 @@ FAILURE_CLASS_WORDS = dict(Run.FailureClass.choices)
 KIND_WORDS = dict(WorkItemLoad.Kind.choices)
 
 
-class LedgerPermissionDenied(DomainError):
+class LedgerPermissionDenied(Forbidden):
     """The person may see the run but not change its ledger (auditors, business owners)."""
-
-    status = 403
-    type = "forbidden"
-    title = "Forbidden"
 
 
 def run_ledger_require_writer(*, user: User, run: Run) -> None:
@@ -37,13 +33,7 @@ def run_ledger_require_writer(*, user: User, run: Run) -> None:
     may only read. The API calls it before it reads a request body, so a reader learns nothing from
     a 400; every writing service calls it again. Queries: the guardian checks, plus one when refused.
     """
-    if run_ledger_writable(user=user, run=run):
-        return
-    if not Run.objects.filter(run_visibility_filter(user=user), pk=run.pk).exists():
-        raise NotFound("No such run.")
-    raise LedgerPermissionDenied(
-        "Only support (on this tenant), the job's technical owners and admins change a run's work ledger."
-    )
+    require_act_on_run(user=user, run=run, what="change a run's work ledger", error=LedgerPermissionDenied)
 
 
 def load_progress_publish(load: WorkItemLoad, phase: str, percent: int, message: str = "") -> None:

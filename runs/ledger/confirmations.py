@@ -13,6 +13,7 @@ from runs.attempts.models import Run
 from runs.ledger.common import User, load_progress_publish, run_ledger_require_writer
 from runs.ledger.loads import work_item_batch_start
 from runs.ledger.models import WorkItemLoad
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 
@@ -109,7 +110,7 @@ def work_item_load_discard(*, user: User, load: WorkItemLoad, reason: str) -> Wo
         timeline_event_record(
             job=run.job,
             run=run,
-            kind="work_items_load_discarded",
+            kind=TimelineEvent.Kind.WORK_ITEMS_LOAD_DISCARDED,
             summary=f"{', '.join(ld.label for ld in batch)} discarded, nothing applied: {reason}",
             actor_user=user,  # type: ignore[arg-type]
             data={"batch": str(load.batch), "loads": [str(ld.public_id) for ld in batch]},

@@ -10,6 +10,7 @@ from runs.attempts.models import Attempt, Run
 from runs.ledger.common import FAILURE_CLASS_WORDS, User, run_ledger_require_writer
 from runs.ledger.models import WorkItemLoad
 from runs.ledger.totals import RunTotals
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 
@@ -83,7 +84,7 @@ def run_failure_class_suggest(*, run: Run, totals: RunTotals | None = None, acto
     timeline_event_record(
         job=run.job,
         run=run,
-        kind="failure_class_suggested",
+        kind=TimelineEvent.Kind.FAILURE_CLASS_SUGGESTED,
         summary=summary,
         data={
             "suggested": suggested,
@@ -129,7 +130,7 @@ def run_failure_class_confirm(*, user: User, run: Run, failure_class: str, note:
         timeline_event_record(
             job=locked.job,
             run=locked,
-            kind="failure_class_confirmed",
+            kind=TimelineEvent.Kind.FAILURE_CLASS_CONFIRMED,
             summary=summary,
             actor_user=user,  # type: ignore[arg-type]
             data={

@@ -11,6 +11,7 @@ from runs.ledger.common import User, run_ledger_require_writer
 from runs.ledger.failure_class import run_failure_class_suggest
 from runs.ledger.models import WorkItem, WorkItemChange
 from runs.ledger.totals import run_totals_refresh
+from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 
@@ -85,7 +86,7 @@ def work_item_change(
         timeline_event_record(
             job=run.job,
             run=run,
-            kind="work_item_changed",
+            kind=TimelineEvent.Kind.WORK_ITEM_CHANGED,
             summary=f"{item.record_id}: {previous} → {outcome} (by a person: {note})",
             actor_user=user,  # type: ignore[arg-type]
             data={"record_id": item.record_id, "from": previous, "to": outcome, "totals": totals.as_dict()},
@@ -133,7 +134,7 @@ def work_item_verify(
         timeline_event_record(
             job=run.job,
             run=run,
-            kind="work_item_verified",
+            kind=TimelineEvent.Kind.WORK_ITEM_VERIFIED,
             summary=f"{item.record_id}: provider lookup {verdict} → {outcome}",
             actor_user=user,  # type: ignore[arg-type]
             data={"record_id": item.record_id, "from": previous, "to": outcome, "reference": reference},
@@ -195,7 +196,7 @@ def work_item_duplicate_explain(
         timeline_event_record(
             job=run.job,
             run=run,
-            kind="work_item_duplicate_explained",
+            kind=TimelineEvent.Kind.WORK_ITEM_DUPLICATE_EXPLAINED,
             summary=f"{item.record_id}: possible duplicate explained ({evidence_ref}): {reason}",
             actor_user=user,  # type: ignore[arg-type]
             data={"record_id": item.record_id, "evidence_ref": evidence_ref, "totals": totals.as_dict()},

@@ -15,20 +15,6 @@ from runs.permissions import User, run_visibility_filter
 LOAD_PROGRESS_KEY = "runs:ledger-load:{}"
 
 
-def run_ledger_writable(*, user: User, run: Run) -> bool:
-    """Whether ``user`` may load into or change ``run``'s work ledger.
-
-    Support on the run's tenant, technical owners of its job, and superusers. Auditors and
-    business owners read the ledger but do not change it. Guardian caches per object, so calling
-    this for one run costs at most the two permission queries.
-    """
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if user.is_superuser:
-        return True
-    return user.has_perm("runs.act_as_support", run.tenant) or user.has_perm("runs.act_as_technical_owner", run.job)
-
-
 def run_get_for_ledger(*, user: User, public_id: object) -> Run | None:
     """One run visible to ``user`` with its job and tenant, nothing prefetched (the ledger endpoints).
 

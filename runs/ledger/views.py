@@ -42,7 +42,6 @@ from runs.ledger.loads import OPTION_NAMES, LoadFile, work_item_loads_create
 from runs.ledger.models import WorkItem, WorkItemLoad
 from runs.ledger.selectors import (
     run_get_for_ledger,
-    run_ledger_writable,
     work_item_list,
     work_item_load_get,
     work_item_load_list,
@@ -50,6 +49,7 @@ from runs.ledger.selectors import (
     work_item_page,
     work_item_search,
 )
+from runs.permissions import may_act_on_run
 
 LEDGER_PAGE_SIZE = 50
 # Feedback of the ledger's forms is shown inside the ledger section, next to the forms (the page
@@ -138,7 +138,7 @@ def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
         if count and population
     ]
     css, headline = _ledger_headline(run)
-    writable = run_ledger_writable(user=request.user, run=run)
+    writable = may_act_on_run(user=request.user, run=run)
     # one query: the five newest loads and every load that waits for a person, however old
     newest = WorkItemLoad.objects.filter(run=run).order_by("-created_at", "-id").values("pk")[:5]
     shown = list(
@@ -175,7 +175,7 @@ def _ledger_run(request: HttpRequest, id: str) -> Run:
     run = run_get_for_ledger(user=request.user, public_id=id)
     if run is None:
         raise Http404("No such run")
-    if not run_ledger_writable(user=request.user, run=run):
+    if not may_act_on_run(user=request.user, run=run):
         raise PermissionDenied("You may read this run's ledger but not change it.")
     return run
 

@@ -12,13 +12,13 @@ from runs.alerts.models import Alert
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration, Job, Tenant
-from runs.timeline.models import TimelineEvent
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 
 
 def timeline_event_build(
     *,
     job: Job,
-    kind: str,
+    kind: TimelineEventKind,
     summary: str,
     occurred_at: datetime | None = None,
     tenant: Tenant | None = None,
@@ -65,7 +65,7 @@ def timeline_event_build(
 def timeline_event_record(
     *,
     job: Job,
-    kind: str,
+    kind: TimelineEventKind,
     summary: str,
     occurred_at: datetime | None = None,
     tenant: Tenant | None = None,

@@ -172,14 +172,14 @@ class Worker:
 def worker(monkeypatch: pytest.MonkeyPatch) -> Worker:
     """Capture what the pages and services enqueue (per task, no global eager mode)."""
     from approvals.replays import tasks as approval_tasks
+    from handover.handovers import tasks as handover_tasks
     from handover.notifications import tasks as notification_tasks
-    from runs.checks import tasks as check_tasks
     from runs.ledger import tasks as ledger_tasks
 
     found = Worker()
     for task in (
         ledger_tasks.work_item_load_run,
-        check_tasks.next_run_check_notify_failed,
+        handover_tasks.next_run_check_notify_failed,
         notification_tasks.notification_deliver,
         approval_tasks.replay_request_dispatch,
         approval_tasks.dispatch_webhook_deliver,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import types
 from datetime import timedelta
 
 import pytest
@@ -92,7 +94,7 @@ def test_one_original_alert_per_integration_and_dedup_key(
 @pytest.mark.skipif("connection.vendor != 'postgresql'", reason="the append-only trigger exists on PostgreSQL only")
 def test_the_timeline_refuses_update_and_delete_on_postgresql() -> None:
     run = RunFactory()
-    event = timeline_event_record(job=run.job, run=run, kind="note", summary="kept forever")
+    event = timeline_event_record(job=run.job, run=run, kind=TimelineEvent.Kind.JOB_PAUSED, summary="kept forever")
     with pytest.raises(IntegrityError), transaction.atomic():
         TimelineEvent.objects.filter(pk=event.pk).update(summary="rewritten")
     with pytest.raises(IntegrityError), transaction.atomic():
@@ -105,12 +107,68 @@ def test_a_person_actor_needs_a_user() -> None:
     with pytest.raises(IntegrityError), transaction.atomic():
         TimelineEvent.objects.create(
             job=run.job,
-            kind="x",
+            kind=TimelineEvent.Kind.JOB_PAUSED,
             summary="x",
             occurred_at=run.window_start,
             recorded_at=run.window_start + timedelta(seconds=1),
             actor_kind="person",
         )
+
+
+def test_a_timeline_kind_outside_the_enumeration_is_refused() -> None:
+    run = RunFactory()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        TimelineEvent.objects.create(
+            job=run.job,
+            kind="note",
+            summary="x",
+            occurred_at=run.window_start,
+            recorded_at=run.window_start,
+            actor_kind="system",
+        )
+    event = TimelineEvent.objects.create(
+        job=run.job,
+        kind=TimelineEvent.Kind.JOB_PAUSED,
+        summary="x",
+        occurred_at=run.window_start,
+        recorded_at=run.window_start,
+        actor_kind="system",
+    )
+    assert TimelineEvent.objects.get(pk=event.pk).kind == "job_paused"
+
+
+def test_an_alert_kind_outside_the_enumeration_is_refused(
+    story_tenants: object, make_key: object, post_alert: object
+) -> None:
+    from tests.conftest import fixture_path
+
+    key = make_key("generic", all_tenants=True)  # type: ignore[operator]
+    post_alert("generic", fixture_path("generic", "01-first-failure.json"), key)  # type: ignore[operator]
+    original = Alert.objects.get()
+    assert original.kind == Alert.Kind.ATTEMPT
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Alert.objects.create(
+            delivery=original.delivery, integration=original.integration, index=7, source="generic", kind="page"
+        )
+
+
+def test_the_kind_migration_lists_stored_kinds_outside_the_enumerations_and_stops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The migration adding the kind constraints refuses to run over a kind it does not know (nothing rewritten)."""
+    from django.apps import apps
+
+    migration = importlib.import_module("runs.migrations.0020_timeline_alert_kind_enums")
+    run = RunFactory()
+    timeline_event_record(job=run.job, run=run, kind=TimelineEvent.Kind.JOB_PAUSED, summary="p")
+    timeline_event_record(job=run.job, run=run, kind=TimelineEvent.Kind.JOB_PAUSED, summary="p")
+    editor = types.SimpleNamespace(connection=connection)
+    migration.refuse_unknown_kinds(apps, editor)  # every stored kind is known: passes
+    known = tuple(k for k in migration.TIMELINE_EVENT_KINDS if k != "job_paused")
+    monkeypatch.setattr(migration, "TIMELINE_EVENT_KINDS", known)
+    with pytest.raises(RuntimeError, match=r"TimelineEvent.kind 'job_paused': 2 row\(s\)"):
+        migration.refuse_unknown_kinds(apps, editor)
+    assert TimelineEvent.objects.filter(kind="job_paused").count() == 2
 
 
 __all__ = ["connection"]

@@ -12,6 +12,7 @@ from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
 from handover.core.errors import DomainError, InvalidTransition
+from runs.attempts.models import Run
 from runs.audit.models import AuditEvent
 from runs.audit.selectors import audit_event_list, audit_is_readable
 from runs.audit.services import audit_actor
@@ -229,3 +230,95 @@ def test_audit_trail_is_append_only_on_postgresql() -> None:
         AuditEvent.objects.filter(pk=event.pk).update(summary="rewritten")
     with pytest.raises(IntegrityError), transaction.atomic():
         AuditEvent.objects.filter(pk=event.pk).delete()
+
+
+# --- the role predicates (runs/permissions.py) -----------------------------------------------------
+
+ROLE_ROWS = ("support", "business_owner", "auditor", "technical_owner", "admin", "other_support", "nobody")
+# role -> (may_read_run, may_act_on_run, may_request_replay, may_pause_job, may_pause_target)
+EXPECTED = {
+    "support": (True, True, True, False, True),
+    "business_owner": (True, False, False, False, False),
+    "auditor": (True, False, False, False, False),
+    "technical_owner": (True, True, False, True, True),
+    "admin": (True, True, True, True, True),
+    "other_support": (False, False, False, False, False),
+    "nobody": (False, False, False, False, False),
+}
+
+
+@pytest.mark.parametrize("role", ROLE_ROWS)
+def test_each_role_rule_has_one_predicate(role: str) -> None:
+    from runs.permissions import (
+        may_act_on_run,
+        may_act_on_runs,
+        may_act_on_target,
+        may_pause_job,
+        may_pause_target,
+        may_read_run,
+        may_request_replay,
+        run_visibility_filter,
+    )
+    from tests.factories import RunFactory
+
+    job, tenant, other = JobFactory(), TenantFactory(), TenantFactory()
+    target = JobTargetFactory(job=job, tenant=tenant)
+    run = RunFactory(job=job, tenant=tenant, target=target)
+    person = UserFactory(admin=role == "admin")
+    if role in ("support", "business_owner", "auditor"):
+        role_grant(user=person, role=role, obj=tenant)
+    elif role == "technical_owner":
+        role_grant(user=person, role=role, obj=job)
+    elif role == "other_support":
+        role_grant(user=person, role="support", obj=other)
+
+    reads, acts, requests, pauses_job, pauses_target = EXPECTED[role]
+    assert may_read_run(user=person, run=run) is reads
+    assert Run.objects.filter(run_visibility_filter(user=person), pk=run.pk).exists() is reads
+    assert may_act_on_run(user=person, run=run) is acts
+    assert may_act_on_target(user=person, target=target) is acts
+    assert may_act_on_runs(user=person, runs=[run]) is acts
+    assert may_request_replay(user=person, run=run) is requests
+    assert may_pause_job(user=person, job=job) is pauses_job
+    assert may_pause_target(user=person, target=target) is pauses_target
+
+
+def test_acting_on_several_runs_needs_each_of_them() -> None:
+    from runs.permissions import may_act_on_runs
+    from tests.factories import RunFactory
+
+    job, tenant, other = JobFactory(), TenantFactory(), TenantFactory()
+    mine, theirs = RunFactory(job=job, tenant=tenant), RunFactory(job=job, tenant=other)
+    person = UserFactory()
+    role_grant(user=person, role="support", obj=tenant)
+
+    assert may_act_on_runs(user=person, runs=[mine])
+    assert not may_act_on_runs(user=person, runs=[mine, theirs])
+    assert not may_act_on_runs(user=person, runs=[])
+    role_grant(user=person, role="technical_owner", obj=job)
+    assert may_act_on_runs(user=person, runs=[mine, theirs])
+
+
+def test_the_role_rule_is_written_once() -> None:
+    """No module but ``runs/permissions.py`` names the role permissions to decide who may act (the audit
+    trail's labels, the role grants and the approver lists name them for what they are)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    allowed = {
+        "runs/permissions.py",
+        "runs/catalog/models.py",  # declares them
+        "runs/catalog/services.py",  # grants them
+        "runs/audit/receivers.py",  # labels them in the audit trail
+    }
+    pattern = re.compile(r"act_as_(support|technical_owner|business_owner|auditor)")
+    found = sorted(
+        str(path.relative_to(root))
+        for app in ("runs", "handover", "approvals")
+        for path in (root / app).rglob("*.py")
+        if "migrations" not in path.parts
+        and str(path.relative_to(root)) not in allowed
+        and pattern.search(path.read_text(encoding="utf-8"))
+    )
+    assert found == []

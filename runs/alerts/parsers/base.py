@@ -43,20 +43,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db.models import TextChoices
+
 ERROR_SUMMARY_MAX_CHARS = 2000
 # Containers nested deeper than this are refused (400): real payloads stay under 15 levels, and deeper
 # ones would exhaust the recursion of whatever walks them after parsing (redaction, display, JSON columns).
 MAX_JSON_DEPTH = 64
 
 
-class AlertKind:
-    """What a parsed record reports; the mechanism applies each kind differently."""
+class AlertKind(TextChoices):
+    """What a parsed record reports; the mechanism applies each kind differently (``Alert.Kind``)."""
 
-    ATTEMPT = "attempt"  # a state of one technical execution: creates/moves an Attempt
-    RUN = "run"  # about the run as a whole (Airflow DAG-level failure): timeline event on the run only
-    RESOLVE = "resolve"  # a resolve signal: timeline event on the attempt, never a status change
-    ACKNOWLEDGE = "acknowledge"  # someone acknowledged the alert: timeline event only
-    DEFINITION = "definition"  # describes the job definition (a Kubernetes CronJob): compared, no run
+    ATTEMPT = "attempt", "Attempt"  # a state of one technical execution: creates/moves an Attempt
+    RUN = "run", "Run"  # about the run as a whole (Airflow DAG-level failure): timeline event on the run only
+    RESOLVE = "resolve", "Resolve"  # a resolve signal: timeline event on the attempt, never a status change
+    ACKNOWLEDGE = "acknowledge", "Acknowledge"  # someone acknowledged the alert: timeline event only
+    DEFINITION = "definition", "Definition"  # describes the job definition (a Kubernetes CronJob): compared, no run
 
 
 class FormatError(Exception):
@@ -104,7 +106,7 @@ class ParsedAlert:
     """
 
     dedup_key: str
-    kind: str = AlertKind.ATTEMPT
+    kind: AlertKind = AlertKind.ATTEMPT
     # identity of the run
     job_key: str | None = None
     tenant: str | None = None

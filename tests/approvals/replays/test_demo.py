@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+from io import StringIO
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.test import Client
 
 from approvals.replays.models import Dispatch, ReplayRequest
 from runs.checks.models import NextRunCheck
-from runs.demo.loader import demo_load
 from runs.timeline.models import TimelineEvent
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_demo_tells_the_replay_story_once(enqueued: dict[str, list[Any]]) -> None:
-    demo_load()
-    demo_load()  # idempotent: nothing changes the second time
+    call_command("load_demo", demo=True, stdout=StringIO())
+    call_command("load_demo", demo=True, stdout=StringIO())  # idempotent: nothing changes the second time
 
     request = ReplayRequest.objects.select_related("run__tenant").get()
     assert request.run.tenant.slug == "dunmore-pharmacy"

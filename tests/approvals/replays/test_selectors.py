@@ -10,13 +10,13 @@ from approvals.replays.dispatch import dispatch_lapse, replay_request_dispatch
 from approvals.replays.models import ReplayRequest
 from approvals.replays.selectors import (
     approval_kinds_open_to,
-    approvers_eligible,
     replay_request_get,
     replay_request_list,
     replay_request_needs_decision,
     replay_request_queue,
 )
 from runs.catalog.services import role_grant
+from runs.permissions import approvers_eligible
 from tests.approvals.conftest import Approve, MakeRequest, World
 from tests.factories import RunFactory, UserFactory
 

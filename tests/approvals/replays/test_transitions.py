@@ -15,6 +15,8 @@ from handover.core.errors import InvalidTransition
 from runs.timeline.models import TimelineEvent
 from tests.approvals.conftest import MakeRequest, World
 
+CLAIMED = TimelineEvent.Kind.REPLAY_CLAIMED
+
 pytestmark = pytest.mark.django_db
 
 REQUEST_CASES = [(status, action) for status in ReplayRequest.Status.values for action in ReplayRequest.TRANSITIONS]
@@ -79,17 +81,23 @@ def test_dispatch_transition_matrix(world: World, approved: ReplayRequest, statu
     allowed_from, target = Dispatch.TRANSITIONS[action]
     if status in allowed_from:
         moved, changed = dispatch_transition(
-            dispatch=dispatch, action=action, values=values, summary="s", event_kind="k"
+            dispatch=dispatch, action=action, values=values, summary="s", event_kind=CLAIMED
         )
         assert changed and moved.status == target
-        assert TimelineEvent.objects.filter(kind="k").count() == 1
+        assert TimelineEvent.objects.filter(kind=CLAIMED).count() == 1
     elif status == target:
         moved, changed = dispatch_transition(
-            dispatch=dispatch, action=action, values=values, summary="s", event_kind="k"
+            dispatch=dispatch, action=action, values=values, summary="s", event_kind=CLAIMED
         )
         assert not changed
-        assert not TimelineEvent.objects.filter(kind="k").exists()
+        assert not TimelineEvent.objects.filter(kind=CLAIMED).exists()
     else:
         with pytest.raises(InvalidTransition):
-            dispatch_transition(dispatch=dispatch, action=action, values=values, summary="s", event_kind="k")
+            dispatch_transition(
+                dispatch=dispatch,
+                action=action,
+                values=values,
+                summary="s",
+                event_kind=CLAIMED,
+            )
         assert Dispatch.objects.get(pk=dispatch.pk).status == status

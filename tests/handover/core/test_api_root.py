@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.test import Client, override_settings
 
@@ -75,9 +76,10 @@ def test_the_schema_shows_this_api_not_the_framework_placeholder(tmp_path) -> No
     schema = json.loads(text)
 
     assert "example.org" not in text
-    assert schema["servers"] == [{"url": "http://localhost:8000", "description": "this installation"}]
+    base = settings.SPECTACULAR_SETTINGS["SERVERS"][0]["url"]  # HANDOVER_BASE_URL (default http://127.0.0.1:8000)
+    assert schema["servers"] == [{"url": base, "description": "this installation"}]
     runs_page = schema["components"]["schemas"]["PaginatedRunListList"]["properties"]
-    assert runs_page["next"]["example"] == "http://localhost:8000/api/v1/runs/?page=4"
+    assert runs_page["next"]["example"] == f"{base}/api/v1/runs/?page=4"
     job_example = schema["paths"]["/api/v1/jobs/{id}/"]["get"]["responses"]["200"]["content"]["application/json"]
     assert job_example["examples"]["ANightlyExport"]["value"]["key"] == "nightly-invoice-export"
     assert "/api/v1/" in schema["paths"] and "/api/v1/jobs/" in schema["paths"]

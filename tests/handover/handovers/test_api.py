@@ -254,15 +254,19 @@ def test_detail_query_budget(world: World, draft: Handover, django_assert_max_nu
 
 def test_pause_and_resume_a_job(world: World) -> None:
     url = f"/api/v1/jobs/{world.job.public_id}/"
-    client = client_for(world.support)
+    client = client_for(world.owner)
 
     missing = client.post(url + "pause/", {}, content_type="application/json")
     paused = client.post(url + "pause/", {"reason": "gateway maintenance"}, content_type="application/json")
 
     assert missing.status_code == 400
-    assert paused.status_code == 200 and paused.json()["is_paused"] and paused.json()["paused_by"] == "sam-support"
+    assert (
+        paused.status_code == 200
+        and paused.json()["is_paused"]
+        and paused.json()["paused_by"] == world.owner.get_username()
+    )
     event = TimelineEvent.objects.get(kind="job_paused")
-    assert event.job == world.job and event.run is None and event.tenant is None and event.actor_user == world.support
+    assert event.job == world.job and event.run is None and event.tenant is None and event.actor_user == world.owner
     again = client.post(url + "pause/", {"reason": "another reason"}, content_type="application/json")
     assert again.json()["pause_reason"] == "gateway maintenance"  # the first pause stays
     assert TimelineEvent.objects.filter(kind="job_paused").count() == 1
@@ -273,13 +277,14 @@ def test_pause_and_resume_a_job(world: World) -> None:
     assert TimelineEvent.objects.get(kind="job_resumed").data["paused_reason"] == "gateway maintenance"
 
 
-def test_pause_is_404_for_strangers_and_403_for_readers(world: World) -> None:
+def test_pause_is_404_for_strangers_and_403_for_readers_and_support(world: World) -> None:
     url = f"/api/v1/jobs/{world.job.public_id}/pause/"
     payload = {"reason": "x"}
     outsider = UserFactory()
 
     assert client_for(outsider).post(url, payload, content_type="application/json").status_code == 404
     assert client_for(world.auditor).post(url, payload, content_type="application/json").status_code == 403
+    assert client_for(world.support).post(url, payload, content_type="application/json").status_code == 403
     assert Job.objects.get(pk=world.job.pk).paused_at is None
     assert not TimelineEvent.objects.filter(kind="job_paused").exists()
     assert client_for(world.owner).post(url, payload, content_type="application/json").status_code == 200

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.test import Client
 
 from handover.handovers.models import Handover, HandoverRun
-from runs.demo.loader import demo_load
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_demo_writes_one_handover_once_readable_and_exportable() -> None:
-    demo_load()
-    demo_load()  # idempotent: nothing changes the second time
+    call_command("load_demo", demo=True, stdout=StringIO())
+    call_command("load_demo", demo=True, stdout=StringIO())  # idempotent: nothing changes the second time
 
     handover = Handover.objects.get()
     link = HandoverRun.objects.select_related("run__tenant").get(handover=handover)

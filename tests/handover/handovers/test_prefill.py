@@ -123,7 +123,7 @@ def test_a_job_without_side_effects_has_unknown_repeat_safety(world: World) -> N
 
 
 def test_a_paused_job_is_said_first(world: World) -> None:
-    job_pause(job=world.job, actor=world.support, reason="ledger gateway maintenance")
+    job_pause(job=world.job, actor=world.owner, reason="ledger gateway maintenance")
     world.run.job = Job.objects.get(pk=world.job.pk)
 
     texts = _prefill(world)

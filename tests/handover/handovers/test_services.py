@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, InvalidTransition
+from handover.handovers.check_follow_ups import next_run_check_notify_failed
 from handover.handovers.checks import handover_reopen_for_failed_check, handover_sweep_verifying
 from handover.handovers.closing import handover_closing_conditions
 from handover.handovers.models import Handover, HandoverRevision, HandoverRun
@@ -26,7 +27,6 @@ from handover.handovers.services import (
     residual_exception_update,
 )
 from runs.checks.decisions import next_run_check_waive
-from runs.checks.follow_ups import next_run_check_notify_failed
 from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent
 from tests.factories import RunFactory
@@ -64,8 +64,8 @@ def test_transition_matrix(world: World, draft: Handover, source: str, action: s
     events_before = TimelineEvent.objects.filter(run=world.run).count()
 
     if (source, action) in ALLOWED:
-        moved = handover_transition(handover=handover, action=action, actor=world.support, reason="matrix")
-        assert moved.status == TARGET[action]
+        moved, changed = handover_transition(handover=handover, action=action, actor=world.support, reason="matrix")
+        assert changed and moved.status == TARGET[action]
         event = TimelineEvent.objects.filter(run=world.run).latest("id")
         assert event.actor_user == world.support
         assert event.data["from"] == source and event.data["to"] == TARGET[action]
@@ -77,7 +77,8 @@ def test_transition_matrix(world: World, draft: Handover, source: str, action: s
         if action == "reopen":
             assert moved.reopen_count == 1 and moved.closed_at is None and moved.resolved_at is None
     elif source == TARGET[action]:
-        assert handover_transition(handover=handover, action=action, actor=world.support, reason="x").status == source
+        same, changed = handover_transition(handover=handover, action=action, actor=world.support, reason="x")
+        assert same.status == source and not changed
         assert TimelineEvent.objects.filter(run=world.run).count() == events_before  # idempotent
     else:
         with pytest.raises(InvalidTransition):
@@ -255,7 +256,7 @@ def test_a_failed_check_reopens_the_handover(world: World, draft: Handover) -> N
     check = HandoverRun.objects.get(handover=handover).next_run_check
     check = settle_check(check, "failed", result_summary="no run was reported by the deadline")
 
-    # the check's follow-up task calls the hook (runs.checks.follow_ups.handover_reopen_for_failed_check)
+    # the check's follow-up (swept from the outbox) reopens the handover
     assert next_run_check_notify_failed(check_ids=[check.pk]) == 1
 
     handover = Handover.objects.get(pk=handover.pk)

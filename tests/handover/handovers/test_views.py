@@ -121,7 +121,7 @@ def test_new_handover_from_the_run_page(world: World) -> None:
 
 
 def test_the_run_page_shows_the_box_slot_and_the_pause(world: World) -> None:
-    job_pause(job=world.job, actor=world.support, reason="ledger gateway maintenance")
+    job_pause(job=world.job, actor=world.owner, reason="ledger gateway maintenance")
 
     page = client_for(world.support).get(f"/runs/{world.run.public_id}/").content.decode()
     listing = client_for(world.support).get("/runs/").content.decode()
@@ -218,14 +218,16 @@ def test_needs_attention_shows_unmatched_alerts_to_admins(
 
 
 def test_job_pause_page(world: World) -> None:
-    client = client_for(world.support)
+    client = client_for(world.owner)
     url = f"/jobs/{world.job.public_id}/pause/"
 
+    assert "Pause the job" not in client_for(world.support).get(url).content.decode()
+    assert client_for(world.support).post(url, {"reason": "x"}).status_code == 403
     assert "Pause the job" in client.get(url).content.decode()
     response = client.post(url, {"reason": "gateway maintenance"})
     assert response.status_code == 302
     job = Job.objects.get(pk=world.job.pk)
-    assert job.paused_by == world.support and job.pause_reason == "gateway maintenance"
+    assert job.paused_by == world.owner and job.pause_reason == "gateway maintenance"
     assert "Resume the job" in client.get(url).content.decode()
     assert client_for(world.auditor).post(url, {"reason": "x"}).status_code == 403
     assert client_for(world.stranger).get(url).status_code == 404

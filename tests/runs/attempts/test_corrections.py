@@ -249,3 +249,27 @@ def test_replace_slot_api_and_run_page_form(client: Client, late: Attempt) -> No
     url = f"/api/v1/runs/{late.run.public_id}/attempts/{late.public_id}/replace-slot/"
     response = support.post(url, {"slot": SLOT_28.isoformat(), "reason": "r"}, content_type="application/json")
     assert response.status_code == 409
+
+
+def test_abandon_api_records_who_and_why_and_the_run_follows() -> None:
+    run = RunFactory(status="running")
+    attempt = AttemptFactory(run=run, execution_id="exp-z1", number=1, status="running")
+    url = f"/api/v1/runs/{run.public_id}/attempts/{attempt.public_id}/abandon/"
+    body = {"reason": "the worker node was deleted; it will never report"}
+
+    assert token_client(person(run, "auditor")).post(url, body, content_type="application/json").status_code == 403
+    assert token_client(UserFactory()).post(url, body, content_type="application/json").status_code == 404
+    assert Attempt.objects.get(pk=attempt.pk).status == "running"
+    owner = person(run, "technical_owner")
+    client = token_client(owner)
+    assert client.post(url, {"reason": ""}, content_type="application/json").status_code == 400
+
+    response = client.post(url, body, content_type="application/json")
+    assert response.status_code == 200, response.content
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.abandoned_by, attempt.abandon_reason) == ("abandoned", owner, body["reason"])
+    assert Run.objects.get(pk=run.pk).status == Run.Status.FAILED
+    event = TimelineEvent.objects.get(attempt=attempt, kind=TimelineEvent.Kind.ATTEMPT_ABANDONED)
+    assert event.actor_user == owner and body["reason"] in event.summary
+    assert client.post(url, body, content_type="application/json").status_code == 200  # already abandoned: as it is
+    assert TimelineEvent.objects.filter(attempt=attempt, kind=TimelineEvent.Kind.ATTEMPT_ABANDONED).count() == 1

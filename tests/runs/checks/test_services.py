@@ -18,7 +18,8 @@ from django.apps import apps
 from django.core import mail
 from django.db import IntegrityError, transaction
 
-from handover.core.errors import DomainError, InvalidTransition
+from handover.core.errors import DomainError, Forbidden, InvalidTransition
+from handover.handovers.check_follow_ups import next_run_check_notify_failed
 from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import JobTarget
@@ -26,11 +27,9 @@ from runs.catalog.services import role_grant
 from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
 from runs.checks.evaluation import CheckFacts, next_run_check_evaluate
 from runs.checks.facts import next_run_check_facts
-from runs.checks.follow_ups import next_run_check_notify_failed
 from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import CheckRequester, next_run_check_schedule
 from runs.checks.sweep import next_run_check_sweep
-from runs.checks.tasks import next_run_check_notify_failed as notify_task
 from runs.checks.tasks import next_run_check_sweep as sweep_task
 from runs.checks.transitions import CheckChange, next_run_check_transition
 from runs.timeline.models import TimelineEvent
@@ -298,6 +297,12 @@ def test_next_run_without_ledger_passes_only_with_a_persons_confirmation(
     assert len(events("next_run_check_awaiting_confirmation")) == 1
 
     person = UserFactory()
+    reader = UserFactory()
+    role_grant(user=reader, role="auditor", obj=check.target.tenant)
+    with pytest.raises(Forbidden):  # auditors read the check; only support or a technical owner confirms it
+        next_run_check_confirm(check=check, actor=reader, note="looked")
+    assert NextRunCheck.objects.get(pk=check.pk).status == NextRunCheck.Status.SCHEDULED
+    role_grant(user=person, role="support", obj=check.target.tenant)
     with time_machine.travel(DEADLINE + timedelta(hours=3), tick=False):
         confirmed = next_run_check_confirm(check=check, actor=person, note="Queried the ledger API: no INV repeated")
 
@@ -315,17 +320,17 @@ def test_next_run_without_ledger_passes_only_with_a_persons_confirmation(
 
 def test_confirm_needs_a_check_awaiting_confirmation_and_a_note(world: dict[str, Any], check: NextRunCheck) -> None:
     person = UserFactory()
+    role_grant(user=person, role="technical_owner", obj=check.target.job)
     with pytest.raises(InvalidTransition, match="no success of the next run found yet"):
         next_run_check_confirm(check=check, actor=person, note="checked")
     with pytest.raises(DomainError, match="how duplicates were checked"):
         next_run_check_confirm(check=check, actor=person, note="  ")
 
 
-def test_no_run_by_the_deadline_fails_the_check_and_enqueues_the_follow_up(
+def test_no_run_by_the_deadline_fails_the_check_and_leaves_it_in_the_follow_up_outbox(
     world: dict[str, Any],
     check: NextRunCheck,
     django_capture_on_commit_callbacks: Callable[..., Any],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert sweep_at(DEADLINE - timedelta(seconds=1)).due == 0  # one second early: not due
 
@@ -340,11 +345,8 @@ def test_no_run_by_the_deadline_fails_the_check_and_enqueues_the_follow_up(
     assert "no run was reported" in check.result_summary
     event = TimelineEvent.objects.get(kind="next_run_check_failed")
     assert event.run == world["failed_run"] and event.data["reasons"] == ["deadline_passed"]
-    assert len(callbacks) == 1  # one follow-up task per claimed batch
-    sent: list[list[int]] = []
-    monkeypatch.setattr(notify_task, "delay", lambda check_ids: sent.append(check_ids))
-    callbacks[0]()
-    assert sent == [[check.pk]]  # the task gets the failed check's id, once
+    assert callbacks == []  # nothing enqueued: the failed check is the handover app's outbox entry
+    assert check.failure_notified_at is None
 
 
 def test_late_success_is_recorded_as_evidence_and_the_check_stays_failed(
@@ -509,9 +511,9 @@ def test_sweep_writes_each_batch_with_a_constant_number_of_queries(
         # savepoint inside the test's transaction: 2; on PostgreSQL also its SET LOCAL
         # synchronous_commit: 1) + claim with facts (1 per batch of
         # 100) + the batch's targets (1) + one guarded UPDATE and one timeline INSERT for the
-        # batch's failures (2) + the late-success query (1) + the lost follow-ups query (1): the
-        # same for 12 checks as for 100
-        with django_assert_num_queries(1 + 1 + 2 + (1 if is_postgres() else 0) + 1 + 1 + 2 + 1 + 1):
+        # batch's failures (2) + the late-success query (1): the same for 12 checks as for 100
+        # (the failures' follow-ups are the handover app's outbox: no query here)
+        with django_assert_num_queries(1 + 1 + 2 + (1 if is_postgres() else 0) + 1 + 1 + 2 + 1):
             result = next_run_check_sweep()
     assert result.failed == 12
 
@@ -530,8 +532,8 @@ def test_failed_check_tells_its_creator_and_the_technical_owners_once(world: dic
     check, _ = next_run_check_schedule(target=world["target"], after=RECOVERED, actor=creator)
     sweep_at(DEADLINE)
 
-    assert notify_task(check_ids=[check.pk]) == 1
-    assert notify_task(check_ids=[check.pk]) == 0  # the task may run twice; one notification each
+    assert next_run_check_notify_failed(check_ids=[check.pk]) == 1
+    assert next_run_check_notify_failed(check_ids=[check.pk]) == 0  # it may run twice; one notification each
 
     notes = Notification.objects.filter(event="check_failed", dedup_key=f"check:{check.public_id}")
     assert sorted(n.recipient.email for n in notes) == ["sam@example.com", "tech@example.com"]
@@ -549,13 +551,14 @@ def test_follow_up_releases_its_claim_when_telling_fails(
     world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     creator = UserFactory(email="sam@example.com")
+    role_grant(user=creator, role="support", obj=world["target"].tenant)
     check, _ = next_run_check_schedule(target=world["target"], after=RECOVERED, actor=creator)
     sweep_at(DEADLINE)
 
     def broken(**kwargs: Any) -> None:
         raise OSError("database hiccup")
 
-    monkeypatch.setattr("runs.checks.follow_ups._tell_check_failed", broken)
+    monkeypatch.setattr("handover.handovers.check_follow_ups._tell_check_failed", broken)
     with pytest.raises(OSError):
         next_run_check_notify_failed(check_ids=[check.pk])
     check.refresh_from_db()
@@ -669,6 +672,17 @@ def test_waiver_rules(check: NextRunCheck, waiver_people: dict[str, Any], change
     assert field in raised.value.errors
     check.refresh_from_db()
     assert check.status == NextRunCheck.Status.SCHEDULED
+
+
+def test_only_support_or_a_technical_owner_waives(check: NextRunCheck, waiver_people: dict[str, Any]) -> None:
+    business_owner = UserFactory()
+    role_grant(user=business_owner, role="business_owner", obj=check.target.tenant)
+    with time_machine.travel(RECOVERED, tick=False), pytest.raises(Forbidden):
+        next_run_check_waive(
+            check=check, actor=business_owner, owner=waiver_people["owner"], checkpoint=date(2027, 3, 1), reason="far"
+        )
+    assert NextRunCheck.objects.get(pk=check.pk).status == NextRunCheck.Status.SCHEDULED
+    assert not TimelineEvent.objects.filter(kind=TimelineEvent.Kind.NEXT_RUN_CHECK_WAIVED).exists()
 
 
 def test_a_failed_or_passed_check_cannot_be_waived(waiver_people: dict[str, Any], world: dict[str, Any]) -> None:

@@ -1,5 +1,10 @@
 """``manage.py load_demo [--demo] [--reset-passwords]``: the demo job, tenants, users, and every fixture story,
-posted for real."""
+posted for real.
+
+It lives in the approvals app because it loads every app's story: the runs app's (``runs.demo.loader``),
+then the handover's and the replays' (the runs app never imports the other apps). The demo people's
+verified notification addresses are set here for the same reason.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from approvals.replays.demo import demo_replay_load
+from handover.handovers.demo import demo_handover_load
+from handover.notifications.services import notification_email_set_verified
 from runs.demo.loader import demo_load
 
 
@@ -29,7 +37,17 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not (settings.DEBUG or options["demo"]):
             raise CommandError("Refusing to load demo data with DEBUG off; pass --demo if you really mean it.")
-        report = demo_load(log=lambda line: self.stdout.write(line), reset_passwords=options["reset_passwords"])
+        log = lambda line: self.stdout.write(line)  # noqa: E731
+        report = demo_load(
+            log=log,
+            reset_passwords=options["reset_passwords"],
+            person_ready=lambda user, address: notification_email_set_verified(user=user, address=address),
+        )
+        # The handover for acme-foods' partially committed run (window 2026-11-27); once only.
+        demo_handover_load(log=log)
+        # The replays of dunmore-pharmacy's failed run (window 2026-11-27): one refused (rule 2), one
+        # approved by both owners, claimed by a simulated runner through the API and completed; once only.
+        demo_replay_load(log=log)
         for source in report.skipped_sources:
             self.stdout.write(f"{source}: already loaded, nothing posted")
         for source, posts in report.posts.items():

@@ -1,87 +1,83 @@
-"""Follow-ups of a failed check (the Celery task calls these): reopen the handover, tell the people
-responsible (``handover.notifications``), and enqueue again the follow-ups whose message was lost."""
+"""Follow-ups of failed next-run checks, swept from their outbox: reopen the handover, tell the
+people responsible (``handover.notifications``: e-mail and the channels each person chose).
+
+The outbox is the failed checks themselves: a ``failed`` NextRunCheck whose ``failure_notified_at``
+is empty has a follow-up to run (as a Healthchecks ``Flip`` with ``processed`` empty has alerts to
+send). The runs app only writes the failed check; this module, on the handover side, sweeps the
+outbox every beat tick, so the runs app never reaches into the handover app (docs/architecture.md
+"Layout rules": apps depend one way). A lost message loses nothing: the next tick finds the row.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
+from guardian.shortcuts import get_users_with_perms
 
+from handover.handovers.checks import handover_escalation_owners_for_check, handover_reopen_for_failed_check
 from runs.checks.events import local_text, utc_text
 from runs.checks.models import NextRunCheck
-from runs.checks.transitions import failed_follow_ups_enqueue
+from runs.permissions import TECHNICAL_OWNER_CODENAME
 
 logger = logging.getLogger(__name__)
 
-
-# A failed check whose follow-up has not run this long after it failed lost its message: the worker
-# died between the batch's commit and the publish, or was killed holding the message (the filesystem
-# broker then drops it; Redis gives it back only after its visibility timeout, two hours). The sweep
-# (``next_run_check_sweep``, its last step) enqueues it again -- for an hour after the failure, so a
-# follow-up that keeps failing (its mail server down past its own retries) is not retried for ever.
-FOLLOW_UP_GRACE = timedelta(minutes=2)
-FOLLOW_UP_RESEND_WINDOW = timedelta(hours=1)
-FOLLOW_UP_RESEND_LIMIT = 1000
+# A failed check's follow-up is tried on every tick for this long after the failure, then given up
+# (a mail server down for longer would otherwise be retried for ever); the failure stays on the
+# check's page and timeline.
+FOLLOW_UP_WINDOW = timedelta(hours=1)
+FOLLOW_UP_SWEEP_LIMIT = 1000
 
 
-def next_run_check_follow_ups_resend(*, now: datetime | None = None, batch_size: int = 100) -> int:
-    """Enqueue again the follow-ups of failed checks that never ran; returns how many checks.
-
-    One set query: failed checks without ``failure_notified_at`` that failed between
-    ``FOLLOW_UP_RESEND_WINDOW`` and ``FOLLOW_UP_GRACE`` ago (at most ``FOLLOW_UP_RESEND_LIMIT``); on
-    commit, one ``runs.next_run_check_notify_failed`` task per ``batch_size`` of them. Safe to repeat
-    and to overlap: the follow-up claims each check, so a resent twin of a message still queued
-    notifies once.
-    """
+def next_run_check_follow_ups_due(*, now: datetime | None = None) -> list[int]:
+    """Ids of the outbox: failed checks without ``failure_notified_at`` that failed within
+    ``FOLLOW_UP_WINDOW`` before ``now`` (UTC), oldest first, at most ``FOLLOW_UP_SWEEP_LIMIT``. Queries: one."""
     now = now or timezone.now()
-    ids = list(
+    return list(
         NextRunCheck.objects.filter(
             status=NextRunCheck.Status.FAILED,
             failure_notified_at__isnull=True,
-            failed_at__lte=now - FOLLOW_UP_GRACE,
-            failed_at__gt=now - FOLLOW_UP_RESEND_WINDOW,
+            failed_at__gt=now - FOLLOW_UP_WINDOW,
         )
         .order_by("failed_at", "pk")
-        .values_list("pk", flat=True)[:FOLLOW_UP_RESEND_LIMIT]
+        .values_list("pk", flat=True)[:FOLLOW_UP_SWEEP_LIMIT]
     )
-    for start in range(0, len(ids), batch_size):
-        chunk = ids[start : start + batch_size]
-        transaction.on_commit(lambda chunk=chunk: failed_follow_ups_enqueue(chunk))  # type: ignore[misc]
-    return len(ids)
 
 
-def handover_reopen_for_failed_check(*, check: NextRunCheck) -> None:
-    """Reopen the open handover of the recovered run to ``recovering`` (the hook for the handover app).
+def next_run_check_follow_ups_sweep(*, now: datetime | None = None) -> tuple[int, int]:
+    """Run the follow-up of every check in the outbox (``next_run_check_follow_ups_due``).
 
-    Delegates to ``handover.handovers.checks.handover_reopen_for_failed_check`` when the handover app
-    provides it (imported here, lazily: the handover app imports this module); does nothing
-    otherwise. Idempotent on both sides: the follow-up task may run twice.
+    Each check is followed up on its own (``next_run_check_notify_failed``): one whose mail fails
+    is released for the next tick and does not hold up the others. Safe to overlap: each check is
+    claimed once. Returns ``(notified, failed)`` counts.
     """
-    try:
-        from handover.handovers.checks import handover_reopen_for_failed_check as reopen
-    except ImportError:  # the handover app without handovers yet
-        return None
-    reopen(check=check)
-    return None
+    notified = failed = 0
+    for check_id in next_run_check_follow_ups_due(now=now):
+        try:
+            notified += next_run_check_notify_failed(check_ids=[check_id])
+        except Exception:  # the claim was released: the next tick tries again
+            logger.warning("follow-up of failed next-run check %s failed; retried next tick", check_id, exc_info=True)
+            failed += 1
+    return notified, failed
 
 
 def next_run_check_failure_people(*, check: NextRunCheck) -> list[AbstractBaseUser]:
     """The people told about a failed check: its creator, the escalation owners of the handovers that
     asked for it, and the job's technical owners. Distinct, active, in that order."""
-    from guardian.shortcuts import get_users_with_perms
-
-    from handover.handovers.checks import handover_escalation_owners_for_check
-
     people: list[AbstractBaseUser] = []
-    if check.created_by_id:
+    if check.created_by_id and check.created_by is not None:
         people.append(check.created_by)
     people.extend(handover_escalation_owners_for_check(check=check))
-    owners = get_users_with_perms(
-        check.target.job, only_with_perms_in=["act_as_technical_owner"], with_group_users=True
+    # guardian's stubs say "a list of names" for one of its modes; with these arguments it is a QuerySet of users
+    owners = cast(
+        "QuerySet[AbstractBaseUser]",
+        get_users_with_perms(check.target.job, only_with_perms_in=[TECHNICAL_OWNER_CODENAME], with_group_users=True),
     )
     people.extend(owners.order_by("pk"))
     found: list[AbstractBaseUser] = []
@@ -102,8 +98,7 @@ def next_run_check_failure_recipients(*, check: NextRunCheck) -> list[str]:
 
 
 def _tell_check_failed(*, check: NextRunCheck, people: list[AbstractBaseUser]) -> None:
-    """One ``check_failed`` notification per person (once per check), through ``handover.notifications``
-    (imported lazily: the handover app imports this module)."""
+    """One ``check_failed`` notification per person (once per check), through ``handover.notifications``."""
     from django.urls import reverse
 
     from handover.notifications.services import notify
@@ -126,11 +121,11 @@ def _tell_check_failed(*, check: NextRunCheck, people: list[AbstractBaseUser]) -
 
 
 def next_run_check_notify_failed(*, check_ids: Iterable[int]) -> int:
-    """Run the follow-ups of failed checks: reopen the handover (hook) and tell the people responsible.
+    """Run the follow-ups of failed checks: reopen the handover and tell the people responsible.
 
     Each check is claimed by setting ``failure_notified_at`` with a guarded UPDATE, so a repeated
-    task does nothing twice; if a follow-up fails the claim is released and the error re-raised (the
-    task retries). The notifications are written in a short transaction and delivered after it, each
+    call does nothing twice; if a follow-up fails the claim is released and the error re-raised (the
+    next sweep tick tries again). The notifications are written in a short transaction and delivered after it, each
     channel with its own retries (no mail call here). Returns how many checks were followed up.
     """
     done = 0
