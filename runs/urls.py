@@ -15,6 +15,7 @@ from runs.attempts.views import (
     attempt_explain_duplicate_view,
     attempt_replace_slot_view,
     run_detail_view,
+    run_explain_conflicting_report_view,
     run_explain_refire_view,
     run_list_view,
 )
@@ -66,6 +67,11 @@ urlpatterns = [
         name="attempt-replace-slot",
     ),
     path("runs/<uuid:id>/explain-refire/", run_explain_refire_view, name="run-explain-refire"),
+    path(
+        "runs/<uuid:id>/explain-conflicting-report/",
+        run_explain_conflicting_report_view,
+        name="run-explain-conflicting-report",
+    ),
     # the work ledger (docs/work-ledger.md)
     path("runs/<uuid:id>/items/loads/", work_item_load_create_view, name="work-item-load-create"),
     path(

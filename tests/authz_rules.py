@@ -425,6 +425,7 @@ RULES: dict[str, Rule] = {
     "runs:attempt-explain-duplicate": R("run", POST=WRITE, kwargs=_attempt),
     "runs:attempt-replace-slot": R("run", POST=WRITE, kwargs=_attempt),
     "runs:run-explain-refire": R("run", POST=WRITE),
+    "runs:run-explain-conflicting-report": R("run", POST=WRITE),
     "runs:work-item-search": R("run", GET=listing(READ), query=lambda w, s: {"record_id": "INV-1001"}),
     "runs:integration-create": R(site=True, GET=staff_page, POST=staff_page),
     "runs:integration-key-create": R("integration", site=True, POST=staff_page),

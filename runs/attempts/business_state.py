@@ -2,10 +2,10 @@
 "Vocabulary": Run business state).
 
 ``ok`` only when the status is ``succeeded``, no ledger item is unresolved, no possible duplicate,
-duplicate trigger or conflicting report is unexplained, and no handover of the run is open before
-``resolved``; otherwise ``attention`` when the status is ``succeeded``, else the technical status.
-The reasons are codes: ``unresolved:N``, ``possible_duplicates:N``, ``duplicate_trigger``,
-``conflicting_report``, ``handover:<status>``. One selector computes it everywhere a run's status
+duplicate trigger, re-fire or conflicting report is unexplained, and no handover of the run is open
+before ``resolved``; otherwise ``attention`` when the status is ``succeeded``, else the technical
+status. The reasons are codes: ``unresolved:N``, ``possible_duplicates:N``, ``duplicate_trigger``,
+``refire``, ``conflicting_report``, ``handover:<status>``. One selector computes it everywhere a run's status
 shows (the runs list, the run header, the handover, the API).
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from runs.attempts.models import Attempt, Run
+from runs.checks.slot_review import unexplained_events
 from runs.timeline.models import TimelineEvent
 
 # Handover statuses before ``resolved`` (the handover app's names; runs never imports it).
@@ -42,8 +43,20 @@ def business_state_annotations(run_ref: str = "pk") -> dict[str, Any]:
         "bs_duplicate_trigger": Exists(
             Attempt.objects.filter(run=run, is_duplicate_trigger=True, duplicate_explained_at__isnull=True)
         ),
+        "bs_refire": Exists(
+            unexplained_events(
+                run=run,
+                kind=TimelineEvent.Kind.REFIRE,
+                explained_kind=TimelineEvent.Kind.REFIRE_EXPLAINED,
+                data__same_attempt=True,
+            )
+        ),
         "bs_conflicting_report": Exists(
-            TimelineEvent.objects.filter(run=run, kind=TimelineEvent.Kind.CONFLICTING_REPORT)
+            unexplained_events(
+                run=run,
+                kind=TimelineEvent.Kind.CONFLICTING_REPORT,
+                explained_kind=TimelineEvent.Kind.CONFLICTING_REPORT_EXPLAINED,
+            )
         ),
         "bs_handover_status": Subquery(
             Run.objects.filter(pk=run, handover_links__is_open=True).values("handover_links__handover__status")[:1]
@@ -51,15 +64,16 @@ def business_state_annotations(run_ref: str = "pk") -> dict[str, Any]:
     }
 
 
-BUSINESS_STATE_FACTS = ("bs_duplicate_trigger", "bs_conflicting_report", "bs_handover_status")
+BUSINESS_STATE_FACTS = ("bs_duplicate_trigger", "bs_refire", "bs_conflicting_report", "bs_handover_status")
 
 
 def run_business_state_annotate(runs: QuerySet[Run]) -> QuerySet[Run]:
     """``runs`` with the facts the business state needs beyond the run's own columns, as annotations.
 
-    ``bs_duplicate_trigger`` (an unexplained duplicate-trigger attempt), ``bs_conflicting_report``
-    (a conflicting report on the timeline) and ``bs_handover_status`` (the status of the run's open
-    handover, if any). Correlated subqueries: evaluated for the rows fetched only, no extra query.
+    ``bs_duplicate_trigger`` (an unexplained duplicate-trigger attempt), ``bs_refire`` and
+    ``bs_conflicting_report`` (a re-fire or a conflicting report no person explained yet) and
+    ``bs_handover_status`` (the status of the run's open handover, if any). Correlated subqueries:
+    evaluated for the rows fetched only, no extra query.
     """
     return runs.annotate(**business_state_annotations())
 
@@ -77,6 +91,8 @@ def run_business_state(run: Run) -> BusinessState:
         reasons.append(f"possible_duplicates:{run.possible_duplicate_count}")
     if getattr(run, "bs_duplicate_trigger", False):
         reasons.append("duplicate_trigger")
+    if getattr(run, "bs_refire", False):
+        reasons.append("refire")
     if getattr(run, "bs_conflicting_report", False):
         reasons.append("conflicting_report")
     handover_status = getattr(run, "bs_handover_status", None)
@@ -91,7 +107,8 @@ REASON_WORDS = {
     "unresolved": "{n} ledger items unresolved",
     "possible_duplicates": "{n} possible duplicates not explained",
     "duplicate_trigger": "a duplicate trigger not explained",
-    "conflicting_report": "a conflicting report",
+    "refire": "a re-fire not explained",
+    "conflicting_report": "a conflicting report not explained",
     "handover": "handover {n}",
 }
 

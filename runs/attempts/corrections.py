@@ -7,11 +7,12 @@ people who change the run's work ledger (``runs.permissions.may_act_on_run``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition
@@ -23,7 +24,7 @@ from runs.attempts.services import attempt_label, run_status_refresh
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.fire_times import previous_fire_time
 from runs.checks.slot_placement import slot_schedule, slot_window
-from runs.checks.slot_review import unexplained_refires
+from runs.checks.slot_review import unexplained_conflicting_reports, unexplained_refires
 from runs.permissions import require_act_on_run
 from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
@@ -238,11 +239,57 @@ def run_refire_explain(*, run: Run, actor: AbstractBaseUser, reason: str, eviden
     ``attempt_correction_require``), DomainError (400) for a missing reason or evidence reference,
     InvalidTransition (409) when the run has no unexplained re-fire. Returns the run.
     """
+    return _run_flag_explain(
+        run=run,
+        actor=actor,
+        reason=reason,
+        evidence_ref=evidence_ref,
+        pending=unexplained_refires,
+        explained_kind=TimelineEvent.Kind.REFIRE_EXPLAINED,
+        noun="Re-fire",
+        why_missing="say why the alert fired again",
+    )
+
+
+def run_conflicting_report_explain(*, run: Run, actor: AbstractBaseUser, reason: str, evidence_ref: str) -> Run:
+    """A person explains the conflicting reports of a run: alerts that named no execution of their own
+    and said something else about a run that had succeeded (docs/slots.md). Until then the run's business
+    state is ``attention``.
+
+    Same shape and errors as ``run_refire_explain``; writes a ``conflicting_report_explained`` event and
+    every ``conflicting_report`` event before it counts as explained. InvalidTransition (409) when the
+    run has no unexplained conflicting report.
+    """
+    return _run_flag_explain(
+        run=run,
+        actor=actor,
+        reason=reason,
+        evidence_ref=evidence_ref,
+        pending=unexplained_conflicting_reports,
+        explained_kind=TimelineEvent.Kind.CONFLICTING_REPORT_EXPLAINED,
+        noun="Conflicting report",
+        why_missing="say why the report contradicts the run's success",
+    )
+
+
+def _run_flag_explain(
+    *,
+    run: Run,
+    actor: AbstractBaseUser,
+    reason: str,
+    evidence_ref: str,
+    pending: Callable[[QuerySet[Run]], QuerySet[Run]],
+    explained_kind: str,
+    noun: str,
+    why_missing: str,
+) -> Run:
+    """Check and record an explanation of a run flag (see ``run_refire_explain``): ``pending`` finds the
+    runs still flagged, ``explained_kind`` is the event written, ``noun`` and ``why_missing`` word it."""
     attempt_correction_require(user=actor, run=run)
     reason, evidence_ref = redact_text(reason.strip()), redact_text(evidence_ref.strip())
     errors: dict[str, list[str]] = {}
     if not reason:
-        errors["reason"] = ["say why the alert fired again"]
+        errors["reason"] = [why_missing]
     if not evidence_ref:
         errors["evidence_ref"] = ["name the evidence (a ticket, a log link, the monitor's history)"]
     elif len(evidence_ref) > EVIDENCE_REF_MAX:
@@ -251,13 +298,13 @@ def run_refire_explain(*, run: Run, actor: AbstractBaseUser, reason: str, eviden
         raise DomainError("An explanation needs a reason and an evidence reference.", errors=errors)
     with transaction.atomic():
         locked = Run.objects.select_for_update(of=("self",)).select_related("job", "tenant").get(pk=run.pk)
-        if not unexplained_refires(Run.objects.filter(pk=locked.pk)).exists():
-            raise InvalidTransition("This run has no re-fire waiting for an explanation.")
+        if not pending(Run.objects.filter(pk=locked.pk)).exists():
+            raise InvalidTransition(f"This run has no {noun.lower()} waiting for an explanation.")
         timeline_event_record(
             job=locked.job,
             run=locked,
-            kind=TimelineEvent.Kind.REFIRE_EXPLAINED,
-            summary=f"Re-fire explained by {actor.get_username()}: {reason} (evidence: {evidence_ref})",
+            kind=explained_kind,
+            summary=f"{noun} explained by {actor.get_username()}: {reason} (evidence: {evidence_ref})",
             occurred_at=timezone.now(),
             actor_user=actor,
             data={"evidence_ref": evidence_ref},

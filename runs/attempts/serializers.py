@@ -98,7 +98,10 @@ class RunListSerializer(serializers.ModelSerializer[Run]):
         help_text="what people see first: ok, attention (succeeded but something needs a person) or the status"
     )
     business_state_reasons = serializers.SerializerMethodField(
-        help_text="codes: unresolved:N, possible_duplicates:N, duplicate_trigger, conflicting_report, handover:<status>"
+        help_text=(
+            "codes: unresolved:N, possible_duplicates:N, duplicate_trigger, refire, conflicting_report, "
+            "handover:<status>"
+        )
     )
 
     class Meta:

@@ -12,14 +12,19 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from handover.core.views import form_post
-from runs.attempts.corrections import attempt_duplicate_trigger_explain, attempt_replace_slot, run_refire_explain
+from runs.attempts.corrections import (
+    attempt_duplicate_trigger_explain,
+    attempt_replace_slot,
+    run_conflicting_report_explain,
+    run_refire_explain,
+)
 from runs.attempts.forms import AttemptReplaceSlotForm, DuplicateTriggerExplainForm, RunFilterForm
 from runs.attempts.models import Attempt, Run
 from runs.attempts.selectors import run_get, run_list
 from runs.attempts.services import source_number_twins
 from runs.checks.schedules import job_schedule, schedule_fire_times, target_schedule
 from runs.checks.selectors import check_list_for_run
-from runs.checks.slot_review import run_identity_flags, unexplained_refires
+from runs.checks.slot_review import run_identity_flags
 from runs.ledger.views import run_ledger_context
 from runs.permissions import may_act_on_run, tenant_list_visible
 
@@ -65,7 +70,9 @@ def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     box = ledger["ledger"]
     may_correct = isinstance(box, dict) and bool(box["writable"])  # the same people correct attempts
     versions = {a.config_version for a in attempts if a.config_version}
-    refire_unexplained = unexplained_refires(Run.objects.filter(pk=run.pk)).exists()
+    # the business state's facts (run_get annotates them): flags a person must explain, no extra query
+    refire_unexplained = bool(run.bs_refire)  # type: ignore[attr-defined]
+    conflicting_unexplained = bool(run.bs_conflicting_report)  # type: ignore[attr-defined]
     twins = source_number_twins(attempts)
     for attempt in attempts:  # "source #2 also reported by attempt 1": two executions claim one try
         attempt.source_number_twins = twins.get(attempt.pk, [])  # type: ignore[attr-defined]
@@ -82,8 +89,14 @@ def run_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             if may_correct and any(a.is_slot_late or a.is_slot_inferred or a.slot_hint for a in attempts)
             else [],
             "first_config": next((a.config_version for a in attempts if a.config_version), ""),
-            "identity_flags": run_identity_flags(run=run, now=timezone.now(), refire_unexplained=refire_unexplained),
+            "identity_flags": run_identity_flags(
+                run=run,
+                now=timezone.now(),
+                refire_unexplained=refire_unexplained,
+                conflicting_unexplained=conflicting_unexplained,
+            ),
             "refire_unexplained": refire_unexplained,
+            "conflicting_unexplained": conflicting_unexplained,
             **_run_schedule_context(run),
             **ledger,
         },
@@ -176,5 +189,24 @@ def run_explain_refire_view(request: HttpRequest, id: str) -> HttpResponse:
         invalid="An explanation needs a reason and an evidence reference.",
         act=lambda data: run_refire_explain(run=run, actor=request.user, **data),  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
         success=lambda r: "Re-fire explained.",
+        done=redirect(reverse("runs:run-detail", kwargs={"id": run.public_id})),
+    )
+
+
+@login_required
+@require_POST
+def run_explain_conflicting_report_view(request: HttpRequest, id: str) -> HttpResponse:
+    """A person explains a run's conflicting reports (reason and evidence reference) from the run page."""
+    run = run_get(user=request.user, public_id=id)
+    if run is None:
+        raise Http404("No such run")
+    if not may_act_on_run(user=request.user, run=run):
+        raise PermissionDenied("You may read this run but not explain its conflicting reports.")
+    return form_post(
+        request,
+        DuplicateTriggerExplainForm(request.POST),
+        invalid="An explanation needs a reason and an evidence reference.",
+        act=lambda data: run_conflicting_report_explain(run=run, actor=request.user, **data),  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
+        success=lambda r: "Conflicting report explained.",
         done=redirect(reverse("runs:run-detail", kwargs={"id": run.public_id})),
     )

@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db.models import Exists, F, OuterRef, QuerySet
 
@@ -186,15 +187,36 @@ def fabricated_window_runs(*, runs: QuerySet[Run], now: datetime, limit: int = 1
     return found
 
 
+def unexplained_events(*, run: Any, kind: str, explained_kind: str, **match: Any) -> QuerySet[TimelineEvent]:
+    """Timeline events of ``kind`` on ``run`` (a run or an ``OuterRef`` to one) with no later
+    ``explained_kind`` event on the same run: the flags a person must explain (re-fires, conflicting
+    reports). ``match``: further filters on the flagged events. A queryset for ``Exists``."""
+    explained = TimelineEvent.objects.filter(
+        run_id=OuterRef("run_id"), kind=explained_kind, recorded_at__gte=OuterRef("recorded_at")
+    )
+    return TimelineEvent.objects.filter(run=run, kind=kind, **match).filter(~Exists(explained))
+
+
 def unexplained_refires(runs: QuerySet[Run]) -> QuerySet[Run]:
     """Runs among ``runs`` with a ``refire`` event on an attempt the payload named again (the same
     execution) and no later ``refire_explained`` event: a person must explain the re-fire."""
-    explained = TimelineEvent.objects.filter(
-        run_id=OuterRef("run_id"), kind=TimelineEvent.Kind.REFIRE_EXPLAINED, recorded_at__gte=OuterRef("recorded_at")
+    pending = unexplained_events(
+        run=OuterRef("pk"),
+        kind=TimelineEvent.Kind.REFIRE,
+        explained_kind=TimelineEvent.Kind.REFIRE_EXPLAINED,
+        data__same_attempt=True,
     )
-    pending = TimelineEvent.objects.filter(
-        run_id=OuterRef("pk"), kind=TimelineEvent.Kind.REFIRE, data__same_attempt=True
-    ).filter(~Exists(explained))
+    return runs.filter(Exists(pending))
+
+
+def unexplained_conflicting_reports(runs: QuerySet[Run]) -> QuerySet[Run]:
+    """Runs among ``runs`` with a ``conflicting_report`` event (an alert naming no execution of its own
+    said something else about a run that succeeded) and no later ``conflicting_report_explained`` event."""
+    pending = unexplained_events(
+        run=OuterRef("pk"),
+        kind=TimelineEvent.Kind.CONFLICTING_REPORT,
+        explained_kind=TimelineEvent.Kind.CONFLICTING_REPORT_EXPLAINED,
+    )
     return runs.filter(Exists(pending))
 
 
@@ -210,10 +232,13 @@ def run_fabricated_slot(*, run: Run, now: datetime) -> FabricatedWindow | None:
     return FabricatedWindow(run=run, slot=slot)
 
 
-def run_identity_flags(*, run: Run, now: datetime, refire_unexplained: bool) -> list[str]:
+def run_identity_flags(
+    *, run: Run, now: datetime, refire_unexplained: bool, conflicting_unexplained: bool = False
+) -> list[str]:
     """The run page's warnings from the slot rules: recent durations over the interval (its target),
     a window made up from an off-schedule time, an unexplained re-fire (``refire_unexplained``, from
-    ``unexplained_refires``). Empty when none applies. One query."""
+    ``unexplained_refires``), an unexplained conflicting report (``conflicting_unexplained``, from
+    ``unexplained_conflicting_reports``). Empty when none applies. One query."""
     flags = []
     warning = run_duration_warning(run=run, now=now)
     if warning is not None:
@@ -229,4 +254,9 @@ def run_identity_flags(*, run: Run, now: datetime, refire_unexplained: bool) -> 
         )
     if refire_unexplained:
         flags.append("An alert fired again after its resolve on the same execution: a person must explain it")
+    if conflicting_unexplained:
+        flags.append(
+            "A report naming no execution of its own contradicts this run's success (see the timeline): "
+            "a person must explain it"
+        )
     return flags

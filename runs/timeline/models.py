@@ -34,6 +34,7 @@ class TimelineEventKind(models.TextChoices):
     ATTEMPT_SUCCEEDED = "attempt_succeeded", "Attempt succeeded"
     ATTEMPT_TIMED_OUT = "attempt_timed_out", "Attempt timed out"
     CONFLICTING_REPORT = "conflicting_report", "Conflicting report"
+    CONFLICTING_REPORT_EXPLAINED = "conflicting_report_explained", "Conflicting report explained"
     DEFINITION_MISMATCH = "definition_mismatch", "Definition mismatch"
     DUPLICATE_TRIGGER = "duplicate_trigger", "Duplicate trigger"
     DUPLICATE_TRIGGER_EXPLAINED = "duplicate_trigger_explained", "Duplicate trigger explained"

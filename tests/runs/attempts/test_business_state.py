@@ -9,8 +9,10 @@ import pytest
 from django.test import Client
 from knox.models import AuthToken
 
+from handover.core.errors import InvalidTransition
 from handover.handovers.services import handover_create
 from runs.attempts.business_state import run_business_state, run_business_state_annotate
+from runs.attempts.corrections import run_conflicting_report_explain, run_refire_explain
 from runs.attempts.models import Attempt, Run
 from runs.catalog.services import role_grant
 from runs.timeline.services import timeline_event_record
@@ -50,6 +52,13 @@ def test_duplicate_triggers_conflicting_reports_and_open_handovers_need_attentio
 
     timeline_event_record(job=run.job, run=run, kind="conflicting_report", summary="a late alert")
     assert state_of(run) == ("attention", ("conflicting_report",))
+    explainer = UserFactory(admin=True)
+    run_conflicting_report_explain(run=run, actor=explainer, reason="the monitor lagged", evidence_ref="OPS-9")
+    assert state_of(run) == ("ok", ())
+    with pytest.raises(InvalidTransition):  # nothing left to explain
+        run_conflicting_report_explain(run=run, actor=explainer, reason="again", evidence_ref="OPS-9")
+    timeline_event_record(job=run.job, run=run, kind="conflicting_report", summary="another late alert")
+    assert state_of(run) == ("attention", ("conflicting_report",))  # a later report needs its own explanation
 
     other = succeeded_run()
     support = UserFactory()
@@ -60,6 +69,40 @@ def test_duplicate_triggers_conflicting_reports_and_open_handovers_need_attentio
     assert state_of(other) == ("attention", ("handover:verifying",))
     force_status(handover, "resolved", support)
     assert state_of(other) == ("ok", ())
+
+
+def test_an_unexplained_refire_on_the_same_execution_needs_attention_until_explained() -> None:
+    """A re-fire on the execution the payload named again is a flag a person explains; a re-fire that
+    became a new attempt (an adapter-derived id) is not."""
+    run = succeeded_run()
+    timeline_event_record(job=run.job, run=run, kind="refire", summary="fired again", data={"same_attempt": False})
+    assert state_of(run) == ("ok", ())
+    timeline_event_record(job=run.job, run=run, kind="refire", summary="fired again", data={"same_attempt": True})
+    assert state_of(run) == ("attention", ("refire",))
+    assert run_business_state(Run.objects.get(pk=run.pk)).reasons == ("refire",)  # without the annotations
+    run_refire_explain(run=run, actor=UserFactory(admin=True), reason="flapping exporter", evidence_ref="OPS-7")
+    assert state_of(run) == ("ok", ())
+    failed = RunFactory(status=Run.Status.FAILED)
+    timeline_event_record(job=failed.job, run=failed, kind="refire", summary="x", data={"same_attempt": True})
+    assert state_of(failed) == ("failed", ("refire",))
+
+
+def test_the_run_page_explains_a_conflicting_report() -> None:
+    run = succeeded_run()
+    timeline_event_record(job=run.job, run=run, kind="conflicting_report", summary="a late alert")
+    support = UserFactory()
+    role_grant(user=support, role="support", obj=run.tenant)
+    client = Client()
+    client.force_login(support)
+    page = client.get(f"/runs/{run.public_id}/").content.decode()
+    assert "contradicts this run" in page and "Explain the conflicting report" in page
+
+    client.post(f"/runs/{run.public_id}/explain-conflicting-report/", {"reason": "lag", "evidence_ref": "OPS-1"})
+
+    assert state_of(run) == ("ok", ())
+    event = run.timeline.get(kind="conflicting_report_explained")
+    assert event.actor_user == support and event.data == {"evidence_ref": "OPS-1"}
+    assert "Explain the conflicting report" not in client.get(f"/runs/{run.public_id}/").content.decode()
 
 
 def test_list_header_handover_and_api_show_the_business_state(django_assert_max_num_queries: Any) -> None:
