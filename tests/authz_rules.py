@@ -428,7 +428,7 @@ RULES: dict[str, Rule] = {
     "runs:run-explain-conflicting-report": R("run", POST=WRITE),
     "runs:work-item-search": R("run", GET=listing(READ), query=lambda w, s: {"record_id": "INV-1001"}),
     "runs:integration-create": R(site=True, GET=staff_page, POST=staff_page),
-    "runs:integration-key-create": R("integration", site=True, POST=staff_page),
+    "runs:integration-key-create": R("integration", site=True, GET=staff_page, POST=staff_page),
     "runs:integration-transport": R("integration", site=True, POST=staff_page),
     "runs:integration-conventions": R("integration", site=True, POST=staff_page),
     "runs:integration-mapping": R("custom_integration", site=True, GET=staff_page, POST=staff_page),

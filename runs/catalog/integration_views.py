@@ -10,10 +10,12 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.text import slugify
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from handover.core.errors import DomainError
+from handover.core.one_time import one_time_pop, one_time_stash
 from runs.alerts.mapping import (
     MappingInvalid,
     Sample,
@@ -150,10 +152,36 @@ def _pretty(document: object) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False)
 
 
-def _key_issued(request: HttpRequest, integration: Integration, issued: IssuedKey) -> HttpResponse:
-    # The secret is shown in this response and nowhere else: it is never stored (not even in the
-    # session), so this page answers the POST directly instead of redirecting.
-    is_url = issued.record.kind == IntegrationKey.Kind.URL
+ISSUED_SCOPE = "integration-key"
+
+
+def _key_issued_redirect(request: HttpRequest, integration: Integration, issued: IssuedKey) -> HttpResponse:
+    """POST -> redirect -> GET: stash the new secret once and send the admin to the page that shows it."""
+    nonce = one_time_stash(
+        request,
+        scope=ISSUED_SCOPE,
+        payload={"integration": str(integration.public_id), "key": str(issued.record.public_id), "secret": issued.key},
+    )
+    url = reverse("runs:integration-key-create", kwargs={"id": integration.public_id})
+    return redirect(f"{url}?issued={nonce}")
+
+
+def _key_issued(request: HttpRequest, integration: Integration) -> HttpResponse:
+    """GET: the key just issued for ``integration``, shown this once (``Cache-Control: no-store``).
+
+    A reload (the entry is gone), an expired or a foreign nonce go back to the integration page.
+    """
+    value = one_time_pop(request, scope=ISSUED_SCOPE, nonce=request.GET.get("issued", ""))
+    record = (
+        IntegrationKey.objects.filter(integration=integration, public_id=value["key"]).first()
+        if value is not None and value.get("integration") == str(integration.public_id)
+        else None
+    )
+    if value is None or record is None:
+        messages.info(request, "A key's secret is shown only once, right after it is issued.")
+        return redirect("runs:integration-detail", id=integration.public_id)
+    issued = IssuedKey(record=record, key=value["secret"])
+    is_url = record.kind == IntegrationKey.Kind.URL
     response = render(
         request,
         "runs/catalog/integration_key_issued.html",
@@ -198,7 +226,7 @@ def integration_create_view(request: HttpRequest) -> HttpResponse:
                     form.add_error(target if target in form.fields else None, f"{path}: {error}")
         else:
             messages.success(request, f"Integration {integration.name!r} created.")
-            return _key_issued(request, integration, issued)
+            return _key_issued_redirect(request, integration, issued)
     return render(
         request,
         "runs/catalog/integration_create.html",
@@ -207,10 +235,12 @@ def integration_create_view(request: HttpRequest) -> HttpResponse:
 
 
 @staff_member_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def integration_key_create_view(request: HttpRequest, id: str) -> HttpResponse:
-    """Admins: issue another key for an integration; the secret is shown once, on the answer to this post."""
+    """Admins: POST issues another key for an integration, then redirects; GET shows the new secret, once."""
     integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    if request.method == "GET":
+        return _key_issued(request, integration)
     form = IntegrationKeyCreateForm(request.POST)
     if not form.is_valid():
         messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
@@ -228,7 +258,7 @@ def integration_key_create_view(request: HttpRequest, id: str) -> HttpResponse:
     except DomainError as exc:
         messages.error(request, exc.detail)
         return redirect("runs:integration-detail", id=integration.public_id)
-    return _key_issued(request, integration, issued)
+    return _key_issued_redirect(request, integration, issued)
 
 
 @staff_member_required

@@ -8,10 +8,12 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
+from handover.core.one_time import one_time_pop, one_time_stash
 from handover.env import env
 from runs.catalog.keys import integration_key_rotate, integration_security, integration_security_update
 from runs.catalog.manage_forms import (
@@ -79,6 +81,29 @@ def role_revoke_view(request: HttpRequest) -> HttpResponse:
 # --- integration keys -------------------------------------------------------------------------------
 
 
+ISSUED_SCOPE = "manage-integration-key"
+
+
+def _key_issued_redirect(request: HttpRequest, issued: IssuedKey) -> HttpResponse:
+    """POST -> redirect -> GET: stash the new secret once; the keys page shows it on the next GET only."""
+    nonce = one_time_stash(
+        request, scope=ISSUED_SCOPE, payload={"key": str(issued.record.public_id), "secret": issued.key}
+    )
+    return redirect(f"{reverse('manage:key-list')}?issued={nonce}")
+
+
+def _key_issued_pop(request: HttpRequest) -> IssuedKey | None:
+    """The key this person just issued or rotated, once (from the ``issued`` nonce); None after that."""
+    nonce = request.GET.get("issued", "")
+    value = one_time_pop(request, scope=ISSUED_SCOPE, nonce=nonce)
+    if value is None:
+        if nonce:  # a reload, going back, or a link someone else was given
+            messages.info(request, "A key's secret is shown only once, right after it is issued.")
+        return None
+    record = IntegrationKey.objects.select_related("integration").filter(public_id=value["key"]).first()
+    return IssuedKey(record=record, key=value["secret"]) if record is not None else None
+
+
 def _key_page(
     request: HttpRequest,
     *,
@@ -106,15 +131,18 @@ def _key_page(
 @staff_member_required
 @never_cache
 def key_list_view(request: HttpRequest) -> HttpResponse:
-    """Every integration key: prefix, integration, tenant binding, created, last used, revoked."""
-    return _key_page(request)
+    """Every integration key: prefix, integration, tenant binding, created, last used, revoked.
+
+    Right after a create or a rotate (``?issued=<nonce>``), the new secret too, this once.
+    """
+    return _key_page(request, issued=_key_issued_pop(request))
 
 
 @staff_member_required
 @never_cache
 @require_POST
 def key_create_view(request: HttpRequest) -> HttpResponse:
-    """Issue a key (audited) and show its secret once, in this answer."""
+    """Issue a key (audited), then redirect to the keys page, which shows its secret once."""
     form = IntegrationKeyCreateForm(request.POST)
     if not form.is_valid():
         return _key_page(request, form=form, status=400)
@@ -130,14 +158,14 @@ def key_create_view(request: HttpRequest) -> HttpResponse:
     except DomainError as exc:
         messages.error(request, exc.detail)
         return _key_page(request, form=form, status=400)
-    return _key_page(request, issued=issued)
+    return _key_issued_redirect(request, issued)
 
 
 @staff_member_required
 @never_cache
 @require_POST
 def key_rotate_view(request: HttpRequest, id: str) -> HttpResponse:
-    """Replace a key by a new one with the same binding (audited); the new secret is shown once."""
+    """Replace a key by a new one with the same binding (audited), then redirect; the new secret is shown once."""
     key = get_object_or_404(IntegrationKey, public_id=id)
     form = IntegrationKeyRotateForm(request.POST)
     grace = form.cleaned_data["grace_seconds"] if form.is_valid() else 0
@@ -146,7 +174,7 @@ def key_rotate_view(request: HttpRequest, id: str) -> HttpResponse:
     except DomainError as exc:
         messages.error(request, exc.detail)
         return redirect("manage:key-list")
-    return _key_page(request, issued=issued)
+    return _key_issued_redirect(request, issued)
 
 
 @staff_member_required

@@ -1,30 +1,28 @@
 """A job's runner credentials on the job page: issue (shown once), revoke; admins and technical owners.
 
 Issuing is POST -> redirect -> GET, so a reload never issues another credential. The secret is
-carried to that one GET through the cache under a random one-time name (five minutes at most,
-deleted when read), never in the URL, the session or a log; the job page shows it once and says so.
+carried to that one GET by ``handover.core.one_time`` (the cache under a random one-time name, five
+minutes at most, deleted when read), never in the URL, the session or a log; the job page shows it once.
 """
 
 from __future__ import annotations
 
-import secrets
-
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.cache import cache
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from handover.core.one_time import one_time_pop, one_time_stash
 from runs.catalog.models import Job
 from runs.catalog.selectors import job_get, runner_credential_list
 from runs.catalog.services import runner_credential_create, runner_credential_revoke
 from runs.permissions import may_manage_runner_credentials
 
-ISSUED_TTL_SECONDS = 300
+ISSUED_SCOPE = "runner-credential"
 
 
 class RunnerCredentialForm(forms.Form):
@@ -42,23 +40,14 @@ def _managed_job(request: HttpRequest, id: str) -> Job:
     return job
 
 
-def _issued_cache_key(request: HttpRequest, nonce: str) -> str:
-    return f"runner-credential-issued:{request.user.pk}:{nonce}"
-
-
 def runner_credential_issued_pop(request: HttpRequest, job: Job) -> dict[str, str] | None:
     """The credential just issued for ``job`` by this person, once: ``{"prefix", "secret"}`` or None.
 
     Read from the one-time cache entry named by the ``issued`` query parameter and deleted at once, so a
     reload of the page shows it no more.
     """
-    nonce = request.GET.get("issued", "")
-    if not nonce or len(nonce) > 64:
-        return None
-    key = _issued_cache_key(request, nonce)
-    value = cache.get(key)
-    cache.delete(key)
-    if not isinstance(value, dict) or value.get("job") != str(job.public_id):
+    value = one_time_pop(request, scope=ISSUED_SCOPE, nonce=request.GET.get("issued", ""))
+    if value is None or value.get("job") != str(job.public_id):
         return None
     return {"prefix": value["prefix"], "secret": value["secret"]}
 
@@ -71,11 +60,10 @@ def runner_credential_create_view(request: HttpRequest, id: str) -> HttpResponse
     form = RunnerCredentialForm(request.POST)
     label = form.cleaned_data["label"] if form.is_valid() else ""
     record, secret = runner_credential_create(job=job, created_by=request.user, label=label)  # type: ignore[arg-type]
-    nonce = secrets.token_urlsafe(16)
-    cache.set(
-        _issued_cache_key(request, nonce),
-        {"job": str(job.public_id), "prefix": record.prefix, "secret": secret},
-        ISSUED_TTL_SECONDS,
+    nonce = one_time_stash(
+        request,
+        scope=ISSUED_SCOPE,
+        payload={"job": str(job.public_id), "prefix": record.prefix, "secret": secret},
     )
     url = reverse("runs:job-detail", kwargs={"id": job.public_id})
     return redirect(f"{url}?issued={nonce}#runner-credentials")

@@ -51,7 +51,7 @@ def test_a_custom_integration_is_created_in_the_ui_and_its_key_shown_once_then_i
     assert form.status_code == 200 and "Mapping reference" in form.content.decode()
     assert "&quot;job_key&quot;" in form.content.decode()  # the starter mapping to edit
 
-    response = admin.post(
+    posted = admin.post(
         "/integrations/new/",
         data={
             "name": "jenkins-prod",
@@ -61,8 +61,11 @@ def test_a_custom_integration_is_created_in_the_ui_and_its_key_shown_once_then_i
             "key_label": "jenkins controller",
         },
     )
+    assert posted.status_code == 302 and "/keys/?issued=" in posted["Location"]
+    response = admin.get(posted["Location"])
 
     assert response.status_code == 200 and response["Cache-Control"] == "no-store"
+    assert "Integration &#x27;jenkins-prod&#x27; created." in response.content.decode()
     html = response.content.decode()
     key = re.search(r'<code class="issued-key">([^<]+)</code>', html).group(1)  # type: ignore[union-attr]
     integration = Integration.objects.get(name="jenkins-prod")
@@ -72,6 +75,9 @@ def test_a_custom_integration_is_created_in_the_ui_and_its_key_shown_once_then_i
     assert list(record.tenants.values_list("slug", flat=True)) == ["cedar-health"]
     assert record.label == "jenkins controller" and not record.all_tenants
     assert key not in admin.get(f"/integrations/{integration.public_id}/").content.decode()  # never again
+    reloaded = admin.get(posted["Location"], follow=True)
+    assert key not in reloaded.content.decode() and "shown only once" in reloaded.content.decode()
+    assert IntegrationKey.objects.filter(integration=integration).count() == 1
 
     posted = post_alert("custom", data_path("jenkins", "02-completed-failure.json"), key)
 
@@ -113,13 +119,21 @@ def test_creating_refuses_a_bad_mapping_a_failing_sample_or_no_tenant(
 
 
 def test_a_key_is_issued_from_the_integration_page_and_shown_once(admin: Client, nomad: CustomStory) -> None:
-    response = admin.post(
+    posted = admin.post(
         f"/integrations/{nomad.integration.public_id}/keys/", data={"key_all_tenants": "on", "key_label": "second"}
     )
+    assert posted.status_code == 302 and "?issued=" in posted["Location"]
+    response = admin.get(posted["Location"])
+    reloaded = admin.get(posted["Location"])
 
+    assert response.status_code == 200 and response["Cache-Control"] == "no-store"
     key = re.search(r'<code class="issued-key">([^<]+)</code>', response.content.decode()).group(1)  # type: ignore[union-attr]
     record = IntegrationKey.objects.get(label="second")
     assert record.all_tenants and key.startswith(record.prefix)
+    assert response.content.decode().count(key) == 1
+    assert reloaded.status_code == 302 and reloaded["Location"] == f"/integrations/{nomad.integration.public_id}/"
+    assert key not in admin.get(reloaded["Location"]).content.decode()
+    assert IntegrationKey.objects.filter(label="second").count() == 1
     refused = admin.post(f"/integrations/{nomad.integration.public_id}/keys/", data={"key_label": "nobody"})
     assert refused.status_code == 302 and not IntegrationKey.objects.filter(label="nobody").exists()
 

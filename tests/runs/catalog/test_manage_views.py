@@ -72,10 +72,12 @@ def test_a_new_key_is_shown_once_stored_hashed_and_audited(admin_client: Client,
     integration = integration_get_or_create(source="generic")
     tenant = TenantFactory(slug="acme")
 
-    response = admin_client.post(
+    posted = admin_client.post(
         "/manage/keys/create/",
         {"integration": str(integration.public_id), "tenants": [str(tenant.public_id)], "label": "prom"},
     )
+    assert posted.status_code == 302 and posted["Location"].startswith("/manage/keys/?issued=")
+    response = admin_client.get(posted["Location"])
 
     assert response.status_code == 200
     assert response["Cache-Control"].startswith("no-store") or "no-store" in response["Cache-Control"]
@@ -85,7 +87,37 @@ def test_a_new_key_is_shown_once_stored_hashed_and_audited(admin_client: Client,
     assert record.secret_hash != secret and secret not in record.prefix + record.secret_hash
     assert integration_key_authenticate(secret) == record
     assert secret not in admin_client.get("/manage/keys/").content.decode()  # never again
+    assert secret not in admin_client.get(posted["Location"]).content.decode()  # not on a reload either
+    assert IntegrationKey.objects.count() == 1
     assert AuditEvent.objects.get().action == "key_create"
+
+
+def test_the_keys_page_shows_a_rotated_secret_once_and_a_reload_issues_nothing(admin_client: Client) -> None:
+    integration = integration_get_or_create(source="generic")
+    old = integration_key_create(integration=integration, all_tenants=True)
+
+    posted = admin_client.post(f"/manage/keys/{old.record.public_id}/rotate/", {"grace_seconds": "60"})
+    assert posted.status_code == 302 and "?issued=" in posted["Location"]
+    shown = admin_client.get(posted["Location"])
+    reloaded = admin_client.get(posted["Location"])
+
+    new = IntegrationKey.objects.exclude(pk=old.record.pk)
+    assert new.count() == 1  # the rotate made one key; the GETs made none
+    secret = shown.context["issued"].key
+    assert shown.status_code == 200 and "no-store" in shown["Cache-Control"]
+    assert shown.content.decode().count(secret) == 1 and integration_key_authenticate(secret) == new.get()
+    assert reloaded.status_code == 200 and reloaded.context["issued"] is None
+    assert secret not in reloaded.content.decode() and "shown only once" in reloaded.content.decode()
+
+
+def test_a_key_issued_on_the_keys_page_is_not_shown_to_another_admin(admin_client: Client) -> None:
+    integration = integration_get_or_create(source="generic")
+    posted = admin_client.post("/manage/keys/create/", {"integration": str(integration.public_id), "all_tenants": "on"})
+    other = Client()
+    other.force_login(UserFactory(username="other-admin", is_staff=True, is_superuser=True))
+
+    assert other.get(posted["Location"]).context["issued"] is None
+    assert admin_client.get(posted["Location"]).context["issued"] is not None  # the other's GET did not spend it
 
 
 def test_a_key_needs_tenants_or_an_explicit_all(admin_client: Client) -> None:
@@ -100,7 +132,8 @@ def test_rotate_and_revoke_from_the_keys_page(admin_client: Client) -> None:
     old = integration_key_create(integration=integration, all_tenants=True)
 
     rotated = admin_client.post(f"/manage/keys/{old.record.public_id}/rotate/", {"grace_seconds": "0"})
-    new_secret = rotated.context["issued"].key
+    assert rotated.status_code == 302
+    new_secret = admin_client.get(rotated["Location"]).context["issued"].key
     assert integration_key_authenticate(old.key) is None
     assert integration_key_authenticate(new_secret) is not None
 

@@ -96,9 +96,11 @@ def test_api_sets_the_transport_and_reports_refusals(admin: Client, generic: Int
 
 
 def test_page_issues_a_url_key_and_shows_the_address_once(admin: Client, generic: Integration) -> None:
-    response = admin.post(f"/integrations/{generic.public_id}/keys/", data={"key_all_tenants": "on", "key_kind": "url"})
+    posted = admin.post(f"/integrations/{generic.public_id}/keys/", data={"key_all_tenants": "on", "key_kind": "url"})
+    assert posted.status_code == 302
+    response = admin.get(posted["Location"])
 
-    assert response.status_code == 200
+    assert response.status_code == 200 and response["Cache-Control"] == "no-store"
     html = response.content.decode()
     match = re.search(r'class="issued-url">(http://testserver/api/v1/alerts/generic/k/(hu_[^/]+)/)<', html)
     assert match, html
@@ -106,6 +108,8 @@ def test_page_issues_a_url_key_and_shows_the_address_once(admin: Client, generic
     assert key.kind == IntegrationKey.Kind.URL and key.prefix == match.group(2)[:12]
     detail = admin.get(f"/integrations/{generic.public_id}/").content.decode()
     assert "URL key" in detail and match.group(2) not in detail
+    assert match.group(2) not in admin.get(posted["Location"], follow=True).content.decode()  # a reload
+    assert IntegrationKey.objects.count() == 1
 
 
 def test_page_saves_the_transport_and_lists_refusals(admin: Client, generic: Integration) -> None:
