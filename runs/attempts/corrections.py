@@ -26,7 +26,7 @@ from runs.checks.schedule.fire_times import previous_fire_time
 from runs.checks.slot_placement import slot_schedule, slot_window
 from runs.checks.slot_review import unexplained_conflicting_reports, unexplained_refires
 from runs.permissions import require_act_on_run
-from runs.timeline.models import TimelineEvent
+from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 
 EVIDENCE_REF_MAX = Attempt._meta.get_field("duplicate_evidence_ref").max_length or 300
@@ -279,7 +279,7 @@ def _run_flag_explain(
     reason: str,
     evidence_ref: str,
     pending: Callable[[QuerySet[Run]], QuerySet[Run]],
-    explained_kind: str,
+    explained_kind: TimelineEventKind,
     noun: str,
     why_missing: str,
 ) -> Run:
