@@ -158,10 +158,16 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/checks/{id}/waive/"): "a waiver needs a checkpoint and an owner who exists",
     ("POST", "/api/v1/checks/{id}/confirm/"): "only a check awaiting confirmation can be confirmed",
     ("POST", "/api/v1/handovers/"): "a handover's runs are failed runs of one job",
-    ("PATCH", "/api/v1/handovers/{id}/"): "an edit changes at least one section; owners exist",
+    ("PATCH", "/api/v1/handovers/{id}/"): (
+        "an edit changes at least one section; owners exist; it names its base version, in the body or as "
+        "If-Match (either one: 428 when neither)"
+    ),
     ("POST", "/api/v1/handovers/{id}/residual-exceptions/"): "a residual exception's owner exists",
     ("PATCH", "/api/v1/handovers/{id}/residual-exceptions/{exception_id}/"): "an edit changes something",
     ("POST", "/api/v1/integrations/"): "a custom mapping compiles and its samples map",
+    ("POST", "/api/v1/integrations/{id}/keys/"): "a key is bound to named tenants or to all tenants (one of the two)",
+    ("POST", "/api/v1/integrations/{id}/transport/"): "envelope item types are names, only with the envelope decoder",
+    ("POST", "/api/v1/integrations/{id}/conventions/"): "conventions are the source adapter's named settings",
     ("POST", "/api/v1/replays/"): "a replay's scope is absent items of one run (rule 2)",
     ("POST", "/api/v1/replays/{id}/scope/"): "a replay's scope is absent items of one run (rule 2)",
     ("POST", "/api/v1/replays/{id}/runner-report/"): "reported times lie between 1970 and 2200",
@@ -172,8 +178,12 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
 
 
 def refused_by_a_cross_field_rule(operation: Any, response: Any) -> bool:
-    """True for a 400/409 problem-details answer from an operation listed in ``CROSS_FIELD_RULES``."""
-    if (operation.method.upper(), operation.path) not in CROSS_FIELD_RULES or response.status_code not in (400, 409):
+    """True for a 400/409/428 problem-details answer from an operation listed in ``CROSS_FIELD_RULES``."""
+    if (operation.method.upper(), operation.path) not in CROSS_FIELD_RULES or response.status_code not in (
+        400,
+        409,
+        428,
+    ):
         return False
     content_type = " ".join(response.headers.get("content-type", []))  # lowercase keys, list values
     return "problem+json" in content_type and bool(response.text.strip())
