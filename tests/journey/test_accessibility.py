@@ -15,6 +15,8 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import Browser, Page, expect
 
+from approvals.replays.demo import demo_replay_load
+from handover.handovers.demo import demo_handover_load
 from handover.handovers.models import Handover
 from runs.attempts.models import Run
 from runs.catalog.models import Job
@@ -80,7 +82,10 @@ def _log_in(page: Page, base: str, username: str, password: str) -> None:
 @pytest.fixture
 def demo(settings: Any) -> dict[str, str]:
     settings.AXES_ENABLED = False
-    return demo_load().passwords
+    passwords = demo_load().passwords
+    demo_handover_load()  # as manage.py load_demo does: the runs app's loader writes no handover or replay
+    demo_replay_load()
+    return passwords
 
 
 def test_main_pages_have_no_wcag_a_or_aa_violations(browser: Browser, live_server: Any, demo: dict[str, str]) -> None:
