@@ -1,4 +1,4 @@
-"""On PostgreSQL, refuse UPDATE and DELETE on the timeline: it is append-only (DESIGN.md Timeline)."""
+"""On PostgreSQL, refuse UPDATE and DELETE on the timeline: it is append-only (docs/architecture.md, "Timeline")."""
 
 from __future__ import annotations
 
