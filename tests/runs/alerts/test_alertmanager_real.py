@@ -109,8 +109,8 @@ class Alertmanager:
     """One ``prometheus-alertmanager`` process on loopback with its own data folder."""
 
     def __init__(
-        self, folder: Path, config: dict[str, Any], *, name: str, peers: list[str] = (), cluster: bool = False
-    ):  # type: ignore[assignment]
+        self, folder: Path, config: dict[str, Any], *, name: str, peers: tuple[str, ...] = (), cluster: bool = False
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.cluster_address = f"127.0.0.1:{free_port()}" if cluster else ""
