@@ -12,6 +12,7 @@ from runs.audit.api import AuditEventViewSet
 from runs.catalog.api import JobViewSet
 from runs.catalog.integrations_api import IntegrationViewSet
 from runs.catalog.runner_credentials_api import RunnerCredentialDetailView, RunnerCredentialListView
+from runs.catalog.sources_api import SourceViewSet
 from runs.checks.api import NextRunCheckViewSet
 from runs.ledger import api as workitems
 
@@ -23,6 +24,7 @@ router.register("runs", RunViewSet, basename="run")
 router.register("alerts", AlertViewSet, basename="alert")
 router.register("jobs", JobViewSet, basename="job")
 router.register("integrations", IntegrationViewSet, basename="integration")
+router.register("sources", SourceViewSet, basename="source")
 router.register("checks", NextRunCheckViewSet, basename="check")
 router.register("audit-events", AuditEventViewSet, basename="audit-event")
 

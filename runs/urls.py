@@ -31,6 +31,7 @@ from runs.catalog.integration_views import (
     integration_transport_view,
 )
 from runs.catalog.runner_credential_views import runner_credential_create_view, runner_credential_revoke_view
+from runs.catalog.source_views import source_detail_view, source_list_view
 from runs.catalog.views import job_detail_view, job_list_view
 from runs.checks.views import (
     check_confirm_view,
@@ -120,6 +121,9 @@ urlpatterns = [
         name="integration-mapping-export",
     ),
     path("integrations/<uuid:id>/reprocess/", integration_reprocess_view, name="integration-reprocess"),
+    # a page per source (ingestion address): guide, integrations, refusals, recent deliveries
+    path("sources/", source_list_view, name="source-list"),
+    path("sources/<slug:source>/", source_detail_view, name="source-detail"),
     path("checks/", check_list_view, name="check-list"),
     path("checks/create/", check_create_view, name="check-create"),
     path("checks/<uuid:id>/", check_detail_view, name="check-detail"),

@@ -338,6 +338,8 @@ RULES: dict[str, Rule] = {
     "runs-api:integration-transport": R("integration", site=True, POST=staff_api),
     "runs-api:integration-conventions": R("integration", site=True, POST=staff_api),
     "runs-api:integration-refused-requests": R(site=True, GET=staff_api),
+    "runs-api:source-list": R(site=True, GET=staff_api),
+    "runs-api:source-detail": R(site=True, GET=staff_api, kwargs=lambda w, s: {"source": "alertmanager"}),
     "runs-api:integration-catalogue": R(site=True, GET=staff_api),
     "runs-api:integration-catalogue-entry": R(
         site=True, GET=staff_api, kwargs=lambda w, s: {"name": "github-actions-workflow-run"}
@@ -404,6 +406,8 @@ RULES: dict[str, Rule] = {
     "runs:delivery-reprocess": R(site=True, POST=staff_page, kwargs=lambda w, s: _failed_delivery(w)),
     "runs:integration-list": R(site=True, GET=staff_page),
     "runs:integration-detail": R("integration", site=True, GET=staff_page),
+    "runs:source-list": R(site=True, GET=staff_page),
+    "runs:source-detail": R(site=True, GET=staff_page, kwargs=lambda w, s: {"source": "alertmanager"}),
     "runs:check-list": R("check", GET=listing(READ)),
     "runs:check-create": R("target", POST=target_form, data=_target),
     "runs:check-detail": R("check", GET=READ),

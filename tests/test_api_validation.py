@@ -110,6 +110,7 @@ LISTS: list[tuple[str, type[StrictFilterSet] | None, str, dict[str, str]]] = [
     ("/api/v1/integrations/", None, "page", {}),
     ("/api/v1/notifications/", NotificationFilterSet, "page", {}),
     ("/api/v1/integrations/refused-requests/", RefusedRequestFilterSet, "", {}),
+    ("/api/v1/sources/", None, "", {}),
     ("/api/v1/jobs/", JobFilterSet, "page", {}),
 ]
 

@@ -43,7 +43,7 @@ from runs.alerts.parsers.custom.vocabulary import (
     TRIGGERS,
     WINDOW_RULES,
 )
-from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.parsers.registry import available_sources, get_adapter
 from runs.alerts.refusals import REFUSED_KEEP_DAYS, refused_request_summary, refused_request_summary_by_source
 from runs.alerts.selectors import alert_completeness, alert_count_unmatched, delivery_list_recent, integration_list
 from runs.catalog.conventions import integration_conventions, integration_conventions_update
@@ -69,6 +69,7 @@ def integration_list_view(request: HttpRequest) -> HttpResponse:
             "integrations": integration_list(user=request.user),
             "refused": refused_request_summary_by_source(),
             "keep_days": REFUSED_KEEP_DAYS,
+            "sources": available_sources(),  # which refused addresses have a source page
         },
     )
 
