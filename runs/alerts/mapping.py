@@ -17,10 +17,11 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, InvalidTransition
-from runs.alerts.models import Alert
+from runs.alerts.models import Alert, Delivery
 from runs.alerts.parsers.base import AlertKind, FormatError, ParsedAlert
 from runs.alerts.parsers.custom.compiler import mapping_errors
 from runs.alerts.parsers.custom.evaluation import MappedRecord, map_document
@@ -57,6 +58,8 @@ class Sample:
     label: str
     body: str
     delivery_id: str = ""
+    # a stored delivery's own outcome when it was received, e.g. "processed: 1 alert, 1 unmatched"
+    received_as: str = ""
 
 
 @dataclass
@@ -493,5 +496,37 @@ def samples_from_deliveries(*, integration: Integration, delivery_ids: Iterable[
             continue
     if not ids:
         return []
-    rows = integration.deliveries.filter(public_id__in=ids).order_by("-received_at", "-id")
-    return [Sample(label=f"delivery of {_utc(d.received_at)}", body=d.body, delivery_id=str(d.public_id)) for d in rows]
+    rows = (
+        integration.deliveries.filter(public_id__in=ids)
+        .annotate(
+            alert_count=Count("alerts"),
+            unmatched_count=Count("alerts", filter=Q(alerts__outcome=Alert.Outcome.UNMATCHED)),
+        )
+        .order_by("-received_at", "-id")
+    )
+    return [
+        Sample(
+            label=f"delivery of {_utc(d.received_at)}",
+            body=d.body,
+            delivery_id=str(d.public_id),
+            received_as=delivery_outcome_text(d),
+        )
+        for d in rows
+    ]
+
+
+def delivery_outcome_text(delivery: Delivery) -> str:
+    """A delivery's own outcome in words: ``rejected: <reason>`` or ``processed: 2 alerts, 1 unmatched``.
+
+    Reads ``alert_count`` and ``unmatched_count`` when the query annotated them (else says nothing of
+    the alerts); the reason is cut to 160 characters.
+    """
+    if delivery.outcome != Delivery.Outcome.PROCESSED:
+        reason = delivery.reason[:160] + ("…" if len(delivery.reason) > 160 else "")
+        return f"{delivery.outcome}: {reason}" if reason else str(delivery.outcome)
+    alerts = getattr(delivery, "alert_count", None)
+    if alerts is None:
+        return str(delivery.outcome)
+    unmatched = getattr(delivery, "unmatched_count", 0) or 0
+    text = f"{delivery.outcome}: {alerts} alert{'s' if alerts != 1 else ''}"
+    return text + (f", {unmatched} unmatched" if unmatched else "")
