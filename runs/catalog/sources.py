@@ -142,7 +142,7 @@ def source_deliveries_recent(*, source: str, limit: int = RECENT_DELIVERIES) -> 
 
 def source_list(*, user: User) -> list[str]:
     """The source slugs ``user`` may look at: every available adapter for admins (staff), none otherwise."""
-    if not (user.is_authenticated and user.is_staff):
+    if not (user.is_authenticated and getattr(user, "is_staff", False)):
         return []
     return available_sources()
 
@@ -170,7 +170,7 @@ def source_overview(*, user: User, source: str) -> SourceOverview | None:
 
 def source_integration_counts(*, user: User) -> dict[str, int]:
     """How many integrations each source has (for the list of sources); admins only, else empty."""
-    if not (user.is_authenticated and user.is_staff):
+    if not (user.is_authenticated and getattr(user, "is_staff", False)):
         return {}
     rows = Integration.objects.values("source").annotate(n=Count("id")).order_by()
     return {row["source"]: row["n"] for row in rows}

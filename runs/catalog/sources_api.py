@@ -28,7 +28,8 @@ class SourceGuideSerializer(serializers.Serializer[Any]):
 
 
 class SourceSerializer(serializers.Serializer[Any]):
-    source = serializers.SlugField(help_text="the address's slug: POST /api/v1/alerts/<source>/")
+    # a field named like Field.source (DRF's metaclass moves it into the declared fields)
+    source = serializers.SlugField(help_text="the address's slug: POST /api/v1/alerts/<source>/")  # type: ignore[assignment]
     endpoint = serializers.CharField()
     guide = SourceGuideSerializer()
     integration_count = serializers.IntegerField()
@@ -60,7 +61,7 @@ class SourceDeliverySerializer(serializers.Serializer[Any]):
 
 
 class SourceDetailSerializer(serializers.Serializer[Any]):
-    source = serializers.SlugField()
+    source = serializers.SlugField()  # type: ignore[assignment]
     endpoint = serializers.CharField()
     can_sign = serializers.BooleanField(
         help_text="whether its senders can sign: signatures cannot be required otherwise"
