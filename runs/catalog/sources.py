@@ -24,7 +24,7 @@ from runs.alerts.parsers.custom.parser import SOURCE as CUSTOM_SOURCE
 from runs.alerts.parsers.registry import available_sources, get_adapter
 from runs.alerts.refusals import REFUSED_KEEP_DAYS, RefusedSummaryRow, refused_request_summary
 from runs.alerts.selectors import integration_list
-from runs.catalog.conventions import NOT_CONVENTIONS
+from runs.catalog.conventions import integration_conventions
 from runs.catalog.keys import source_can_sign
 from runs.catalog.models import Integration
 
@@ -105,20 +105,14 @@ def source_guide(source: str) -> SourceGuide:
 
 
 def source_default_conventions(source: str) -> dict[str, Any]:
-    """The adapter's default conventions (text, list of texts or empty), as an integration edits them."""
+    """The adapter's default conventions (text, list of texts or empty), as an integration edits them.
+
+    Those of an integration with no settings of its own (``integration_conventions``); empty for
+    ``custom`` (each custom integration's mapping says where it reads each field).
+    """
     if source == CUSTOM_SOURCE:
         return {}
-    defaults = getattr(get_adapter(source), "DEFAULT_SETTINGS", {}) or {}
-    return {
-        key: value
-        for key, value in defaults.items()
-        if key not in NOT_CONVENTIONS
-        and (
-            value is None
-            or isinstance(value, str)
-            or (isinstance(value, list) and all(isinstance(v, str) for v in value))
-        )
-    }
+    return integration_conventions(integration=Integration(source=source, settings={}))
 
 
 def source_deliveries_recent(*, source: str, limit: int = RECENT_DELIVERIES) -> QuerySet[Delivery]:

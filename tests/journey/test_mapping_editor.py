@@ -102,6 +102,15 @@ def test_the_editor_maps_field_by_field_saves_on_the_ticked_samples_and_a_post_b
         expect(save).to_be_disabled()
         expect(result).to_contain_text("Enabled once the mapping has no error and every ticked or pasted sample maps")
 
+        # a pasted payload naming a job nobody registered: the preview says so next to the other problem
+        typo = data_path("nomad", "05-lost-allocation.json").read_text().replace("invoice-export/", "invoice-exprt/")
+        page.locator("#mapping-form textarea[name=sample]").fill(typo)
+        pasted = result.locator(".mapping-sample", has_text="pasted sample")
+        expect(pasted).to_contain_text("job 'nightly-invoice-exprt' is not registered")
+        expect(pasted).to_contain_text("the value 'lost' has no mapping")
+        page.locator("#mapping-form textarea[name=sample]").fill("")
+        expect(result.locator(".mapping-sample")).to_have_count(1)
+
         # write the fix: the preview follows the typing, the sample maps, Save is enabled
         page.locator("#mapping-form textarea[name=mapping]").fill(json.dumps(fixed_mapping(), indent=2))
         expect(card).to_contain_text("maps")
