@@ -13,12 +13,14 @@ from django.db import connection
 from django.test import Client
 
 from runs.alerts.models import Alert
+from runs.alerts.parsers.custom.catalogue.entries import catalogue_entry
 from runs.alerts.parsers.custom.compiler import mapping_errors
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration, Job, Tenant
 from runs.catalog.services import integration_get_or_create, integration_key_create
 from runs.checks.models import MissedStreak
 from runs.timeline.models import TimelineEvent
+from tests.runs.custom_support import admin_api
 
 MAPPING: dict[str, Any] = {
     "correlate_by": "run_id",
@@ -288,3 +290,55 @@ def test_a_failure_and_its_correlating_event_posted_at_once_always_end_placed(
     # whichever order each round took, no failure is left waiting
     assert len(paths) == rounds and set(paths) <= {"accepted", "unmatched"}
     assert Alert.objects.filter(outcome=Alert.Outcome.UNMATCHED).count() == 0
+
+
+@pytest.mark.django_db
+def test_the_openlineage_catalogue_entry_places_a_fail_that_arrives_before_its_start(
+    story_tenants: dict[str, Tenant],
+) -> None:
+    entry = catalogue_entry("openlineage-run-events")
+    assert entry is not None
+    integration = integration_get_or_create(source="custom", name="airflow-openlineage")
+    integration.settings = {"mapping": entry.mapping}
+    integration.save()
+    key = _key(integration, [story_tenants["acme-foods"]])
+    start, fail = (sample["body"] for sample in entry.samples)
+
+    waiting = _post(key, fail)
+    assert waiting["outcome"] == "unmatched" and waiting["reason"].startswith("correlate_by: waiting for")
+    placed = _alert(_post(key, start))
+    failed = Alert.objects.select_related("attempt").get(public_id=waiting["id"])
+
+    assert failed.outcome == Alert.Outcome.ACCEPTED and failed.run_id == placed.run_id
+    assert failed.attempt is not None and failed.attempt.status == Attempt.Status.FAILED
+    assert failed.attempt.error_summary == "invoice API answered 503 after 3 retries"
+    run = Run.objects.get(pk=placed.run_id)
+    assert (run.window_start.isoformat(), run.window_end.isoformat()) == (
+        "2026-11-27T01:00:00+00:00",
+        "2026-11-28T01:00:00+00:00",
+    )
+    # a task-level event (a parent facet, a dotted name) is not a job of its own: no alert
+    task = {**start, "job": {"namespace": "airflow-prod", "name": "nightly-invoice-export.export"}}
+    task["run"] = {"runId": "task-run", "facets": {"parent": {"run": {"runId": start["run"]["runId"]}}}}
+    response = Client().post(
+        "/api/v1/alerts/custom/", data=json.dumps(task), content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    )  # fmt: skip
+    assert response.status_code == 202 and response.json()["alerts"] == []
+
+
+@pytest.mark.django_db
+def test_the_api_refuses_a_mapping_that_makes_an_identity_field_or_correlate_by_optional() -> None:
+    integration = _integration("optional-identity")
+    api = admin_api()
+    for path, mapping in (
+        ("mapping.fields.execution_id", {**MAPPING, "fields": {**MAPPING["fields"], "execution_id": {"path": "run_id", "optional": True}}}),
+        ("mapping.correlate_by", {**MAPPING, "correlate_by": {"path": "run_id", "optional": True}}),
+    ):  # fmt: skip
+        response = api.patch(
+            f"/api/v1/integrations/{integration.public_id}/", data={"mapping": mapping}, content_type="application/json"
+        )
+        assert response.status_code == 400, response.content
+        assert "never optional" in response.json()["errors"][path][0]
+    integration.refresh_from_db()
+    assert integration.settings["mapping"] == MAPPING
