@@ -621,7 +621,11 @@ def _alert_identity_fill(alert: Alert, ident: RecordIdentity) -> None:
     assert ident.job is not None and ident.tenant is not None
     values = {"job_key": ident.job.key, "tenant_slug": ident.tenant.slug, "environment": ident.environment or ""}
     Alert.objects.filter(pk=alert.pk).update(**values)
-    alert.job_key, alert.tenant_slug, alert.environment = values["job_key"], values["tenant_slug"], values["environment"]
+    alert.job_key, alert.tenant_slug, alert.environment = (
+        values["job_key"],
+        values["tenant_slug"],
+        values["environment"],
+    )
 
 
 def _apply_identity(

@@ -85,7 +85,8 @@ def correlated_identity(alert: Alert, record: ParsedAlert, ctx: PostContext) -> 
     tenant = ctx.tenant(run.tenant.slug)
     if tenant is None:
         ident.problems.append(
-            f"tenant: the tenant of the earlier event with correlate_by {key!r} is not available to this integration key"
+            f"tenant: the tenant of the earlier event with correlate_by {key!r} is not available to this "
+            "integration key"
         )
     disagree = [
         (name, ours)

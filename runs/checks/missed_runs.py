@@ -326,10 +326,9 @@ def run_missed_report(
         )
         # a run with no attempt takes the schedule's verdict, as the sweep gives it; attempts decide otherwise
         now = timezone.now()
-        moved = (
-            Run.objects.filter(pk=run.pk, status__in=(Run.Status.EXPECTED, Run.Status.UNKNOWN), attempts__isnull=True)
-            .update(status=Run.Status.MISSED, status_changed_at=now, updated_at=now)
-        )
+        moved = Run.objects.filter(
+            pk=run.pk, status__in=(Run.Status.EXPECTED, Run.Status.UNKNOWN), attempts__isnull=True
+        ).update(status=Run.Status.MISSED, status_changed_at=now, updated_at=now)
         if moved:
             run.status, run.status_changed_at = Run.Status.MISSED, now
             outcome = "the run had no attempt: it is missed"

@@ -38,7 +38,13 @@ MAPPING: dict[str, Any] = {
     "defaults": {"environment": "prod"},
 }
 FIRE = "2026-11-28T02:00:00+01:00"
-RECEIVED = {"event": "received", "run_id": "r-1", "job": "nightly-invoice-export", "tenant": "acme-foods", "scheduled_for": FIRE}
+RECEIVED = {
+    "event": "received",
+    "run_id": "r-1",
+    "job": "nightly-invoice-export",
+    "tenant": "acme-foods",
+    "scheduled_for": FIRE,
+}
 START = {"event": "start", "run_id": "r-1", "started_at": "2026-11-28T01:00:05Z"}
 FAIL = {"event": "fail", "run_id": "r-1", "started_at": "2026-11-28T01:00:05Z", "ended_at": "2026-11-28T01:10:00Z",
         "error": "invoice API answered 503"}  # fmt: skip
@@ -57,7 +63,10 @@ def _key(integration: Integration, tenants: list[Tenant]) -> str:
 
 def _post(key: str, body: dict[str, Any], client: Client | None = None) -> dict[str, Any]:
     response = (client or Client()).post(
-        "/api/v1/alerts/custom/", data=json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
+        "/api/v1/alerts/custom/",
+        data=json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
     )
     assert response.status_code == 202, response.content
     alert: dict[str, Any] = response.json()["alerts"][0]
@@ -105,7 +114,11 @@ def test_a_failure_carrying_only_the_id_is_placed_on_the_run_its_received_event_
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
     kinds = list(TimelineEvent.objects.filter(run=run).order_by("id").values_list("kind", flat=True))
-    assert kinds == [TimelineEvent.Kind.RUN_REPORTED, TimelineEvent.Kind.ATTEMPT_RUNNING, TimelineEvent.Kind.ATTEMPT_FAILED]
+    assert kinds == [
+        TimelineEvent.Kind.RUN_REPORTED,
+        TimelineEvent.Kind.ATTEMPT_RUNNING,
+        TimelineEvent.Kind.ATTEMPT_FAILED,
+    ]
 
 
 @pytest.mark.django_db
@@ -245,6 +258,30 @@ def test_every_event_of_an_execution_posted_twice_changes_nothing(story_tenants:
     assert Attempt.objects.get().status == Attempt.Status.FAILED
 
 
+def _post_at_once(key: str, bodies: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[BaseException]]:
+    """Post ``bodies`` from one thread each, released together by a barrier; answers and errors."""
+    barrier = threading.Barrier(len(bodies))
+    answers: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def post(body: dict[str, Any]) -> None:
+        try:
+            client = Client()
+            barrier.wait(timeout=30)  # both posts reach the contended lookup together
+            answers.append(_post(key, body, client))
+        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return answers, errors
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.skipif("connection.vendor != 'postgresql'", reason="advisory locks and concurrent writers need PostgreSQL")
 @pytest.mark.parametrize("rounds", [6])
@@ -257,25 +294,7 @@ def test_a_failure_and_its_correlating_event_posted_at_once_always_end_placed(
     for round_number in range(rounds):
         run_id = f"race-{round_number}"
         bodies = [{**RECEIVED, "run_id": run_id}, {**FAIL, "run_id": run_id}]
-        barrier = threading.Barrier(len(bodies))
-        answers: list[dict[str, Any]] = []
-        errors: list[BaseException] = []
-
-        def post(body: dict[str, Any]) -> None:
-            try:
-                client = Client()
-                barrier.wait(timeout=30)  # both posts reach the contended lookup together
-                answers.append(_post(key, body, client))
-            except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
-                errors.append(exc)
-            finally:
-                connection.close()
-
-        threads = [threading.Thread(target=post, args=(body,)) for body in bodies]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
+        answers, errors = _post_at_once(key, bodies)
 
         assert not errors
         assert len(answers) == 2
@@ -331,10 +350,11 @@ def test_the_openlineage_catalogue_entry_places_a_fail_that_arrives_before_its_s
 def test_the_api_refuses_a_mapping_that_makes_an_identity_field_or_correlate_by_optional() -> None:
     integration = _integration("optional-identity")
     api = admin_api()
+    optional_id = {"path": "run_id", "optional": True}
     for path, mapping in (
-        ("mapping.fields.execution_id", {**MAPPING, "fields": {**MAPPING["fields"], "execution_id": {"path": "run_id", "optional": True}}}),
-        ("mapping.correlate_by", {**MAPPING, "correlate_by": {"path": "run_id", "optional": True}}),
-    ):  # fmt: skip
+        ("mapping.fields.execution_id", {**MAPPING, "fields": {**MAPPING["fields"], "execution_id": optional_id}}),
+        ("mapping.correlate_by", {**MAPPING, "correlate_by": optional_id}),
+    ):
         response = api.patch(
             f"/api/v1/integrations/{integration.public_id}/", data={"mapping": mapping}, content_type="application/json"
         )
