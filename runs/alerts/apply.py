@@ -354,8 +354,9 @@ def _apply_attempts(
     """
     if not record.execution_id or not record.status:
         return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="no execution id or status in the alert")
+    status = record.status
     # an executor that reuses one id across retries: <id>#<retry ordinal> (docs/slots.md)
-    record = dataclasses.replace(record, execution_id=execution_for_report(run=run, record=record))
+    execution_id = execution_for_report(run=run, record=record)
     placement = ident.placement
     trigger = record.trigger
     if trigger == Attempt.Trigger.MANUAL_REPLAY:
@@ -363,8 +364,8 @@ def _apply_attempts(
         # job's runner credential); through an integration key it is a manual re-run, always flagged.
         trigger = Attempt.Trigger.MANUAL_RERUN
     own = AttemptReport(
-        execution_id=record.execution_id,
-        status=record.status,
+        execution_id=execution_id,
+        status=status,
         source_number=_source_number(record.attempt_number),
         trigger=trigger,
         scheduled_at=record.scheduled_at or _reported_slot_time(record, ident),
