@@ -24,6 +24,7 @@ NOTABLE_EVENT_KINDS = (
     TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED,
     TimelineEvent.Kind.RETRIES_EXHAUSTED,
     TimelineEvent.Kind.RUN_MISSED,
+    TimelineEvent.Kind.MISSED_REPORTED,
     TimelineEvent.Kind.OVERLAP_BREACH,
     TimelineEvent.Kind.OVERLAP_DETECTED,
     TimelineEvent.Kind.SCHEDULE_MISMATCH,

@@ -13,6 +13,12 @@ from django.utils import timezone
 
 from handover.core.errors import InvalidTransition
 from runs.alerts.context import PostContext, runner_reports_write
+from runs.alerts.correlation import (
+    correlated_identity,
+    correlation_lock,
+    correlation_waiting_reprocess,
+    record_correlates,
+)
 from runs.alerts.identity import (
     RecordIdentity,
     record_identity,
@@ -20,7 +26,7 @@ from runs.alerts.identity import (
     run_status_for_new_run,
     schedule_in_force,
 )
-from runs.alerts.instances import InstanceFacts, InstanceVerdict, alert_instance_classify
+from runs.alerts.instances import InstanceFacts, InstanceVerdict, alert_instance_classify, execution_for_report
 from runs.alerts.models import Alert
 from runs.alerts.parsers.base import AlertKind, ParsedAlert, storable_text
 from runs.alerts.records import column_fit, column_max_length
@@ -28,6 +34,7 @@ from runs.alerts.redaction import record_redacted, redact_text
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import AttemptReport, attempt_details_change, attempt_report_apply, run_status_refresh
 from runs.catalog.models import Integration, IntegrationKey
+from runs.checks.missed_runs import run_missed_report
 from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 
@@ -112,12 +119,36 @@ def alert_apply_in_transaction(
     if instance.verdict == InstanceVerdict.REFIRE and record.details.get("execution_id_inferred"):
         # The adapter derived the id: the new instance is a new attempt, placed by the Slot rules.
         record = dataclasses.replace(record, execution_id=f"{instance.fingerprint}#{instance.starts_at}")
-    ident = record_identity(record, ctx, need_window=record.kind != AlertKind.DEFINITION, received_at=received_at)
+    alert = _apply_placed(alert, record, ctx, received_at, instance)
+    if record.correlation_key and not record_correlates(record):
+        # an event that carries its own identity: the alerts waiting on its key can now be placed
+        correlation_waiting_reprocess(alert=alert)
+    return alert
+
+
+def _apply_placed(
+    alert: Alert, record: ParsedAlert, ctx: PostContext, received_at: datetime, instance: InstanceFacts
+) -> Alert:
+    """Resolve the record's identity (its own, or correlated), then apply it by kind."""
+    integration = ctx.key.integration
+    if record.correlation_key:
+        correlation_lock(integration_id=alert.integration_id, key=record.correlation_key)
+    if record_correlates(record):
+        ident = correlated_identity(alert, record, ctx)
+        if not ident.problems:
+            _alert_identity_fill(alert, ident)
+    else:
+        need_window = record.kind != AlertKind.DEFINITION
+        ident = record_identity(record, ctx, need_window=need_window, received_at=received_at)
     if ident.problems:
         return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
     assert ident.job is not None
     if record.kind == AlertKind.DEFINITION:
         return _apply_definition(alert, record, ident, integration, received_at, ctx)
+    if record.kind == AlertKind.MISSED:
+        return _apply_missed(alert, record, ident, integration, received_at, ctx)
+    if record.kind == AlertKind.IDENTITY:
+        return _apply_identity(alert, record, ident, integration, received_at, ctx)
 
     new_run_status = run_status_for_new_run(record)
     run, created = run_for_identity(ident, ctx, status=new_run_status)
@@ -214,7 +245,12 @@ def alert_duplicate_apply(*, alert: Alert, record: ParsedAlert, ctx: PostContext
     Call inside the transaction that recorded the duplicate, with the record as parsed. Returns the
     duplicate, updated.
     """
-    if alert.duplicate_of_id is None or record.kind not in (AlertKind.ATTEMPT, AlertKind.RUN):
+    if alert.duplicate_of_id is None or record.kind not in (
+        AlertKind.ATTEMPT,
+        AlertKind.RUN,
+        AlertKind.IDENTITY,
+        AlertKind.MISSED,
+    ):
         return alert
     original = (
         Alert.objects.select_for_update(of=("self",))
@@ -318,6 +354,9 @@ def _apply_attempts(
     """
     if not record.execution_id or not record.status:
         return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="no execution id or status in the alert")
+    status = record.status
+    # an executor that reuses one id across retries: <id>#<retry ordinal> (docs/slots.md)
+    execution_id = execution_for_report(run=run, record=record)
     placement = ident.placement
     trigger = record.trigger
     if trigger == Attempt.Trigger.MANUAL_REPLAY:
@@ -325,8 +364,8 @@ def _apply_attempts(
         # job's runner credential); through an integration key it is a manual re-run, always flagged.
         trigger = Attempt.Trigger.MANUAL_RERUN
     own = AttemptReport(
-        execution_id=record.execution_id,
-        status=record.status,
+        execution_id=execution_id,
+        status=status,
         source_number=_source_number(record.attempt_number),
         trigger=trigger,
         scheduled_at=record.scheduled_at or _reported_slot_time(record, ident),
@@ -576,3 +615,70 @@ def _apply_definition(
             actor_integration=integration,
         )
     return alert_finish(alert, Alert.Outcome.ACCEPTED, reason="; ".join(mismatches))
+
+
+def _alert_identity_fill(alert: Alert, ident: RecordIdentity) -> None:
+    """Show a correlated alert's job, tenant and environment (taken from the earlier event) on its row."""
+    assert ident.job is not None and ident.tenant is not None
+    values = {"job_key": ident.job.key, "tenant_slug": ident.tenant.slug, "environment": ident.environment or ""}
+    Alert.objects.filter(pk=alert.pk).update(**values)
+    alert.job_key, alert.tenant_slug, alert.environment = (
+        values["job_key"],
+        values["tenant_slug"],
+        values["environment"],
+    )
+
+
+def _apply_identity(
+    alert: Alert,
+    record: ParsedAlert,
+    ident: RecordIdentity,
+    integration: Integration,
+    received_at: datetime,
+    ctx: PostContext,
+) -> Alert:
+    """A ``received`` record: registers the execution's identity for the events that correlate with it.
+
+    Places its run (created ``expected`` if new: the executor has the work, nothing ran yet) and creates no
+    attempt. Writes a ``run_reported`` event only when it created the run (a repeat says nothing new).
+    """
+    run, created = run_for_identity(ident, ctx, status=Run.Status.EXPECTED)
+    if created:
+        timeline_event_record(
+            job=run.job,
+            run=run,
+            alert=alert,
+            kind=TimelineEvent.Kind.RUN_REPORTED,
+            summary=f"{integration.name}: execution {record.execution_id or record.correlation_key} received "
+            "(its job, tenant and window are registered; no attempt yet)",
+            occurred_at=record.occurred_at or received_at,
+            actor_integration=integration,
+        )
+    return alert_finish(alert, Alert.Outcome.ACCEPTED, reason="identity registered; no attempt", run=run)
+
+
+def _apply_missed(
+    alert: Alert,
+    record: ParsedAlert,
+    ident: RecordIdentity,
+    integration: Integration,
+    received_at: datetime,
+    ctx: PostContext,
+) -> Alert:
+    """A reported ``missed``: a ``missed_reported`` event by the missed-run rule (``run_missed_report``), no attempt."""
+    assert ident.job is not None and ident.tenant is not None and ident.environment
+    assert ident.window_start is not None and ident.window_end is not None
+    run = run_missed_report(
+        job=ident.job,
+        tenant=ident.tenant,
+        environment=ident.environment,
+        target=ctx.target(ident.job, ident.tenant, ident.environment),
+        window=(ident.window_start, ident.window_end),
+        slot=ident.scheduled_for,
+        occurred_at=record.occurred_at or received_at,
+        reporter=integration.name,
+        alert=alert,
+        actor_integration=integration,
+    )
+    reason = "" if run is not None else "missed: recorded on the target's missed streak (no run per slot)"
+    return alert_finish(alert, Alert.Outcome.ACCEPTED, reason=reason, run=run)

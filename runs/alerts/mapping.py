@@ -21,6 +21,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, InvalidTransition
+from runs.alerts.correlation import record_correlates
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.parsers.base import AlertKind, FormatError, ParsedAlert
 from runs.alerts.parsers.custom.compiler import mapping_errors
@@ -186,6 +187,11 @@ class _Placement:
 
     def describe(self, alert: ParsedAlert) -> list[str]:
         lines: list[str] = []
+        if record_correlates(alert):
+            lines.append(
+                f"job, tenant and window come from the earlier event with correlate_by {alert.correlation_key!r}: "
+                "placed on its run when that event has arrived (until then the alert waits, unmatched)"
+            )
         job = self.job(alert.job_key) if alert.job_key else None
         if alert.job_key and job is None:
             lines.append(f"job {alert.job_key!r} is not registered: the alert stays unmatched until it is")

@@ -204,6 +204,11 @@ class Alert(TimeStampedModel):
         blank=True,
         help_text="the source's incident key (PagerDuty dedup_key), for ack/resolve",
     )
+    correlation_key = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="the id the events of one execution share (a custom mapping's correlate_by), redacted",
+    )
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts")
     attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.PROTECT, related_name="alerts")
     outcome_at = models.DateTimeField(null=True, blank=True)
@@ -242,6 +247,12 @@ class Alert(TimeStampedModel):
             models.Index(fields=["integration", "job_key"], name="runs_alert_job_idx"),
             # attaching a PagerDuty acknowledge/resolve to the triggers with the same dedup_key
             models.Index(fields=["integration", "group_ref"], name="runs_alert_group_idx"),
+            # correlation: the earlier events of an execution, and the alerts waiting for them
+            models.Index(
+                fields=["integration", "correlation_key"],
+                condition=~Q(correlation_key=""),
+                name="runs_alert_correlation_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -104,6 +104,7 @@ IDENTITY_COLUMNS: dict[str, tuple[str, tuple[tuple[type[models.Model], str], ...
     "environment": ("environment", ((Run, "environment"), (Alert, "environment"))),
     "execution_id": ("execution id", ((Attempt, "execution_id"), (Alert, "execution_id"))),
     "status": ("status", ((Attempt, "status"),)),
+    "correlation_key": ("correlation key", ((Alert, "correlation_key"),)),
 }
 # Free text: the record's attribute, how a person names it, and the column it is stored in (an
 # unbounded column has only its characters mended). A link that does not fit is dropped, not cut.
@@ -295,6 +296,7 @@ def alert_record(
         "execution_id": column_fit(record.execution_id or "", Alert, "execution_id"),
         "summary": column_fit(redact_text(record.summary or ""), Alert, "summary"),
         "group_ref": column_fit(record.group_ref or "", Alert, "group_ref"),
+        "correlation_key": record.correlation_key or "",  # fits: record_mend refuses a longer one
         "mend_notes": mend.notes if mend else [],
     }
     if mend and mend.refusal:

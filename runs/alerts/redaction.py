@@ -511,6 +511,7 @@ def redact_secret_keys(value: Any) -> Any:
 # --- a parsed record ------------------------------------------------------------------------------------
 
 _RECORD_TEXT_FIELDS = (
+    "correlation_key",
     "job_key",
     "tenant",
     "environment",

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from handover.core.rows import row_insert_unless_conflict
 from runs.attempts.models import Run
-from runs.catalog.models import Job, JobTarget
+from runs.catalog.models import Integration, Job, JobTarget, Tenant
 from runs.checks.events import local_text, utc_text
 from runs.checks.models import MissedStreak
 from runs.checks.schedule.cron import MICROSECOND, ScheduleError
@@ -22,6 +24,9 @@ from runs.checks.schedules import fire_times_between, target_schedule
 from runs.checks.slot_placement import slot_of_time, slot_schedule, slot_window
 from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
+
+if TYPE_CHECKING:  # runs.alerts imports the checks slice: only the annotation needs the Alert model
+    from runs.alerts.models import Alert
 
 logger = logging.getLogger(__name__)
 
@@ -261,3 +266,83 @@ def missed_streak_close(*, target: JobTarget, ran_at: datetime) -> MissedStreak 
             },
         )
     return streak
+
+
+def run_missed_report(
+    *,
+    job: Job,
+    tenant: Tenant,
+    environment: str,
+    target: JobTarget | None,
+    window: tuple[datetime, datetime],
+    slot: datetime | None,
+    occurred_at: datetime,
+    reporter: str,
+    alert: Alert | None = None,
+    actor_integration: Integration | None = None,
+) -> Run | None:
+    """Record a slot that a source reports as missed: a ``missed_reported`` event, never an attempt.
+
+    The sweep's rule applies (docs/slots.md, "Missed runs"): under ``latest_only`` or skip-overlap (with
+    a target) the target's missed streak is the record (``missed_streak_extend``) and the event is
+    job-level with the tenant; otherwise the slot's run (``window``, UTC; ``slot`` its fire time) is
+    created ``missed`` if new, or set ``missed`` when it has no attempt yet (``expected``/``unknown``);
+    a run with attempts keeps the status they give, and the event says so. ``reporter`` names the
+    integration in the summary. Call inside a transaction. Returns the run (None under a streak).
+    """
+    at = slot or window[1]
+    if target is not None and streak_applies(job):
+        zone = target_schedule(target=target).timezone
+        missed_streak_extend(target=target, slots=[at], timezone_name=zone)
+        timeline_event_record(
+            job=job,
+            tenant=tenant,
+            alert=alert,
+            kind=TimelineEvent.Kind.MISSED_REPORTED,
+            summary=f"{reporter} reports the fire time {local_text(at, zone)} ({utc_text(at)}) missed; under policy "
+            f"{job.missed_run_policy} / overlap {job.overlap_policy} the target's missed streak is the record",
+            occurred_at=occurred_at,
+            actor_integration=actor_integration,
+            data={"fire_time": at.isoformat()},
+        )
+        return None
+    run = Run(
+        job=job,
+        tenant=tenant,
+        environment=environment,
+        target=target if target is not None and target.is_active else None,
+        window_start=window[0],
+        window_end=window[1],
+        scheduled_for=slot,
+        status=Run.Status.MISSED,
+        status_changed_at=timezone.now(),
+    )
+    created = row_insert_unless_conflict(run)
+    if created:
+        outcome = "the run is missed"
+    else:
+        run = Run.objects.get(
+            job=job, tenant=tenant, environment=environment, window_start=window[0], window_end=window[1]
+        )
+        # a run with no attempt takes the schedule's verdict, as the sweep gives it; attempts decide otherwise
+        now = timezone.now()
+        moved = Run.objects.filter(
+            pk=run.pk, status__in=(Run.Status.EXPECTED, Run.Status.UNKNOWN), attempts__isnull=True
+        ).update(status=Run.Status.MISSED, status_changed_at=now, updated_at=now)
+        if moved:
+            run.status, run.status_changed_at = Run.Status.MISSED, now
+            outcome = "the run had no attempt: it is missed"
+        else:
+            outcome = f"the run keeps its status ({run.status}): its attempts decide it"
+    timeline_event_record(
+        job=job,
+        tenant=tenant,
+        run=run,
+        alert=alert,
+        kind=TimelineEvent.Kind.MISSED_REPORTED,
+        summary=f"{reporter} reports the fire time {utc_text(at)} missed; {outcome}",
+        occurred_at=occurred_at,
+        actor_integration=actor_integration,
+        data={"fire_time": at.isoformat()},
+    )
+    return run

@@ -52,6 +52,7 @@ class TimelineEventKind(models.TextChoices):
     JOB_PAUSED = "job_paused", "Job paused"
     JOB_RESUMED = "job_resumed", "Job resumed"
     MANUAL_REPLAY_UNAPPROVED = "manual_replay_unapproved", "Manual replay unapproved"
+    MISSED_REPORTED = "missed_reported", "Missed (reported)"
     MISSED_STREAK_CLOSED = "missed_streak_closed", "Missed streak closed"
     MISSED_STREAK_OPENED = "missed_streak_opened", "Missed streak opened"
     NEXT_RUN_CHECK_AWAITING_CONFIRMATION = (
@@ -120,6 +121,7 @@ WARNING_KINDS = frozenset(
         TimelineEventKind.OVERLAP_BREACH,
         TimelineEventKind.NEXT_RUN_CHECK_FAILED,
         TimelineEventKind.RUN_MISSED,
+        TimelineEventKind.MISSED_REPORTED,
     }
 )
 

@@ -59,6 +59,10 @@ class AlertKind(TextChoices):
     RESOLVE = "resolve", "Resolve"  # a resolve signal: timeline event on the attempt, never a status change
     ACKNOWLEDGE = "acknowledge", "Acknowledge"  # someone acknowledged the alert: timeline event only
     DEFINITION = "definition", "Definition"  # describes the job definition (a Kubernetes CronJob): compared, no run
+    # registers an execution's identity (job, tenant, environment, window) for the events that correlate
+    # with it: places its run, creates no attempt
+    IDENTITY = "identity", "Identity"
+    MISSED = "missed", "Missed"  # the source reports that a slot never ran: a missed_reported event, no attempt
 
 
 class FormatError(Exception):
@@ -131,6 +135,9 @@ class ParsedAlert:
     # the event itself
     occurred_at: datetime | None = None  # when the reported thing happened (None: the received time)
     group_ref: str = ""  # the source's incident/group key (PagerDuty dedup_key) to find earlier alerts
+    # the id the events of one execution share (a custom mapping's ``correlate_by``): a record that lacks
+    # job, tenant or window takes them from an earlier alert of the integration with the same key
+    correlation_key: str = ""
     summary: str = ""  # one human line for the inbox and timeline
     related_attempts: list[AttemptState] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)

@@ -12,6 +12,8 @@ from runs.alerts.parsers.base import TimeFormatError
 from runs.alerts.parsers.custom.expressions import FieldSpec, MappingError, compile_expression, compile_field
 from runs.alerts.parsers.custom.times import zone_or_none
 from runs.alerts.parsers.custom.vocabulary import (
+    CORRELATED_FIELDS,
+    EVENT_STATUSES,
     FIELD_HELP,
     FIELDS,
     MAPPING_KEYS,
@@ -39,6 +41,7 @@ class CompiledMapping:
     time_format: str = "auto"
     window_rule: str = "payload_or_schedule"
     scheduled_for_rule: str = "exact"
+    correlate_by: FieldSpec | None = None  # the id the events of one execution share (correlation)
     errors: dict[str, list[str]] = field(default_factory=dict)
 
     def add_error(self, path: str, message: str) -> None:
@@ -94,7 +97,14 @@ def compile_mapping(mapping: Any) -> CompiledMapping:
             compiled.fields[name] = compile_field(name, spec)
         except MappingError as exc:
             compiled.add_error(f"fields.{name}", str(exc))
-    compiled.status_map = _compile_value_map(compiled, "status_map", mapping.get("status_map"), (*STATUSES, *SIGNALS))
+    if mapping.get("correlate_by") not in (None, ""):
+        try:
+            compiled.correlate_by = compile_field("correlate_by", mapping["correlate_by"])
+        except MappingError as exc:
+            compiled.add_error("correlate_by", str(exc))
+    compiled.status_map = _compile_value_map(
+        compiled, "status_map", mapping.get("status_map"), (*STATUSES, *SIGNALS, *EVENT_STATUSES)
+    )
     compiled.trigger_map = _compile_value_map(compiled, "trigger_map", mapping.get("trigger_map"), TRIGGERS)
     defaults = mapping.get("defaults") or {}
     if not isinstance(defaults, Mapping):
@@ -138,7 +148,11 @@ def mapping_errors(mapping: Any) -> dict[str, list[str]]:
     errors = dict(compiled.errors)
     if "mapping" in errors:
         return errors
+    # With correlation, job, tenant, environment and window may come from the earlier event of the execution.
+    correlated = CORRELATED_FIELDS if compiled.correlate_by is not None else ()
     for name in REQUIRED:
+        if name in correlated:
+            continue
         if name not in compiled.fields and name not in compiled.defaults and f"fields.{name}" not in errors:
             errors.setdefault(f"fields.{name}", []).append(
                 f"{name} is required: map it or give it a default ({FIELD_HELP[name]})"
@@ -151,7 +165,12 @@ def mapping_errors(mapping: Any) -> dict[str, list[str]]:
     needs_scheduled = compiled.window_rule == "schedule" or compiled.scheduled_for_rule != "exact"
     if compiled.window_rule == "payload" and not has_window:
         errors.setdefault("window_rule", []).append("the rule `payload` needs window_start and window_end mapped")
-    elif (needs_scheduled or not has_window) and not has_scheduled and "fields.scheduled_for" not in errors:
+    elif (
+        (needs_scheduled or not has_window)
+        and not has_scheduled
+        and not correlated
+        and "fields.scheduled_for" not in errors
+    ):
         errors.setdefault("fields.scheduled_for", []).append(
             "map scheduled_for (or window_start and window_end): without them no run can be placed"
         )

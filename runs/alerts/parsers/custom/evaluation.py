@@ -13,7 +13,17 @@ from runs.alerts.parsers.base import AlertKind, FormatError, ParsedAlert, TimeFo
 from runs.alerts.parsers.custom.compiler import CompiledMapping, compile_mapping
 from runs.alerts.parsers.custom.expressions import FieldSpec, MappingError, as_text, jmespath_search, receive_time
 from runs.alerts.parsers.custom.times import parse_time
-from runs.alerts.parsers.custom.vocabulary import FIELDS, MAX_RECORDS, REQUIRED, SIGNALS, STATUSES, TERMINAL, TRIGGERS
+from runs.alerts.parsers.custom.vocabulary import (
+    CORRELATED_FIELDS,
+    EVENT_STATUSES,
+    FIELDS,
+    MAX_RECORDS,
+    REQUIRED,
+    SIGNALS,
+    STATUSES,
+    TERMINAL,
+    TRIGGERS,
+)
 
 
 @dataclass
@@ -85,12 +95,12 @@ def _convert(name: str, value: Any, compiled: CompiledMapping, spec: FieldSpec |
         if not key:
             raise MappingError(f"{value!r} is not a {kind} value")
         table = compiled.status_map if kind == "status" else compiled.trigger_map
-        allowed = (*STATUSES, *SIGNALS) if kind == "status" else TRIGGERS
+        allowed = (*STATUSES, *SIGNALS, *EVENT_STATUSES) if kind == "status" else TRIGGERS
         mapped = _lookup(table, key)
         if mapped is None and key.casefold() in allowed:
             mapped = key.casefold()
         if mapped is None:
-            ours = STATUSES if kind == "status" else TRIGGERS
+            ours = STATUSES if kind == "status" else TRIGGERS  # kept short: received/missed are in the docs
             raise MappingError(f"the value {key!r} has no mapping: add it to {kind}_map (to one of {', '.join(ours)})")
         return mapped
     if kind == "long_text" and isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -159,9 +169,47 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
+def _correlation_key(record: Any, compiled: CompiledMapping) -> tuple[str, str]:
+    """``(the record's correlate_by value as text, a problem naming correlate_by or "")``; ``("", "")``
+    for a mapping without correlation."""
+    spec = compiled.correlate_by
+    if spec is None:
+        if "correlate_by" in compiled.errors:
+            return "", "correlate_by: " + "; ".join(compiled.errors["correlate_by"])
+        return "", ""
+    try:
+        found, missing = spec.evaluate(record)
+    except MappingError as exc:
+        return "", f"correlate_by: {exc}"
+    if missing:
+        return "", f"correlate_by: {missing}"
+    if isinstance(found, (dict, list)):
+        return "", f"correlate_by: found {type(found).__name__}, not text (by `{spec.shown}`)"
+    return as_text(found).strip(), ""
+
+
+def _lacks_identity(results: dict[str, FieldResult]) -> bool:
+    """True when the record's own mapping finds no job, no tenant, or neither a window nor a scheduled time
+    (a default does not count): such a record takes them from the earlier event it correlates with."""
+
+    def own(name: str) -> bool:
+        return results[name].source == "mapping" and not results[name].error
+
+    has_time = (own("window_start") and own("window_end")) or own("scheduled_for")
+    return not (own("job_key") and own("tenant") and has_time)
+
+
 def map_record(record: Any, compiled: CompiledMapping, index: int = 0) -> MappedRecord:
     """Evaluate every field of one record and build its ``ParsedAlert`` (problems filled, never raises)."""
     results = {name: _evaluate_field(name, record, compiled) for name in FIELDS}
+    correlation_key, correlation_problem = _correlation_key(record, compiled)
+    correlates = bool(correlation_key) and _lacks_identity(results)
+    if correlates:
+        # Job, tenant, environment and window come from the earlier event of the execution (the mechanism
+        # looks it up): what this record lacks is not a problem, and a default never outranks that event.
+        for name in CORRELATED_FIELDS:
+            if results[name].source != "mapping":
+                results[name].error, results[name].value = "", None
     warnings: list[str] = []
     for name, result in results.items():
         spec = compiled.fields.get(name)
@@ -176,11 +224,17 @@ def map_record(record: Any, compiled: CompiledMapping, index: int = 0) -> Mapped
         if r.error and not (compiled.fields.get(name) is not None and compiled.fields[name].optional)
     ]
 
+    if correlation_problem and _lacks_identity(results):
+        problems.append(correlation_problem)
+
     status = values["status"]
-    kind = SIGNALS.get(status, AlertKind.ATTEMPT) if status else AlertKind.ATTEMPT
-    if kind != AlertKind.ATTEMPT:
+    kind = (SIGNALS.get(status) or EVENT_STATUSES.get(status) or AlertKind.ATTEMPT) if status else AlertKind.ATTEMPT
+    if kind in SIGNALS.values():
         # A signal names the attempt by the sender's incident key or by execution id; no status of its own.
         problems = [p for p in problems if not p.startswith("execution_id:") or not values["group_ref"]]
+    elif kind == AlertKind.MISSED:
+        # A slot that never ran has no execution of its own.
+        problems = [p for p in problems if not p.startswith("execution_id:")]
     log_url = values["log_url"] or ""
     if log_url and not log_url.startswith(("http://", "https://")):
         warnings.append(f"log_url {log_url[:80]!r} is not an http(s) link: dropped")
@@ -206,7 +260,11 @@ def map_record(record: Any, compiled: CompiledMapping, index: int = 0) -> Mapped
         details["starts_at"] = scheduled_for.isoformat()
         scheduled_for = None
     has_window = window_start is not None and window_end is not None
-    if kind == AlertKind.ATTEMPT and not has_window and not details and scheduled_for is None:
+    if kind != AlertKind.RESOLVE and kind != AlertKind.ACKNOWLEDGE and not correlates:
+        needs_window = not has_window and not details and scheduled_for is None
+    else:
+        needs_window = False
+    if needs_window:
         if not any(p.startswith(("window", "scheduled_for")) for p in problems):
             found_nothing = [r.missing for r in (results["window_start"], results["window_end"]) if r.missing]
             if compiled.window_rule != "payload":
@@ -239,6 +297,11 @@ def map_record(record: Any, compiled: CompiledMapping, index: int = 0) -> Mapped
             values["attempt_number"],
             state,
         ]
+        # A new start under a reused execution id is a new alert, not a re-send (docs/slots.md).
+        if values["started_at"] is not None:
+            identity.append(_iso(values["started_at"]))
+        if correlation_key:
+            identity.append(["correlate_by", correlation_key])
         dedup = json.dumps(identity, ensure_ascii=False)
     attempt_status = status if kind == AlertKind.ATTEMPT else None
     occurred_at = values["occurred_at"] or (
@@ -267,6 +330,7 @@ def map_record(record: Any, compiled: CompiledMapping, index: int = 0) -> Mapped
         config_version=values["config_version"] or "",
         occurred_at=occurred_at,
         group_ref=values["group_ref"] or "",
+        correlation_key=correlation_key,
         summary=summary[:200],
         problems=problems,
         details=details,

@@ -366,7 +366,7 @@ def compile_field(name: str, spec: Any) -> FieldSpec:
     optional = spec.get("optional", False)
     if not isinstance(optional, bool):
         raise MappingError("`optional` is true or false")
-    if optional and name in IDENTITY_FIELDS:
+    if optional and (name in IDENTITY_FIELDS or name == "correlate_by"):
         raise MappingError(f"{name} identifies the run or attempt: it is never optional")
     kind = chosen[0]
     if kind == "path":

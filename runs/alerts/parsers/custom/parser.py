@@ -34,7 +34,8 @@ The mapping::
       "timezone": "Europe/Berlin",               # zone of naive times and bare dates (else they are garbled)
       "time_format": "auto",                     # default format of time fields (see TIME_FORMATS)
       "window_rule": "payload_or_schedule",      # see WINDOW_RULES
-      "scheduled_for_rule": "exact"              # see SCHEDULED_FOR_RULES
+      "scheduled_for_rule": "exact",             # see SCHEDULED_FOR_RULES
+      "correlate_by": "run_id"                   # optional: the id the events of one execution share
     }
 
 A field spec is a JMESPath expression (a string), or an object with exactly one of ``path`` (an
@@ -56,6 +57,11 @@ Rules:
   strings; ``auto`` tells them apart by magnitude); naive times and bare dates in the mapping's
   ``timezone`` -- an ambiguous wall time (DST overlap) takes its first occurrence, a wall time in a
   DST gap never existed and is a problem.
+- Correlation: with ``correlate_by`` (a spec like a field's, never optional) every record carries its
+  value as ``correlation_key``; a record whose own mapping finds no job, no tenant, or neither a window
+  nor a scheduled time (defaults do not count) is not faulted for them: the mechanism takes them from
+  the earlier event with the same value (``runs.alerts.correlation``). ``status_map`` may map to
+  ``received`` (registers identity, no attempt) and ``missed`` (a slot that never ran: no execution id).
 - Window: with ``payload_or_schedule`` (default) a window found in the payload wins, else the
   mechanism derives it from ``scheduled_for`` and the job's schedule; ``payload`` requires the
   window; ``schedule`` ignores payload windows. ``scheduled_for_rule`` ``latest_fire_at_or_before``

@@ -12,6 +12,12 @@ MAX_RECORDS = 1000
 MAX_EXPRESSION_CHARS = 1000
 STATUSES = ("queued", "running", "succeeded", "failed", "timed_out", "cancelled")
 SIGNALS = {"resolved": AlertKind.RESOLVE, "acknowledged": AlertKind.ACKNOWLEDGE}
+# Status-map targets that make a record something other than an attempt state (no attempt is created):
+# ``received`` registers an execution's identity (job, tenant, environment, window) for the later events
+# that correlate with it; ``missed`` reports that a slot never ran (an event on the run, the missed-run rule).
+EVENT_STATUSES = {"received": AlertKind.IDENTITY, "missed": AlertKind.MISSED}
+# What a correlating record may take from the earlier event (its run's identity).
+CORRELATED_FIELDS = ("job_key", "tenant", "environment", "window_start", "window_end", "scheduled_for")
 TRIGGERS = ("scheduled", "automatic_retry", "manual_replay", "manual_rerun", "catch_up")
 TERMINAL = ("succeeded", "failed", "timed_out", "cancelled")
 TIME_FORMATS = ("auto", "iso", "epoch_s", "epoch_ms", "epoch_us", "epoch_ns")
@@ -27,6 +33,7 @@ MAPPING_KEYS = (
     "time_format",
     "window_rule",
     "scheduled_for_rule",
+    "correlate_by",
 )
 
 # field -> kind of value it holds
@@ -63,7 +70,8 @@ FIELD_HELP: dict[str, str] = {
     "execution_id": "the executor's id of this attempt",
     "attempt_number": "1 for the first attempt",
     "trigger": "scheduled, automatic_retry, manual_replay, manual_rerun, catch_up (through trigger_map)",
-    "status": "queued, running, succeeded, failed, timed_out, cancelled (through status_map)",
+    "status": "queued, running, succeeded, failed, timed_out, cancelled; received (identity only), missed "
+    "(a slot that never ran); resolved, acknowledged (signals) -- through status_map",
     "scheduled_at": "when this attempt was meant to start",
     "started_at": "when this attempt started",
     "ended_at": "when this attempt ended",
@@ -89,6 +97,8 @@ IDENTITY_FIELDS = (
     "execution_id",
     "status",
 )
+# ``correlate_by`` (a top-level key, a field spec like the fields') names the id events of one execution
+# share; like the identity fields it is never optional.
 
 
 # What the "new custom integration" form starts from: every common field, to be edited to the payload.
