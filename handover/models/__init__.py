@@ -15,6 +15,7 @@ from handover.handovers.models import (
     HandoverRun,
     ResidualException,
 )
+from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
 from handover.notifications.models import (
     AppriseTarget,
     Notification,
@@ -25,6 +26,9 @@ from handover.notifications.models import (
 )
 
 __all__ = [
+    "AgedWorkEscalation",
+    "JobOwnership",
+    "TargetOwnership",
     "ApiTokenLabel",
     "AppriseTarget",
     "Notification",
