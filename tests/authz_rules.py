@@ -209,7 +209,9 @@ def _team(world: Any, scope: str) -> dict[str, Any]:
     from handover.ownership.models import JobOwnership
 
     team, _ = Team.objects.get_or_create(name=f"matrix-team-{scope}")
-    JobOwnership.objects.update_or_create(job=world.obj("job", scope), defaults={"team": team, "set_at": timezone.now()})
+    JobOwnership.objects.update_or_create(
+        job=world.obj("job", scope), defaults={"team": team, "set_at": timezone.now()}
+    )
     return {"id": str(team.public_id)}
 
 

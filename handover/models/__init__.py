@@ -15,7 +15,6 @@ from handover.handovers.models import (
     HandoverRun,
     ResidualException,
 )
-from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
 from handover.notifications.models import (
     AppriseTarget,
     Notification,
@@ -24,6 +23,7 @@ from handover.notifications.models import (
     NotificationPreference,
     Team,
 )
+from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
 
 __all__ = [
     "AgedWorkEscalation",

@@ -88,7 +88,9 @@ class AgedWorkFilterSet(StrictFilterSet):
 
     team = UUIDFilter(help_text="owning team's public id (a team the caller may not see: nothing listed)")
     kind = ChoiceFilter(choices=AgedWorkEscalation.Kind.choices, help_text="kind of aged item")
-    mine = StrictBooleanFilter(help_text="true: only items whose escalation owner is the caller or whose team they are in")
+    mine = StrictBooleanFilter(
+        help_text="true: only items whose escalation owner is the caller or whose team they are in"
+    )
 
 
 class AgedWorkViewSet(StrictQueryMixin, viewsets.GenericViewSet[Any]):
@@ -97,6 +99,8 @@ class AgedWorkViewSet(StrictQueryMixin, viewsets.GenericViewSet[Any]):
 
     serializer_class = AgedItemSerializer
     filterset_class = AgedWorkFilterSet
+    # the items are computed (``aged_work_list``), not a queryset; this only names a model for the schema
+    queryset = AgedWorkEscalation.objects.none()
     parser_classes = [JSONParser]
 
     @extend_schema(summary="List aged work, oldest first, with owner and age", tags=TAG)

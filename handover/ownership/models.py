@@ -36,7 +36,9 @@ class JobOwnership(TimeStampedModel):
     escalation_owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     set_at = models.DateTimeField(help_text="when the ownership was last set (UTC)")
 
     def __str__(self) -> str:
@@ -51,7 +53,9 @@ class TargetOwnership(TimeStampedModel):
     escalation_owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     set_at = models.DateTimeField(help_text="when the ownership was last set (UTC)")
 
     def __str__(self) -> str:

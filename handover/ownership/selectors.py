@@ -67,7 +67,7 @@ class Owner:
 
     @property
     def words(self) -> str:
-        """"team Billing · escalation owner olga", or "no owner" when neither is named."""
+        """ "team Billing · escalation owner olga", or "no owner" when neither is named."""
         parts = []
         if self.team is not None:
             parts.append(f"team {self.team.name}")
@@ -160,9 +160,7 @@ def _run_title(run: Run) -> str:
     return f"{run.job.key} · {run.tenant.slug} · {run.environment} · window {run.window_start:%Y-%m-%d %H:%M}Z"
 
 
-def aged_work_list(
-    *, now: datetime, user: User | None = None, kinds: list[str] | None = None
-) -> list[AgedItem]:
+def aged_work_list(*, now: datetime, user: User | None = None, kinds: list[str] | None = None) -> list[AgedItem]:
     """Every aged item at ``now`` (UTC), oldest first, with its owner and the last ladder step sent.
 
     ``user``: only what that person may see (runs by ``run_visibility_filter``, handovers by

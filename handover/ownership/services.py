@@ -49,10 +49,7 @@ def _check_person(person: AbstractBaseUser | None) -> None:
 
 
 def _words(team: Team | None, person: AbstractBaseUser | None) -> str:
-    return (
-        f"team {team.name if team else '(none)'}, escalation owner "
-        f"{person.get_username() if person else '(none)'}"
-    )
+    return f"team {team.name if team else '(none)'}, escalation owner {person.get_username() if person else '(none)'}"
 
 
 def job_ownership_set(
@@ -222,9 +219,7 @@ def aged_item_escalate(*, item: AgedItem, step: int, now: datetime) -> bool:
                 "step": step,
                 "age_seconds": item.age_seconds,
                 "team": item.owner.team.name if item.owner.team else None,
-                "escalation_owner": item.owner.escalation_owner.get_username()
-                if item.owner.escalation_owner
-                else None,
+                "escalation_owner": item.owner.escalation_owner.get_username() if item.owner.escalation_owner else None,
             },
         )
         told = notify(

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from handover.core.errors import DomainError
 from handover.ownership.forms import OwnershipForm
+from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
 from handover.ownership.selectors import (
     aged_age_seconds,
     aged_work_for_person,
@@ -25,7 +26,6 @@ from handover.ownership.selectors import (
     team_get,
     team_list_visible,
 )
-from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
 from handover.ownership.services import job_ownership_set, ladder_steps, target_ownership_set
 from runs.catalog.models import JobTarget
 from runs.catalog.selectors import job_get
@@ -110,7 +110,13 @@ def team_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     return render(
         request,
         "handover/ownership/team_detail.html",
-        {"team": team, "members": team.members.order_by("username"), "items": items, "ages": _ages(), "steps": ladder_steps()},
+        {
+            "team": team,
+            "members": team.members.order_by("username"),
+            "items": items,
+            "ages": _ages(),
+            "steps": ladder_steps(),
+        },
     )
 
 

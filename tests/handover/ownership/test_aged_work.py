@@ -78,8 +78,9 @@ def test_a_handover_with_no_write_ages_from_its_last_write(world: World, draft: 
     assert _kinds(T + age - timedelta(seconds=1), kinds=["stalled_handover"]) == []
     assert _kinds(T + age, kinds=["stalled_handover"]) == [("stalled_handover", draft.public_id)]
     # a verifying handover waits on its next-run check (which ages on its own)
-    Handover.objects.filter(pk=draft.pk).update(status="verifying", handed_over_at=T, handed_over_by=world.support,
-                                                verifying_at=T)
+    Handover.objects.filter(pk=draft.pk).update(
+        status="verifying", handed_over_at=T, handed_over_by=world.support, verifying_at=T
+    )
     assert _kinds(T + age, kinds=["stalled_handover"]) == []
 
 
@@ -198,8 +199,15 @@ def test_a_handover_that_progresses_and_stalls_again_starts_a_new_ladder(world: 
 
 
 def test_one_step_per_item_and_episode_is_a_database_rule(world: World) -> None:
-    values = {"kind": "failed_run", "subject": world.run.public_id, "since": T, "step": 1, "step_seconds": DAY,
-              "job": world.job, "sent_at": T}
+    values = {
+        "kind": "failed_run",
+        "subject": world.run.public_id,
+        "since": T,
+        "step": 1,
+        "step_seconds": DAY,
+        "job": world.job,
+        "sent_at": T,
+    }
     AgedWorkEscalation.objects.create(**values)
     with pytest.raises(IntegrityError), transaction.atomic():
         AgedWorkEscalation.objects.create(**values)
@@ -213,7 +221,10 @@ def test_the_api_lists_aged_work_the_caller_may_see_with_owner_and_age(world: Wo
     url = "/api/v1/aged-work/"
     body = client_for(world.support).get(url).json()
     [item] = [r for r in body["results"] if r["kind"] == "failed_run"]
-    assert item["subject"] == str(world.run.public_id) and item["team"] == {"id": str(team.public_id), "name": "Billing"}
+    assert item["subject"] == str(world.run.public_id) and item["team"] == {
+        "id": str(team.public_id),
+        "name": "Billing",
+    }
     assert item["escalation_owner"] == "sam-support" and item["owner"] == "team Billing · escalation owner sam-support"
     assert item["age_seconds"] > 3 * DAY and item["url"].endswith(f"/runs/{world.run.public_id}/")
 
@@ -267,7 +278,9 @@ def test_the_job_ownership_api_reads_for_readers_and_writes_for_the_technical_ow
     assert refused.status_code == 400 and "escalation_owner" in refused.json()["errors"]
 
     target_url = f"/api/v1/jobs/{world.job.public_id}/targets/{world.target.public_id}/ownership/"
-    answer = client_for(world.owner).patch(target_url, {"escalation_owner": "ada-auditor"}, content_type="application/json")
+    answer = client_for(world.owner).patch(
+        target_url, {"escalation_owner": "ada-auditor"}, content_type="application/json"
+    )
     assert answer.status_code == 200
     assert answer.json()["targets"][0]["escalation_owner"] == "ada-auditor"
     assert TimelineEvent.objects.filter(kind="ownership_changed").count() == 3
@@ -291,7 +304,9 @@ def test_the_job_ownership_page_saves_the_job_and_a_target(world: World) -> None
 
 def test_needs_attention_lists_aged_work_with_its_owner(world: World, team: Team) -> None:
     _failed_at(world, T)
-    sections = {key: items for key, _, items in client_for(world.support).get("/handovers/attention/").context["sections"]}
+    sections = {
+        key: items for key, _, items in client_for(world.support).get("/handovers/attention/").context["sections"]
+    }
     [item] = sections["aged_work"]
     assert item.owner == "team Billing · escalation owner sam-support"
     assert item.detail.startswith("Failed run with no handover, aged ")
