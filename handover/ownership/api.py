@@ -7,7 +7,7 @@ or the job's technical owner answers 403 (``runs.permissions.may_manage_job_owne
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
@@ -50,6 +50,8 @@ PROBLEMS = {
 
 
 class TeamBriefSerializer(serializers.Serializer[Any]):
+    """A team by public id and name."""
+
     id = serializers.UUIDField(source="public_id", help_text="the team's public id")
     name = serializers.CharField()
 
@@ -130,6 +132,8 @@ class OwnershipSerializer(serializers.Serializer[Any]):
 
 
 class TargetOwnershipSerializer(OwnershipSerializer):
+    """A target's own owners (null fields fall back to the job's), with the target's tenant and environment."""
+
     target = serializers.UUIDField(help_text="the target's public id")
     tenant = serializers.CharField(help_text="tenant slug")
     environment = serializers.CharField()
@@ -199,6 +203,11 @@ def _resolve(data: dict[str, Any], row: JobOwnership | TargetOwnership | None) -
     return team, person
 
 
+def _person(request: Request) -> AbstractBaseUser:
+    """The authenticated caller (the API's default permission refuses anonymous requests)."""
+    return cast(AbstractBaseUser, request.user)
+
+
 def _visible_job(request: Request, id: str) -> Job:
     job = job_get(user=request.user, public_id=id)
     if job is None:
@@ -228,7 +237,7 @@ class JobOwnershipView(StrictQueryMixin, APIView):
         data = OwnershipInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         team, person = _resolve(data.validated_data, job_ownership_get(job=job))
-        job_ownership_set(actor=request.user, job=job, team=team, escalation_owner=person)
+        job_ownership_set(actor=_person(request), job=job, team=team, escalation_owner=person)
         return Response(JobOwnershipSerializer(_job_payload(job)).data)
 
 
@@ -252,5 +261,5 @@ class TargetOwnershipView(StrictQueryMixin, APIView):
         data = OwnershipInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         team, person = _resolve(data.validated_data, target_ownership_map(job=job).get(target.pk))
-        target_ownership_set(actor=request.user, target=target, team=team, escalation_owner=person)
+        target_ownership_set(actor=_person(request), target=target, team=team, escalation_owner=person)
         return Response(JobOwnershipSerializer(_job_payload(job)).data)

@@ -189,7 +189,7 @@ def aged_work_list(*, now: datetime, user: User | None = None, kinds: list[str] 
                     title=_run_title(run),
                     detail=f"run {run.status}; no handover written",
                     url=reverse("runs:run-detail", kwargs={"id": run.public_id}),
-                    since=run.since,  # type: ignore[attr-defined]
+                    since=run.since,
                     age_seconds=0,
                     job=run.job,
                     tenant_id=run.tenant_id,
@@ -217,7 +217,7 @@ def aged_work_list(*, now: datetime, user: User | None = None, kinds: list[str] 
                         f"{run.absent_count} absent, {run.unverified_count} unverified"
                     ),
                     url=reverse("runs:run-detail", kwargs={"id": run.public_id}),
-                    since=run.since,  # type: ignore[attr-defined]
+                    since=run.since,
                     age_seconds=0,
                     job=run.job,
                     tenant_id=run.tenant_id,
@@ -250,9 +250,9 @@ def aged_work_list(*, now: datetime, user: User | None = None, kinds: list[str] 
                     since=handover.updated_at,
                     age_seconds=0,
                     job=handover.job,
-                    tenant_id=handover.first_tenant_id,  # type: ignore[attr-defined]
-                    run_id=handover.first_run_id,  # type: ignore[attr-defined]
-                    target_id=handover.first_target_id,  # type: ignore[attr-defined]
+                    tenant_id=handover.first_tenant_id,
+                    run_id=handover.first_run_id,
+                    target_id=handover.first_target_id,
                 )
             )
     if Kind.OVERDUE_CHECK in wanted:
@@ -343,6 +343,6 @@ def team_list_visible(*, user: User) -> QuerySet[Team]:
     ).distinct()
 
 
-def team_get(*, user: User, public_id: object) -> Team | None:
+def team_get(*, user: User, public_id: UUID | str) -> Team | None:
     """The team with ``public_id`` if ``user`` may see it (``team_list_visible``), else None."""
     return team_list_visible(user=user).prefetch_related("members").filter(public_id=public_id).first()

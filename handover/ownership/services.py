@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from guardian.shortcuts import get_users_with_perms
 
@@ -78,7 +80,7 @@ def job_ownership_set(
             row = JobOwnership(job=job)
         elif before == after:
             return row
-        row.team, row.escalation_owner, row.set_by, row.set_at = team, escalation_owner, actor, at
+        row.team, row.escalation_owner_id, row.set_by_id, row.set_at = team, after[1], actor.pk, at
         row.save()
         timeline_event_record(
             job=job,
@@ -118,7 +120,7 @@ def target_ownership_set(
             row = TargetOwnership(target=target)
         elif before == after:
             return row
-        row.team, row.escalation_owner, row.set_by, row.set_at = team, escalation_owner, actor, at
+        row.team, row.escalation_owner_id, row.set_by_id, row.set_at = team, after[1], actor.pk, at
         row.save()
         timeline_event_record(
             job=target.job,
@@ -163,13 +165,13 @@ def _recipients(item: AgedItem) -> list[AbstractBaseUser]:
     if item.owner.escalation_owner is not None:
         people.append(item.owner.escalation_owner)
     if not people:
-        people = list(
+        owners = cast(
+            "QuerySet[Any]",  # guardian answers a list only when asked for attached permissions
             get_users_with_perms(
                 item.job, only_with_perms_in=[TECHNICAL_OWNER_CODENAME], with_superusers=False, with_group_users=True
-            )
-            .filter(is_active=True)
-            .order_by("pk")
+            ),
         )
+        people = list(owners.filter(is_active=True).order_by("pk"))
     return people
 
 
@@ -193,7 +195,7 @@ def aged_item_escalate(*, item: AgedItem, step: int, now: datetime) -> bool:
             step_seconds=step_seconds,
             job=item.job,
             team=item.owner.team,
-            escalation_owner=item.owner.escalation_owner,
+            escalation_owner_id=item.owner.escalation_owner.pk if item.owner.escalation_owner else None,
             sent_at=now,
         )
         if not row_insert_unless_conflict(row):

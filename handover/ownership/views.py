@@ -6,8 +6,11 @@ an admin or the job's technical owner is refused by the service (a message on th
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -30,6 +33,11 @@ from handover.ownership.services import job_ownership_set, ladder_steps, target_
 from runs.catalog.models import JobTarget
 from runs.catalog.selectors import job_get
 from runs.permissions import may_manage_job_ownership
+
+
+def _person(request: HttpRequest) -> AbstractBaseUser:
+    """The signed-in person (the views are ``login_required``)."""
+    return cast(AbstractBaseUser, request.user)
 
 
 def _initial(row: JobOwnership | TargetOwnership | None) -> dict[str, object]:
@@ -55,12 +63,15 @@ def job_ownership_view(request: HttpRequest, id: str) -> HttpResponse:
                     if target is None:
                         raise Http404("No such target")
                     target_ownership_set(
-                        actor=request.user, target=target, team=data["team"], escalation_owner=data["escalation_owner"]
+                        actor=_person(request),
+                        target=target,
+                        team=data["team"],
+                        escalation_owner=data["escalation_owner"],
                     )
                     messages.success(request, f"Ownership of {target.tenant.slug} · {target.environment} saved.")
                 else:
                     job_ownership_set(
-                        actor=request.user, job=job, team=data["team"], escalation_owner=data["escalation_owner"]
+                        actor=_person(request), job=job, team=data["team"], escalation_owner=data["escalation_owner"]
                     )
                     messages.success(request, f"Ownership of {job.key} saved.")
             except DomainError as exc:
