@@ -23,14 +23,22 @@ from guardian.shortcuts import get_users_with_perms
 
 from handover.core.errors import DomainError, Forbidden, NotFound
 from handover.core.rows import row_insert_unless_conflict
+from handover.handovers.models import Handover
+from handover.handovers.selectors import handover_visibility_filter
 from handover.notifications.models import Notification, Team
 from handover.notifications.services import notify
 from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
 from handover.ownership.selectors import AgedItem, aged_work_list
 from handover.templatetags.handover_tags import seconds_in_words
 from runs.attempts.models import Run
-from runs.catalog.models import Job, JobTarget
-from runs.permissions import TECHNICAL_OWNER_CODENAME, may_manage_job_ownership, may_read_target
+from runs.catalog.models import Job, JobTarget, Tenant
+from runs.checks.models import NextRunCheck
+from runs.permissions import (
+    TECHNICAL_OWNER_CODENAME,
+    may_manage_job_ownership,
+    may_read_target,
+    run_visibility_filter,
+)
 from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
@@ -157,13 +165,27 @@ class SweepResult:
     taken: int = 0
 
 
+def _may_see(person: AbstractBaseUser, item: AgedItem) -> bool:
+    """Whether ``person`` sees the item itself (a team grants no permission: a member who does not see a
+    tenant's run is not told about it). Queries: one, or the guardian checks."""
+    if item.kind == AgedWorkEscalation.Kind.STALLED_HANDOVER:
+        return Handover.objects.filter(handover_visibility_filter(user=person), public_id=item.subject).exists()
+    if item.kind == AgedWorkEscalation.Kind.OVERDUE_CHECK:
+        return NextRunCheck.objects.filter(
+            run_visibility_filter(user=person, prefix="target__"), public_id=item.subject
+        ).exists()
+    return Run.objects.filter(run_visibility_filter(user=person), pk=item.run_id).exists()
+
+
 def _recipients(item: AgedItem) -> list[AbstractBaseUser]:
-    """The owning team's members and the escalation owner; with neither, the job's technical owners."""
+    """The owning team's members and the escalation owner who may see the item; with none of them, the
+    job's technical owners."""
     people: list[AbstractBaseUser] = []
     if item.owner.team is not None:
         people += list(item.owner.team.members.filter(is_active=True).order_by("pk"))
     if item.owner.escalation_owner is not None:
         people.append(item.owner.escalation_owner)
+    people = [person for person in people if _may_see(person, item)]
     if not people:
         owners = cast(
             "QuerySet[Any]",  # guardian answers a list only when asked for attached permissions
@@ -181,7 +203,8 @@ def aged_item_escalate(*, item: AgedItem, step: int, now: datetime) -> bool:
     One transaction: the AgedWorkEscalation row (inserted unless its unique key is taken: then
     nothing else happens), one ``aged_work_escalated`` timeline event on the item's run (or its job)
     with the age and the owner, and a notification (event ``aged_work``) to the owning team's members
-    and the escalation owner -- or, with no owner named, to the job's technical owners (delivered after
+    and the escalation owner who may see the item -- or, with none of them, to the job's technical
+    owners (delivered after
     commit through their channels: in-app, e-mail, chat/push, the team's chat targets included).
     """
     steps = ladder_steps()
@@ -208,9 +231,10 @@ def aged_item_escalate(*, item: AgedItem, step: int, now: datetime) -> bool:
             f"{item.age_words} old — {told_whom}"
         )
         run = Run.objects.select_related("tenant").filter(pk=item.run_id).first() if item.run_id else None
+        tenant = run.tenant if run is not None else Tenant.objects.filter(pk=item.tenant_id).first()
         timeline_event_record(
             job=item.job,
-            tenant=run.tenant if run is not None else None,
+            tenant=tenant,
             run=run,
             kind=TimelineEvent.Kind.AGED_WORK_ESCALATED,
             summary=summary,

@@ -154,9 +154,10 @@ def test_each_ladder_step_is_sent_once_to_the_team_and_the_escalation_owner(worl
     assert (first.sent, again.sent) == (1, 0)
     row = AgedWorkEscalation.objects.get()
     assert (row.kind, row.subject, row.step, row.step_seconds) == ("failed_run", world.run.public_id, 1, DAY)
-    assert row.team == team and row.escalation_owner == world.support and row.told_count == 3
+    assert row.team == team and row.escalation_owner == world.support and row.told_count == 2
     told = Notification.objects.filter(event=Notification.Event.AGED_WORK).order_by("recipient__username")
-    assert [n.recipient.get_username() for n in told] == ["bea-billing", "olga-owner", "sam-support"]
+    # bea is in the team but holds no role on the tenant: a team grants no permission, so she is not told
+    assert [n.recipient.get_username() for n in told] == ["olga-owner", "sam-support"]
     assert told[0].link == f"/runs/{world.run.public_id}/" and "Failed run with no handover".lower() in told[0].subject
     event = TimelineEvent.objects.get(kind=TimelineEvent.Kind.AGED_WORK_ESCALATED)
     assert event.run == world.run and event.tenant == world.tenant and event.actor_kind == "system"
@@ -171,7 +172,7 @@ def test_each_ladder_step_is_sent_once_to_the_team_and_the_escalation_owner(worl
     assert aged_work_escalate(now=T + timedelta(days=20)).sent == 0  # the ladder ends
     assert list(AgedWorkEscalation.objects.order_by("step").values_list("step", flat=True)) == [1, 2, 3]
     assert TimelineEvent.objects.filter(kind=TimelineEvent.Kind.AGED_WORK_ESCALATED).count() == 3
-    assert Notification.objects.filter(event="aged_work").count() == 9
+    assert Notification.objects.filter(event="aged_work").count() == 6
 
 
 def test_an_item_found_late_gets_only_its_highest_step_not_a_burst(world: World, team: Team) -> None:
@@ -311,3 +312,14 @@ def test_needs_attention_lists_aged_work_with_its_owner(world: World, team: Team
     assert item.owner == "team Billing · escalation owner sam-support"
     assert item.detail.startswith("Failed run with no handover, aged ")
     assert client_for(world.stranger).get("/handovers/attention/").context["sections"][0][2] == []
+
+
+def test_an_overdue_check_is_escalated_on_its_jobs_timeline_with_its_tenant(world: World, team: Team) -> None:
+    Run.objects.filter(pk=world.run.pk).update(status="succeeded")  # only the check ages here
+    check = NextRunCheckFactory(target=world.target, expected_at=T - timedelta(minutes=30), deadline_at=T)
+    assert aged_work_escalate(now=T + timedelta(days=1)).sent == 1
+    event = TimelineEvent.objects.get(kind=TimelineEvent.Kind.AGED_WORK_ESCALATED)
+    assert (event.job, event.tenant, event.run) == (world.job, world.tenant, None)
+    assert event.data["kind"] == "overdue_check" and event.data["subject"] == str(check.public_id)
+    assert event.summary.startswith("Aged work escalated (reminder 1 of 3): next-run check overdue, 1 day old")
+    assert {n.link for n in Notification.objects.filter(event="aged_work")} == {f"/checks/{check.public_id}/"}
