@@ -174,7 +174,7 @@ def _may_see(person: AbstractBaseUser, item: AgedItem) -> bool:
         return NextRunCheck.objects.filter(
             run_visibility_filter(user=person, prefix="target__"), public_id=item.subject
         ).exists()
-    return Run.objects.filter(run_visibility_filter(user=person), pk=item.run_id).exists()
+    return item.run_id is not None and Run.objects.filter(run_visibility_filter(user=person), pk=item.run_id).exists()
 
 
 def _recipients(item: AgedItem) -> list[AbstractBaseUser]:
@@ -231,7 +231,9 @@ def aged_item_escalate(*, item: AgedItem, step: int, now: datetime) -> bool:
             f"{item.age_words} old — {told_whom}"
         )
         run = Run.objects.select_related("tenant").filter(pk=item.run_id).first() if item.run_id else None
-        tenant = run.tenant if run is not None else Tenant.objects.filter(pk=item.tenant_id).first()
+        tenant = run.tenant if run is not None else None
+        if tenant is None and item.tenant_id is not None:
+            tenant = Tenant.objects.filter(pk=item.tenant_id).first()
         timeline_event_record(
             job=item.job,
             tenant=tenant,
