@@ -8,6 +8,7 @@ from rest_framework.routers import DefaultRouter
 from handover.accounts.api import ApiTokenViewSet
 from handover.handovers.api import HandoverViewSet
 from handover.notifications.api import NotificationViewSet
+from handover.ownership.api import AgedWorkViewSet, JobOwnershipView, TargetOwnershipView
 from runs.catalog.pause_api import JobPauseView, JobResumeView
 
 router = DefaultRouter(use_regex_path=False)
@@ -19,10 +20,18 @@ router.register("handovers", HandoverViewSet, basename="handover")
 router.register("tokens", ApiTokenViewSet, basename="api-token")
 # the caller's own notifications: /api/v1/notifications/, unread-count/, read/
 router.register("notifications", NotificationViewSet, basename="notification")
+# aged work the caller may see, with owner and age: /api/v1/aged-work/
+router.register("aged-work", AgedWorkViewSet, basename="aged-work")
 
 app_name = "handover-api"
 urlpatterns = [
     *router.urls,
     path("jobs/<uuid:id>/pause/", JobPauseView.as_view(), name="job-pause"),
     path("jobs/<uuid:id>/resume/", JobResumeView.as_view(), name="job-resume"),
+    path("jobs/<uuid:id>/ownership/", JobOwnershipView.as_view(), name="job-ownership"),
+    path(
+        "jobs/<uuid:id>/targets/<uuid:target_id>/ownership/",
+        TargetOwnershipView.as_view(),
+        name="target-ownership",
+    ),
 ]

@@ -37,6 +37,7 @@ from handover.notifications.views import (
     profile_time_zone_view,
     profile_view,
 )
+from handover.ownership.views import aged_work_mine_view, job_ownership_view, team_detail_view
 from runs.catalog.pause_views import job_pause_view, job_resume_view
 
 app_name = "handover"
@@ -61,6 +62,9 @@ urlpatterns = [
     path("runs/<uuid:id>/handover-box/", run_handover_box_view, name="run-handover-box"),
     path("jobs/<uuid:id>/pause/", job_pause_view, name="job-pause"),
     path("jobs/<uuid:id>/resume/", job_resume_view, name="job-resume"),
+    path("jobs/<uuid:id>/ownership/", job_ownership_view, name="job-ownership"),
+    path("teams/<uuid:id>/", team_detail_view, name="team-detail"),
+    path("aged-work/", aged_work_mine_view, name="aged-work-mine"),
     # the signed-in person's own personal API tokens (a prefix is knox's token_key, e.g. ho_1a2b3c4d5e6f)
     path("account/tokens/", api_token_list_view, name="api-token-list"),
     path("account/tokens/new/", api_token_create_view, name="api-token-create"),

@@ -366,6 +366,8 @@ CELERY_BEAT_SCHEDULE = {
     "approvals-replay-remind": {"task": "approvals.replay_request_remind", "schedule": 900.0},
     # Every minute: send the digests of held notifications and enqueue again deliveries whose message was lost.
     "handover-notification-sweep": {"task": "handover.notification_sweep", "schedule": 60.0},
+    # Every 5 minutes: the reminder ladder of aged work (each step sent once per item; docs/ownership.md).
+    "handover-aged-work-sweep": {"task": "handover.aged_work_escalate", "schedule": 300.0},
 }
 # How far back the missed-run sweep re-checks fire times each tick (a longer outage is walked from
 # the target's latest run), in seconds.
@@ -395,6 +397,18 @@ HANDOVER_UNRESOLVED_AGE_SECONDS = env.int("HANDOVER_UNRESOLVED_AGE_SECONDS", def
 # "Needs attention": a job target with this many failures among its last N settled runs fails repeatedly.
 HANDOVER_REPEATED_FAILURES = env.int("HANDOVER_REPEATED_FAILURES", default=3)
 HANDOVER_REPEATED_FAILURES_OF = env.int("HANDOVER_REPEATED_FAILURES_OF", default=5)
+# Aged work (docs/ownership.md), in seconds: a failed or missed run with no handover, counted from when
+# it failed; an open handover (draft, handed over, recovering) with no write, from its last write; a run
+# with unresolved ledger items (unverified, absent, uncertain), from its last ledger change; a next-run
+# check still scheduled past its deadline, from the deadline.
+HANDOVER_AGED_FAILED_RUN_SECONDS = env.int("HANDOVER_AGED_FAILED_RUN_SECONDS", default=4 * 3600)
+HANDOVER_AGED_HANDOVER_SECONDS = env.int("HANDOVER_AGED_HANDOVER_SECONDS", default=24 * 3600)
+HANDOVER_AGED_LEDGER_SECONDS = env.int("HANDOVER_AGED_LEDGER_SECONDS", default=24 * 3600)
+HANDOVER_AGED_CHECK_SECONDS = env.int("HANDOVER_AGED_CHECK_SECONDS", default=3600)
+# The reminder ladder: at each of these ages (seconds, ascending) an aged item's owners are reminded once.
+HANDOVER_AGED_REMINDER_STEPS_SECONDS = sorted(
+    env.list("HANDOVER_AGED_REMINDER_STEPS_SECONDS", cast=int, default=[86400, 3 * 86400, 7 * 86400])
+)
 
 # --- notifications (handover/notifications/) ------------------------------------------------------
 # Fernet keys (comma-separated, the first encrypts) for the stored Apprise URLs; empty: derived from the

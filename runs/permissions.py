@@ -284,3 +284,14 @@ def may_manage_runner_credentials(*, user: User, job: Job) -> bool:
     if not _active(user):
         return False
     return is_admin(user) or _has_perm(user, TECHNICAL_OWNER, job)
+
+
+# --- ownership of aged work -----------------------------------------------------------------------
+
+
+def may_manage_job_ownership(*, user: User, job: Job) -> bool:
+    """Whether ``user`` may name the owning team and escalation owner of ``job`` and of its targets: an
+    admin or a technical owner of the job (docs/ownership.md). Readers of the job see the owners."""
+    if not _active(user):
+        return False
+    return is_admin(user) or _has_perm(user, TECHNICAL_OWNER, job)

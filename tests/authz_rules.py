@@ -197,6 +197,24 @@ def _target(world: Any, scope: str) -> dict[str, Any]:
     return {"target": str(world.obj("target", scope).public_id)}
 
 
+def _target_id(world: Any, scope: str) -> dict[str, Any]:
+    return {"target_id": str(world.obj("target", scope).public_id)}
+
+
+def _team(world: Any, scope: str) -> dict[str, Any]:
+    """A team owning the scope's job (teams grant nothing: its page shows to those who see that job)."""
+    from django.utils import timezone
+
+    from handover.notifications.models import Team
+    from handover.ownership.models import JobOwnership
+
+    team, _ = Team.objects.get_or_create(name=f"matrix-team-{scope}")
+    JobOwnership.objects.update_or_create(
+        job=world.obj("job", scope), defaults={"team": team, "set_at": timezone.now()}
+    )
+    return {"id": str(team.public_id)}
+
+
 def _population_file(world: Any, scope: str) -> dict[str, Any]:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -377,6 +395,11 @@ RULES: dict[str, Rule] = {
     "handover-api:handover-residual-exception-detail": R("exception", PATCH=WRITE),
     "handover-api:job-pause": R("job", POST=PAUSE_JOB),
     "handover-api:job-resume": R("job", POST=PAUSE_JOB),
+    # ownership of aged work: readers of the job see it, its technical owners (and admins) change it
+    "handover-api:job-ownership": R("job", GET=READ, PATCH=MANAGE_RUNNERS),
+    "handover-api:target-ownership": R("job", PATCH=MANAGE_RUNNERS, kwargs=_target_id),
+    # aged work: a list of what the caller may see (visibility checked by the ownership tests)
+    "handover-api:aged-work-list": R(site=True, GET=signed_in),
     "runs-api:runner-credential-list": R("job", GET=MANAGE_RUNNERS, POST=MANAGE_RUNNERS),
     "runs-api:runner-credential-detail": R("job", DELETE=MANAGE_RUNNERS, kwargs=_runner_credential),
     # the caller's own personal API tokens: anyone signed in, only their own
@@ -468,6 +491,9 @@ RULES: dict[str, Rule] = {
     "handover:run-handover-box": R("run", GET=READ),
     "handover:job-pause": R("job", POST=PAUSE_JOB),
     "handover:job-resume": R("job", POST=PAUSE_JOB),
+    "handover:job-ownership": R("job", GET=READ, POST=page_form(MANAGE_RUNNERS)),
+    "handover:team-detail": R("job", GET=READ, kwargs=_team),
+    "handover:aged-work-mine": R(site=True, GET=signed_in),
     "handover:api-token-list": R(site=True, GET=signed_in),
     "handover:api-token-create": R(site=True, POST=signed_in, data=_token_create),
     "handover:api-token-revoke": R(site=True, GET=someone_elses, POST=someone_elses, kwargs=_foreign_token),

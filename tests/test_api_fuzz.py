@@ -174,6 +174,11 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/runs/{id}/items/loads/"): "at least one file is uploaded, in a known kind",
     ("POST", "/api/v1/runs/{id}/items/failure-class/"): "a failure class is confirmed with a reason",
     ("POST", "/api/v1/runs/{id}/items/verify/"): "a verification names an item of the run and a provider reference",
+    ("PATCH", "/api/v1/jobs/{id}/ownership/"): "an owner names a team and an active person who exist",
+    (
+        "PATCH",
+        "/api/v1/jobs/{id}/targets/{target_id}/ownership/",
+    ): "an owner names a team and an active person who exist",
 }
 
 

@@ -2,7 +2,8 @@
 
 Sections: failed runs with no handover; open handovers with no escalation owner; runs unresolved
 for longer than ``HANDOVER_UNRESOLVED_AGE_SECONDS``; job targets failing repeatedly
-(``HANDOVER_REPEATED_FAILURES`` of their last ``HANDOVER_REPEATED_FAILURES_OF`` runs); unmatched
+(``HANDOVER_REPEATED_FAILURES`` of their last ``HANDOVER_REPEATED_FAILURES_OF`` runs); aged work with
+its owning team and escalation owner and its age (``handover.ownership.selectors``, docs/ownership.md); unmatched
 alerts waiting for triage; runs whose slot or re-fires need a person and jobs whose runs outlast their
 interval (``runs.checks.slot_review``); for admins, senders refused for an hour or more
 (``runs.alerts.refusals``). Each section is one query or a few (plus two for the technical owners' names).
@@ -26,6 +27,7 @@ from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from handover.handovers.models import Handover, HandoverRun
 from handover.handovers.selectors import handover_visibility_filter
+from handover.ownership.selectors import aged_work_list
 from runs.alerts.models import Alert
 from runs.alerts.refusals import refused_senders_attention
 from runs.alerts.selectors import alert_list
@@ -44,6 +46,7 @@ SECTION_TITLES = {
     "unowned_handovers": "Handovers with no escalation owner",
     "unresolved_runs": "Runs unresolved for too long",
     "repeated_failures": "Jobs failing repeatedly",
+    "aged_work": "Aged work, with its owner",
     "run_identity": "Runs whose slot or re-fires need a person",
     "outlasting_runs": "Jobs whose runs outlast their interval",
     "refused_senders": "Senders refused for an hour or more (admins)",
@@ -94,7 +97,8 @@ def _run_title(run: Run) -> str:
 def attention_sections(*, user: User, now: datetime) -> dict[str, list[AttentionItem]]:
     """Everything that needs a person, by section (keys of ``SECTION_TITLES``), oldest first, at most 100 each.
 
-    Only what ``user`` may see. Queries: at most seven (five sections, two for owner names).
+    Only what ``user`` may see. Queries: at most seven (five sections, two for owner names), plus the
+    aged work's (one per kind, and with aged items two for their owners and one for the ladder).
     """
     visible_runs = Run.objects.filter(run_visibility_filter(user=user)).select_related("job", "tenant")
     age = timedelta(seconds=settings.HANDOVER_UNRESOLVED_AGE_SECONDS)
@@ -214,6 +218,18 @@ def attention_sections(*, user: User, now: datetime) -> dict[str, list[Attention
                 owner=_owners_text(owners[job_id]),
                 url=reverse("runs:run-list") + "?" + urlencode({"job": key, "tenant": tenant}),
                 is_job_paused=paused,
+            )
+        )
+    for aged in aged_work_list(now=now, user=user)[:SECTION_LIMIT]:
+        sections["aged_work"].append(
+            AttentionItem(
+                title=aged.title,
+                detail=f"{aged.kind_label}, aged {aged.age_words}: {aged.detail}"
+                + (f"; reminder {aged.last_step} sent" if aged.last_step else ""),
+                since=aged.since,
+                owner=aged.owner.words,
+                url=aged.url,
+                is_job_paused=aged.job.paused_at is not None,
             )
         )
     for alert in unmatched:

@@ -23,8 +23,12 @@ from handover.notifications.models import (
     NotificationPreference,
     Team,
 )
+from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
 
 __all__ = [
+    "AgedWorkEscalation",
+    "JobOwnership",
+    "TargetOwnership",
     "ApiTokenLabel",
     "AppriseTarget",
     "Notification",

@@ -12,7 +12,9 @@ EVENTS = [(value, label) for value, label in Notification.Event.choices]
 CHANNELS = [(value, label) for value, label in NotificationPreference.Channel.choices]
 CHANNEL_WORDS = {"in_app": "in-app", "email": "e-mail", "chat": "chat/push"}
 
-ACT_ON = frozenset({"approval_needed", "dispatch_lapsed", "check_failed", "handed_over", "escalation", "replay_failed"})
+ACT_ON = frozenset(
+    {"approval_needed", "dispatch_lapsed", "check_failed", "handed_over", "escalation", "replay_failed", "aged_work"}
+)
 
 
 def channel_default(event: str, channel: str) -> bool:

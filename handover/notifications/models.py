@@ -23,6 +23,7 @@ class _NotificationEvent(models.TextChoices):
     CHECK_FAILED = "check_failed", "A next-run check failed"
     HANDED_OVER = "handed_over", "A handover was handed over to you"
     ESCALATION = "escalation", "An escalation (a handover you own was reopened)"
+    AGED_WORK = "aged_work", "Work you own has aged (a reminder of the ladder)"
 
 
 class _NotificationChannel(models.TextChoices):
@@ -43,6 +44,7 @@ class Team(TimeStampedModel):
     """A named set of people with chat/push targets of its own; grants no permission (roles stay object
     permissions). A member without a chat target of their own is told through their teams' targets."""
 
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = models.CharField(max_length=100, unique=True)
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="notification_teams")
 

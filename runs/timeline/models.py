@@ -24,6 +24,7 @@ class TimelineEventKind(models.TextChoices):
     """Every kind of timeline event. A new kind is a new member (docs/architecture.md "Adding a timeline kind")."""
 
     ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    AGED_WORK_ESCALATED = "aged_work_escalated", "Aged work escalated"
     ATTEMPT_ABANDONED = "attempt_abandoned", "Attempt abandoned"
     ATTEMPT_CANCELLED = "attempt_cancelled", "Attempt cancelled"
     ATTEMPT_DETAILS_CHANGED = "attempt_details_changed", "Attempt details changed"
@@ -67,6 +68,7 @@ class TimelineEventKind(models.TextChoices):
     NEXT_RUN_CHECK_SCHEDULED = "next_run_check_scheduled", "Next run check scheduled"
     NEXT_RUN_CHECK_WAIVED = "next_run_check_waived", "Next run check waived"
     OVERLAP_BREACH = "overlap_breach", "Overlap breach"
+    OWNERSHIP_CHANGED = "ownership_changed", "Ownership changed"
     OVERLAP_DETECTED = "overlap_detected", "Overlap detected"
     RECOVERY_DECISION = "recovery_decision", "Recovery decision"
     REFIRE = "refire", "Refire"

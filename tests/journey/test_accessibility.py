@@ -18,6 +18,8 @@ from playwright.sync_api import Browser, Page, expect
 from approvals.replays.demo import demo_replay_load
 from handover.handovers.demo import demo_handover_load
 from handover.handovers.models import Handover
+from handover.notifications.models import Team
+from handover.ownership.demo import demo_ownership_load
 from runs.attempts.models import Run
 from runs.catalog.models import Job
 from runs.demo.loader import demo_load
@@ -46,7 +48,8 @@ def _pages() -> list[str]:
     run = Run.objects.order_by("window_start", "pk").first()
     job = Job.objects.order_by("key").first()
     handover = Handover.objects.order_by("pk").first()
-    assert run is not None and job is not None and handover is not None  # the demo wrote them
+    team = Team.objects.order_by("name").first()
+    assert run is not None and job is not None and handover is not None and team is not None  # the demo wrote them
     return [
         "/runs/",
         f"/runs/{run.public_id}/",
@@ -59,6 +62,9 @@ def _pages() -> list[str]:
         "/checks/",
         "/jobs/",
         f"/jobs/{job.public_id}/",
+        f"/jobs/{job.public_id}/ownership/",
+        f"/teams/{team.public_id}/",
+        "/aged-work/",
         "/preferences/",
         "/account/tokens/",
     ]
@@ -89,6 +95,7 @@ def demo(settings: Any) -> dict[str, str]:
     passwords = demo_load().passwords
     demo_handover_load()  # as manage.py load_demo does: the runs app's loader writes no handover or replay
     demo_replay_load()
+    demo_ownership_load()
     return passwords
 
 

@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from approvals.replays.demo import demo_replay_load
 from handover.handovers.demo import demo_handover_load
 from handover.notifications.services import notification_email_set_verified
+from handover.ownership.demo import demo_ownership_load
 from runs.demo.loader import demo_load
 
 
@@ -48,6 +49,8 @@ class Command(BaseCommand):
         # The replays of dunmore-pharmacy's failed run (window 2026-11-27): one refused (rule 2), one
         # approved by both owners, claimed by a simulated runner through the API and completed; once only.
         demo_replay_load(log=log)
+        # Owners of aged work: teams and escalation owners of the demo job and one target (fixed date).
+        demo_ownership_load(log=log)
         for source in report.skipped_sources:
             self.stdout.write(f"{source}: already loaded, nothing posted")
         for source, posts in report.posts.items():

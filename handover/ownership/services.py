@@ -1,0 +1,284 @@
+"""Writing ownership and sending the reminder ladder of aged work (docs/ownership.md).
+
+``job_ownership_set`` / ``target_ownership_set`` name a job's (or a target's) owning team and
+escalation owner, each with an ``ownership_changed`` timeline event. ``aged_work_escalate`` (the beat
+task's body) finds aged items whose next ladder step is due and sends each step once: the
+``AgedWorkEscalation`` row is inserted unless its (kind, subject, since, step) is taken, and only the
+inserting transaction writes the ``aged_work_escalated`` timeline event and the notifications.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+from guardian.shortcuts import get_users_with_perms
+
+from handover.core.errors import DomainError, Forbidden, NotFound
+from handover.core.rows import row_insert_unless_conflict
+from handover.handovers.models import Handover
+from handover.handovers.selectors import handover_visibility_filter
+from handover.notifications.models import Notification, Team
+from handover.notifications.services import notify
+from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
+from handover.ownership.selectors import AgedItem, aged_work_list
+from handover.templatetags.handover_tags import seconds_in_words
+from runs.attempts.models import Run
+from runs.catalog.models import Job, JobTarget, Tenant
+from runs.checks.models import NextRunCheck
+from runs.permissions import (
+    TECHNICAL_OWNER_CODENAME,
+    may_manage_job_ownership,
+    may_read_target,
+    run_visibility_filter,
+)
+from runs.timeline.models import TimelineEvent
+from runs.timeline.services import timeline_event_record
+
+logger = logging.getLogger(__name__)
+
+
+def _require_manage(*, actor: AbstractBaseUser, job: Job) -> None:
+    if not may_manage_job_ownership(user=actor, job=job):
+        raise Forbidden("Only the job's technical owners and admins name its owning team and escalation owner.")
+
+
+def _check_person(person: AbstractBaseUser | None) -> None:
+    if person is not None and not person.is_active:
+        raise DomainError(
+            "The escalation owner must be an active person.",
+            errors={"escalation_owner": ["The escalation owner must be an active person."]},
+        )
+
+
+def _words(team: Team | None, person: AbstractBaseUser | None) -> str:
+    return f"team {team.name if team else '(none)'}, escalation owner {person.get_username() if person else '(none)'}"
+
+
+def job_ownership_set(
+    *,
+    actor: AbstractBaseUser,
+    job: Job,
+    team: Team | None,
+    escalation_owner: AbstractBaseUser | None,
+    at: datetime | None = None,
+) -> JobOwnership:
+    """Name ``job``'s owning team and escalation owner (None clears either); returns the row.
+
+    ``at`` (UTC; default now) is when it was set (the demo passes fixed dates). Raises Forbidden (403)
+    unless ``actor`` is an admin or a technical owner of the job (``may_manage_job_ownership``), and
+    DomainError for an inactive escalation owner. Side effects: the JobOwnership row and, when
+    something changed, one ``ownership_changed`` event on the job's timeline.
+    """
+    _require_manage(actor=actor, job=job)
+    _check_person(escalation_owner)
+    at = at or timezone.now()
+    with transaction.atomic():
+        row = JobOwnership.objects.select_for_update().filter(job=job).first()
+        before = (row.team_id, row.escalation_owner_id) if row is not None else (None, None)
+        after = (team.pk if team else None, escalation_owner.pk if escalation_owner else None)
+        if row is None:
+            row = JobOwnership(job=job)
+        elif before == after:
+            return row
+        row.team, row.escalation_owner_id, row.set_by_id, row.set_at = team, after[1], actor.pk, at
+        row.save()
+        timeline_event_record(
+            job=job,
+            kind=TimelineEvent.Kind.OWNERSHIP_CHANGED,
+            summary=f"Job ownership set: {_words(team, escalation_owner)}",
+            occurred_at=at,
+            actor_user=actor,
+            data={"team": team.name if team else None, "escalation_owner": after[1]},
+        )
+    return row
+
+
+def target_ownership_set(
+    *,
+    actor: AbstractBaseUser,
+    target: JobTarget,
+    team: Team | None,
+    escalation_owner: AbstractBaseUser | None,
+    at: datetime | None = None,
+) -> TargetOwnership:
+    """Name ``target``'s own owning team and escalation owner (None falls back to the job's); returns the row.
+
+    Same rules and errors as ``job_ownership_set`` (the target's job decides who may; a target the
+    actor may not see raises NotFound). Side effects: the TargetOwnership row and, when something
+    changed, one ``ownership_changed`` event on the job's timeline with the target's tenant.
+    """
+    if not may_read_target(user=actor, target=target):
+        raise NotFound("No such target.")
+    _require_manage(actor=actor, job=target.job)
+    _check_person(escalation_owner)
+    at = at or timezone.now()
+    with transaction.atomic():
+        row = TargetOwnership.objects.select_for_update().filter(target=target).first()
+        before = (row.team_id, row.escalation_owner_id) if row is not None else (None, None)
+        after = (team.pk if team else None, escalation_owner.pk if escalation_owner else None)
+        if row is None:
+            row = TargetOwnership(target=target)
+        elif before == after:
+            return row
+        row.team, row.escalation_owner_id, row.set_by_id, row.set_at = team, after[1], actor.pk, at
+        row.save()
+        timeline_event_record(
+            job=target.job,
+            tenant=target.tenant,
+            kind=TimelineEvent.Kind.OWNERSHIP_CHANGED,
+            summary=f"Ownership of {target.tenant.slug} · {target.environment} set: {_words(team, escalation_owner)}",
+            occurred_at=at,
+            actor_user=actor,
+            data={"team": team.name if team else None, "escalation_owner": after[1], "target": str(target.public_id)},
+        )
+    return row
+
+
+# --- the reminder ladder --------------------------------------------------------------------------
+
+
+def ladder_steps() -> list[int]:
+    """The ladder's ages in seconds, ascending (``HANDOVER_AGED_REMINDER_STEPS_SECONDS``)."""
+    return sorted(int(s) for s in settings.HANDOVER_AGED_REMINDER_STEPS_SECONDS)
+
+
+def ladder_step_due(*, age_seconds: int) -> int:
+    """The highest ladder step (1-based) an item of this age has reached; 0 before the first."""
+    return sum(1 for step in ladder_steps() if age_seconds >= step)
+
+
+@dataclass
+class SweepResult:
+    """What one sweep did: ``aged`` items seen, ``sent`` steps written now, ``taken`` steps another
+    sweep had already written."""
+
+    aged: int = 0
+    sent: int = 0
+    taken: int = 0
+
+
+def _may_see(person: AbstractBaseUser, item: AgedItem) -> bool:
+    """Whether ``person`` sees the item itself (a team grants no permission: a member who does not see a
+    tenant's run is not told about it). Queries: one, or the guardian checks."""
+    if item.kind == AgedWorkEscalation.Kind.STALLED_HANDOVER:
+        return Handover.objects.filter(handover_visibility_filter(user=person), public_id=item.subject).exists()
+    if item.kind == AgedWorkEscalation.Kind.OVERDUE_CHECK:
+        return NextRunCheck.objects.filter(
+            run_visibility_filter(user=person, prefix="target__"), public_id=item.subject
+        ).exists()
+    return item.run_id is not None and Run.objects.filter(run_visibility_filter(user=person), pk=item.run_id).exists()
+
+
+def _recipients(item: AgedItem) -> list[AbstractBaseUser]:
+    """The owning team's members and the escalation owner who may see the item; with none of them, the
+    job's technical owners."""
+    people: list[AbstractBaseUser] = []
+    if item.owner.team is not None:
+        people += list(item.owner.team.members.filter(is_active=True).order_by("pk"))
+    if item.owner.escalation_owner is not None:
+        people.append(item.owner.escalation_owner)
+    people = [person for person in people if _may_see(person, item)]
+    if not people:
+        owners = cast(
+            "QuerySet[Any]",  # guardian answers a list only when asked for attached permissions
+            get_users_with_perms(
+                item.job, only_with_perms_in=[TECHNICAL_OWNER_CODENAME], with_superusers=False, with_group_users=True
+            ),
+        )
+        people = list(owners.filter(is_active=True).order_by("pk"))
+    return people
+
+
+def aged_item_escalate(*, item: AgedItem, step: int, now: datetime) -> bool:
+    """Send ladder step ``step`` (1-based) for ``item`` unless it was sent; True when this call sent it.
+
+    One transaction: the AgedWorkEscalation row (inserted unless its unique key is taken: then
+    nothing else happens), one ``aged_work_escalated`` timeline event on the item's run (or its job)
+    with the age and the owner, and a notification (event ``aged_work``) to the owning team's members
+    and the escalation owner who may see the item -- or, with none of them, to the job's technical
+    owners (delivered after
+    commit through their channels: in-app, e-mail, chat/push, the team's chat targets included).
+    """
+    steps = ladder_steps()
+    step_seconds = steps[step - 1]
+    with transaction.atomic():
+        row = AgedWorkEscalation(
+            kind=item.kind,
+            subject=item.subject,
+            since=item.since,
+            step=step,
+            step_seconds=step_seconds,
+            job=item.job,
+            team=item.owner.team,
+            escalation_owner_id=item.owner.escalation_owner.pk if item.owner.escalation_owner else None,
+            sent_at=now,
+        )
+        if not row_insert_unless_conflict(row):
+            return False
+        people = _recipients(item)
+        owner_words = item.owner.words
+        told_whom = owner_words if owner_words != "no owner" else "no owner named: the job's technical owners"
+        summary = (
+            f"Aged work escalated (reminder {step} of {len(steps)}): {item.kind_label.lower()}, "
+            f"{item.age_words} old — {told_whom}"
+        )
+        run = Run.objects.select_related("tenant").filter(pk=item.run_id).first() if item.run_id else None
+        tenant = run.tenant if run is not None else None
+        if tenant is None and item.tenant_id is not None:
+            tenant = Tenant.objects.filter(pk=item.tenant_id).first()
+        timeline_event_record(
+            job=item.job,
+            tenant=tenant,
+            run=run,
+            kind=TimelineEvent.Kind.AGED_WORK_ESCALATED,
+            summary=summary,
+            occurred_at=now,
+            data={
+                "kind": item.kind,
+                "subject": str(item.subject),
+                "step": step,
+                "age_seconds": item.age_seconds,
+                "team": item.owner.team.name if item.owner.team else None,
+                "escalation_owner": item.owner.escalation_owner.get_username() if item.owner.escalation_owner else None,
+            },
+        )
+        told = notify(
+            event=Notification.Event.AGED_WORK,
+            recipients=people,
+            dedup_key=f"aged:{item.kind}:{item.subject}:{item.since.isoformat()}:{step}",
+            subject=f"Aged {seconds_in_words(step_seconds)}: {item.kind_label.lower()} — {item.title}",
+            body=f"{item.detail}. Aged since {item.since:%Y-%m-%d %H:%M}Z ({item.age_words}). Owner: {owner_words}.",
+            link=item.url,
+        )
+        AgedWorkEscalation.objects.filter(pk=row.pk).update(told_count=len(told))
+    return True
+
+
+def aged_work_escalate(*, now: datetime | None = None) -> SweepResult:
+    """Beat tick: send each aged item's highest due ladder step that was not sent yet; overlap-safe.
+
+    An item past several steps at once (the beat was down) gets only the highest: one reminder, not
+    a burst. Returns the counts. Side effects: per step sent, what ``aged_item_escalate`` writes.
+    """
+    now = now or timezone.now()
+    result = SweepResult()
+    for item in aged_work_list(now=now):
+        result.aged += 1
+        step = ladder_step_due(age_seconds=item.age_seconds)
+        if step == 0 or step <= item.last_step:
+            continue
+        if aged_item_escalate(item=item, step=step, now=now):
+            result.sent += 1
+        else:
+            result.taken += 1
+    if result.sent:
+        logger.info("aged work: %s reminder(s) sent, %s already sent by another sweep", result.sent, result.taken)
+    return result
