@@ -15,6 +15,7 @@ from handover.handovers.models import (
     HandoverRun,
     ResidualException,
 )
+from handover.problems.models import Problem, ProblemEvent, ProblemHandover
 from handover.notifications.models import (
     AppriseTarget,
     Notification,
@@ -37,6 +38,9 @@ __all__ = [
     "HandoverNotification",
     "HandoverRevision",
     "HandoverRun",
+    "Problem",
+    "ProblemEvent",
+    "ProblemHandover",
     "ResidualException",
     "UserPreference",
     "validate_time_zone",
