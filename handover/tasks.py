@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from handover.handovers import tasks as handover_tasks
 from handover.notifications import tasks as notification_tasks
+from handover.problems import tasks as problem_tasks
 
-__all__ = ["handover_tasks", "notification_tasks"]
+__all__ = ["handover_tasks", "notification_tasks", "problem_tasks"]

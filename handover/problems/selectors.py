@@ -20,7 +20,7 @@ from handover.handovers.models import Handover
 from handover.handovers.selectors import handover_visibility_filter
 from handover.problems.clean_runs import CleanRuns, problem_clean_runs, problem_target_runs
 from handover.problems.models import Problem, ProblemEvent, ProblemHandover
-from runs.attempts.business_state import run_business_state_annotate
+from runs.attempts.business_state import run_business_state, run_business_state_annotate
 from runs.attempts.models import Run
 from runs.permissions import is_admin, run_visibility_filter
 
@@ -44,7 +44,7 @@ def problem_list(
     *,
     user: User,
     status: str | None = None,
-    team: object | None = None,
+    team: str | None = None,
     job: str | None = None,
     tenant: str | None = None,
     title: str | None = None,
@@ -52,15 +52,15 @@ def problem_list(
 ) -> QuerySet[Problem]:
     """Problems ``user`` may see, newest first, with the owning team and creator loaded.
 
-    Filters: ``status``; ``team`` (a team's id); ``job`` (a job key) and ``tenant`` (a tenant slug,
+    Filters: ``status``; ``team`` (the owning team's name); ``job`` (a job key) and ``tenant`` (a tenant slug,
     case-insensitive): problems with a linked run of that job or tenant *the viewer may see*; ``title``:
     title starts with it, case-insensitively; ``handover``: problems linked to it. Queries: one.
     """
     problems = Problem.objects.filter(problem_visibility_filter(user=user))
     if status:
         problems = problems.filter(status=status)
-    if team is not None:
-        problems = problems.filter(owning_team_id=team)
+    if team:
+        problems = problems.filter(owning_team__name=team)
     if job or tenant:
         runs = Run.objects.filter(
             run_visibility_filter(user=user), handover_links__handover__problem_links__problem=OuterRef("pk")
@@ -88,8 +88,9 @@ def problem_get(*, user: User, public_id: object) -> Problem | None:
 
 @dataclass
 class ProblemView:
-    """What ``user`` sees of one problem: linked handovers and runs they may see, clean-run figures
-    over those, and the history (link events about hidden handovers left out)."""
+    """What ``user`` sees of one problem: linked handovers and runs they may see (each run carries
+    ``business_state``, a ``BusinessState``), clean-run figures over those, and the history (link
+    events about hidden handovers left out)."""
 
     problem: Problem
     handovers: list[Handover]
@@ -120,10 +121,13 @@ def problem_view(*, user: User, problem: Problem) -> ProblemView:
         .select_related("actor", "handover")
         .order_by("occurred_at", "id")
     )
+    shown_runs = list(runs.select_related("job", "tenant").order_by("window_start", "id"))
+    for run in shown_runs:  # annotated: no query; the page, the API and the export read it
+        run.business_state = run_business_state(run)  # type: ignore[attr-defined]
     return ProblemView(
         problem=problem,
         handovers=handovers,
-        runs=list(runs.select_related("job", "tenant").order_by("window_start", "id")),
+        runs=shown_runs,
         clean_runs=problem_clean_runs(problem=problem, user=user),
         events=events,
     )

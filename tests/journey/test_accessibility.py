@@ -18,6 +18,8 @@ from playwright.sync_api import Browser, Page, expect
 from approvals.replays.demo import demo_replay_load
 from handover.handovers.demo import demo_handover_load
 from handover.handovers.models import Handover
+from handover.problems.demo import demo_problem_load
+from handover.problems.models import Problem
 from runs.attempts.models import Run
 from runs.catalog.models import Job
 from runs.demo.loader import demo_load
@@ -42,7 +44,8 @@ def _pages() -> list[str]:
     run = Run.objects.order_by("window_start", "pk").first()
     job = Job.objects.order_by("key").first()
     handover = Handover.objects.order_by("pk").first()
-    assert run is not None and job is not None and handover is not None  # the demo wrote them
+    problem = Problem.objects.order_by("pk").first()
+    assert run is not None and job is not None and handover is not None and problem is not None  # the demo wrote them
     return [
         "/runs/",
         f"/runs/{run.public_id}/",
@@ -57,6 +60,9 @@ def _pages() -> list[str]:
         f"/jobs/{job.public_id}/",
         "/preferences/",
         "/account/tokens/",
+        "/problems/",
+        "/problems/new/",
+        f"/problems/{problem.public_id}/",
     ]
 
 
@@ -84,6 +90,7 @@ def demo(settings: Any) -> dict[str, str]:
     settings.AXES_ENABLED = False
     passwords = demo_load().passwords
     demo_handover_load()  # as manage.py load_demo does: the runs app's loader writes no handover or replay
+    demo_problem_load()
     demo_replay_load()
     return passwords
 
