@@ -172,7 +172,10 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
         "reopen, and close before verified, need a reason"
     ),
     ("POST", "/api/v1/problems/{id}/handovers/"): "a closed problem is reopened before its links change",
-    ("DELETE", "/api/v1/problems/{id}/handovers/{handover_id}/"): "a closed problem is reopened before its links change",
+    (
+        "DELETE",
+        "/api/v1/problems/{id}/handovers/{handover_id}/",
+    ): "a closed problem is reopened before its links change",
     ("POST", "/api/v1/integrations/{id}/keys/"): "a key is bound to named tenants or to all tenants (one of the two)",
     ("POST", "/api/v1/integrations/{id}/transport/"): "envelope item types are names, only with the envelope decoder",
     ("POST", "/api/v1/integrations/{id}/conventions/"): "conventions are the source adapter's named settings",

@@ -142,8 +142,8 @@ def test_the_rule_table_names_only_existing_endpoints() -> None:
 
 class World:
     """Two tenants, each with a job, a target, a failed run with an attempt, an alert, a next-run check,
-    a handover with a residual exception and a problem linked to it, a ledger item and load; people of every role on the first
-    ("own") tenant; an integration with a key; audit events about both tenants."""
+    a handover with a residual exception and a problem linked to it, a ledger item and load; people of
+    every role on the first ("own") tenant; an integration with a key; audit events about both tenants."""
 
     def __init__(self) -> None:
         self.users: dict[str, AbstractBaseUser] = {}

@@ -59,8 +59,8 @@ from handover.handovers.services import (
 from handover.handovers.staleness import text_diff
 from handover.handovers.versions import EditConflict
 from handover.notifications.selectors import notification_rows_about
-from handover.problems.selectors import problem_list, problems_for_handover
 from handover.notifications.told import told_for, told_sentence
+from handover.problems.selectors import problem_list, problems_for_handover
 from runs.attempts.models import Run
 from runs.permissions import may_act_on_runs, run_visibility_filter
 
@@ -190,9 +190,7 @@ def handover_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     linked = problems_for_handover(user=request.user, handover=handover)
     context.update(
         problems=linked,
-        problem_choices=[
-            p for p in problem_list(user=request.user)[:50] if p.status != "closed" and p not in linked
-        ],
+        problem_choices=[p for p in problem_list(user=request.user)[:50] if p.status != "closed" and p not in linked],
         reopen_form=ReasonForm(),
         exception_form=ResidualExceptionForm(),
         owner_form=ResidualExceptionOwnerForm(),

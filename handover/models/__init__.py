@@ -15,7 +15,6 @@ from handover.handovers.models import (
     HandoverRun,
     ResidualException,
 )
-from handover.problems.models import Problem, ProblemEvent, ProblemHandover
 from handover.notifications.models import (
     AppriseTarget,
     Notification,
@@ -24,6 +23,7 @@ from handover.notifications.models import (
     NotificationPreference,
     Team,
 )
+from handover.problems.models import Problem, ProblemEvent, ProblemHandover
 
 __all__ = [
     "ApiTokenLabel",

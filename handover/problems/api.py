@@ -7,8 +7,9 @@ tenant). docs/problems.md describes the states, the clean-run rule and who sees 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
@@ -95,6 +96,10 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
             kwargs["context"]["summaries"] = problem_summaries(user=self.request.user, problems=args[0])
         return super().get_serializer(*args, **kwargs)
 
+    def _person(self) -> AbstractBaseUser:
+        """The signed-in caller (the API's default permission admits authenticated people only)."""
+        return cast(AbstractBaseUser, self.request.user)
+
     def get_object(self) -> Problem:
         problem = problem_get(user=self.request.user, public_id=self.kwargs["id"])
         if problem is None:
@@ -103,7 +108,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
 
     def _detail(self, problem: Problem, status_code: int = status.HTTP_200_OK) -> Response:
         fresh = problem_get(user=self.request.user, public_id=problem.public_id) or problem
-        context = {"may_write": may_write_problem(user=self.request.user, problem=fresh)}
+        context = {"may_write": may_write_problem(user=self._person(), problem=fresh)}
         view = problem_view(user=self.request.user, problem=fresh)
         return Response(ProblemRecordDetailSerializer(view, context=context).data, status=status_code)
 
@@ -118,7 +123,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
         data.is_valid(raise_exception=True)
         values = data.validated_data
         problem = problem_create(
-            actor=request.user,
+            actor=self._person(),
             title=values["title"],
             defect_ref=values["defect_ref"],
             description=values["description"],
@@ -146,7 +151,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
         problem = self.get_object()
         data = ProblemUpdateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        problem = problem_update(problem=problem, actor=request.user, **data.validated_data)
+        problem = problem_update(problem=problem, actor=self._person(), **data.validated_data)
         return self._detail(problem)
 
     @extend_schema(
@@ -164,7 +169,9 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
         data = ProblemTransitionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
-        moved = problem_transition(problem=problem, action=values["action"], actor=request.user, reason=values["reason"])
+        moved = problem_transition(
+            problem=problem, action=values["action"], actor=self._person(), reason=values["reason"]
+        )
         return self._detail(moved.obj)
 
     @extend_schema(
@@ -179,7 +186,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
         data = ProblemLinkInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         (handover,) = _visible_handovers(request, [data.validated_data["handover"]])
-        problem_link_handover(problem=problem, handover=handover, actor=request.user)
+        problem_link_handover(problem=problem, handover=handover, actor=self._person())
         return self._detail(problem)
 
     @extend_schema(
@@ -197,7 +204,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
     def unlink(self, request: Request, id: str, handover_id: str) -> Response:
         problem = self.get_object()
         (handover,) = _visible_handovers(request, [handover_id])
-        problem_unlink_handover(problem=problem, handover=handover, actor=request.user)
+        problem_unlink_handover(problem=problem, handover=handover, actor=self._person())
         return self._detail(problem)
 
     @extend_schema(

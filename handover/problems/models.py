@@ -13,12 +13,16 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
 from handover.core.models import TimeStampedModel, choices_check
+
+if TYPE_CHECKING:
+    from handover.handovers.models import Handover
 
 DEFAULT_CLEAN_RUNS_REQUIRED = 3
 MAX_CLEAN_RUNS_REQUIRED = 100
@@ -80,7 +84,7 @@ class Problem(TimeStampedModel):
     closed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    handovers = models.ManyToManyField(
+    handovers: models.ManyToManyField[Handover, ProblemHandover] = models.ManyToManyField(
         "handover.Handover", through="ProblemHandover", related_name="problems", blank=True
     )
 
@@ -174,9 +178,7 @@ class ProblemEvent(models.Model):
     from_status = models.CharField(max_length=20, blank=True)
     to_status = models.CharField(max_length=20, blank=True)
     reason = models.TextField(blank=True)
-    handover = models.ForeignKey(
-        "handover.Handover", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
+    handover = models.ForeignKey("handover.Handover", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,

@@ -10,6 +10,7 @@ for everyone who sees it. A team grants no permission: being in the owning team 
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +78,7 @@ def problem_list(
     return problems.select_related("owning_team", "created_by").order_by("-created_at", "-id")
 
 
-def problem_get(*, user: User, public_id: object) -> Problem | None:
+def problem_get(*, user: User, public_id: uuid.UUID | str) -> Problem | None:
     """One problem ``user`` may see (with team, creator and closer), or None when missing or hidden. Queries: one."""
     return (
         Problem.objects.filter(problem_visibility_filter(user=user), public_id=public_id)
@@ -140,18 +141,20 @@ def problem_summaries(*, user: User, problems: list[Problem]) -> dict[int, dict[
     """
     ids = [p.pk for p in problems]
     counts: dict[int, dict[str, Any]] = {pk: {"handovers": 0, "runs": 0} for pk in ids}
-    for pk in (
+    for problem_id in (
         ProblemHandover.objects.filter(problem_id__in=ids)
         .filter(handover__in=Handover.objects.filter(handover_visibility_filter(user=user)))
         .values_list("problem_id", flat=True)
     ):
-        counts[pk]["handovers"] += 1
-    for pk in (
-        Run.objects.filter(run_visibility_filter(user=user), handover_links__handover__problem_links__problem_id__in=ids)
+        counts[problem_id]["handovers"] += 1
+    for problem_id, _run_id in (
+        Run.objects.filter(
+            run_visibility_filter(user=user), handover_links__handover__problem_links__problem_id__in=ids
+        )
         .values_list("handover_links__handover__problem_links__problem_id", "pk")
         .distinct()
     ):
-        counts[pk[0]]["runs"] += 1
+        counts[problem_id]["runs"] += 1
     return counts
 
 

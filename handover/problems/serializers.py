@@ -121,7 +121,9 @@ class TargetProgressSerializer(serializers.Serializer[TargetProgress]):
     runs = serializers.SerializerMethodField()
 
     def get_runs(self, progress: TargetProgress) -> list[dict[str, Any]]:
-        return [{"id": str(run.public_id), "status": run.status, "business_state": state} for run, state in progress.runs]
+        return [
+            {"id": str(run.public_id), "status": run.status, "business_state": state} for run, state in progress.runs
+        ]
 
 
 class ProblemEventSerializer(serializers.ModelSerializer[ProblemEvent]):

@@ -69,7 +69,7 @@ def problem_event_record(
         problem=problem,
         kind=kind,
         summary=redact_text(summary)[:500],
-        actor=actor,
+        actor=actor,  # type: ignore[misc]  # the project's user model (an AbstractBaseUser)
         handover=handover,
         from_status=from_status,
         to_status=to_status,
@@ -80,7 +80,9 @@ def problem_event_record(
 
 
 def problem_linked_runs(problem: Problem) -> list[Run]:
-    """Every run of the handovers linked to ``problem`` (with tenant and job): what the write rule reads. Queries: one."""
+    """Every run of the handovers linked to ``problem`` (with tenant and job): what the write rule reads.
+
+    Queries: one."""
     return list(
         Run.objects.filter(handover_links__handover__problem_links__problem=problem)
         .select_related("tenant", "job")
@@ -93,9 +95,7 @@ def may_write_problem(*, user: AbstractBaseUser, problem: Problem) -> bool:
     runs = problem_linked_runs(problem)
     if runs:
         return may_act_on_any_run(user=user, runs=runs)
-    return may_act_on_any_run(user=user, runs=[]) or (
-        problem.created_by_id == user.pk and may_act_anywhere(user=user)
-    )
+    return may_act_on_any_run(user=user, runs=[]) or (problem.created_by_id == user.pk and may_act_anywhere(user=user))
 
 
 def _require_write(actor: AbstractBaseUser | None, problem: Problem) -> None:
@@ -108,7 +108,9 @@ def _require_write(actor: AbstractBaseUser | None, problem: Problem) -> None:
 def _require_handover_write(actor: AbstractBaseUser, handover: Handover) -> None:
     runs = list(Run.objects.filter(handover_links__handover=handover).select_related("tenant", "job"))
     if not may_act_on_runs(user=actor, runs=runs):
-        raise Forbidden("Only support on each of the handover's tenants, its job's technical owners and admins link it.")
+        raise Forbidden(
+            "Only support on each of the handover's tenants, its job's technical owners and admins link it."
+        )
 
 
 def _check_clean_runs(value: int) -> int:
@@ -169,7 +171,7 @@ def problem_create(
             defect_ref=_clean(defect_ref)[:500],
             description=_clean(description),
             owning_team=owning_team,
-            created_by=actor,
+            created_by=actor,  # type: ignore[misc]  # the project's user model (an AbstractBaseUser)
             status_changed_at=now,
             **({"clean_runs_required": required} if required is not None else {}),
         )

@@ -8,6 +8,7 @@ writes, POST → redirect → GET with a message.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -54,21 +55,21 @@ DONE_WORDS = {
 }
 
 
-def _visible(request: HttpRequest, id: object) -> Problem:
+def _visible(request: HttpRequest, id: uuid.UUID | str) -> Problem:
     problem = problem_get(user=request.user, public_id=id)
     if problem is None:
         raise Http404("No such problem")
     return problem
 
 
-def _writable(request: HttpRequest, id: object) -> Problem:
+def _writable(request: HttpRequest, id: uuid.UUID | str) -> Problem:
     problem = _visible(request, id)
     if not may_write_problem(user=request.user, problem=problem):  # type: ignore[arg-type]
         raise PermissionDenied("You may read this problem but not change it.")
     return problem
 
 
-def _filters(request: HttpRequest) -> dict[str, str | None]:
+def _filters(request: HttpRequest) -> dict[str, Any]:
     status = request.GET.get("status") or None
     return {
         "status": status if status in Problem.Status.values else None,
@@ -81,7 +82,9 @@ def _filters(request: HttpRequest) -> dict[str, str | None]:
 
 @login_required
 def problem_list_view(request: HttpRequest) -> HttpResponse:
-    """Problems the viewer may see, newest first; filters ``status``, ``team``, ``job``, ``tenant``, ``q`` (title prefix)."""
+    """Problems the viewer may see, newest first.
+
+    Filters: ``status``, ``team``, ``job``, ``tenant``, ``q`` (title prefix, case-insensitive)."""
     filters = _filters(request)
     page = Paginator(problem_list(user=request.user, **filters), PAGE_SIZE).get_page(request.GET.get("page"))
     summaries = problem_summaries(user=request.user, problems=list(page))

@@ -140,7 +140,9 @@ def test_a_problem_behind_two_handovers_is_verified_by_clean_runs_then_closed(
     assert closed.status == "closed" and closed.closed_by.get_username() == "olga"
     assert closed.closed_at is not None and closed.closed_at <= timezone.now()
     moves = list(
-        ProblemEvent.objects.filter(problem=problem, kind="transitioned").order_by("id").values_list("to_status", flat=True)
+        ProblemEvent.objects.filter(problem=problem, kind="transitioned")
+        .order_by("id")
+        .values_list("to_status", flat=True)
     )
     assert moves == ["fix_in_progress", "fix_deployed", "verified", "closed"]
     expect(page.get_by_test_id("problem-history")).to_contain_text("Verified (the system)")

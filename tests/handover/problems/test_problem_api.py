@@ -28,9 +28,7 @@ def _post(client: Client, path: str, body: dict[str, Any]) -> Any:
 
 
 def _both(pw: ProblemWorld) -> Problem:
-    return problem_create(
-        actor=pw.admin, title="Gateway acks lost", handovers=[pw.acme_handover, pw.borealis_handover]
-    )
+    return problem_create(actor=pw.admin, title="Gateway acks lost", handovers=[pw.acme_handover, pw.borealis_handover])
 
 
 def test_create_read_update_over_the_api(pw: ProblemWorld) -> None:
@@ -174,7 +172,9 @@ def test_link_and_unlink_over_the_api(pw: ProblemWorld) -> None:
     linked = _post(owner, f"{BASE}{problem.public_id}/handovers/", {"handover": str(pw.borealis_handover.public_id)})
     assert linked.status_code == 200 and len(linked.json()["handovers"]) == 2
     hidden = _post(
-        client_for(pw.support), f"{BASE}{problem.public_id}/handovers/", {"handover": str(pw.borealis_handover.public_id)}
+        client_for(pw.support),
+        f"{BASE}{problem.public_id}/handovers/",
+        {"handover": str(pw.borealis_handover.public_id)},
     )
     assert hidden.status_code == 404  # sam may not see borealis' handover
 

@@ -201,7 +201,9 @@ def test_edit_records_old_and_new_values(pw: ProblemWorld) -> None:
     problem_update(problem=problem, actor=pw.support, title="Gateway acks lost", defect_ref="PRB-2041")
 
     event = ProblemEvent.objects.get(problem=problem, kind="edited")
-    assert event.data["changes"] == {"title": {"from": "Ledger gateway drops acknowledgements", "to": "Gateway acks lost"}}
+    assert event.data["changes"] == {
+        "title": {"from": "Ledger gateway drops acknowledgements", "to": "Gateway acks lost"}
+    }
     problem_update(problem=problem, actor=pw.support, title="Gateway acks lost")
     assert _kinds(problem).count("edited") == 1  # nothing changed: nothing written
     with pytest.raises(DomainError):

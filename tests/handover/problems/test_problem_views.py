@@ -51,7 +51,9 @@ def test_link_from_the_handover_page(pw: ProblemWorld) -> None:
     page = client.get(f"/handovers/{pw.borealis_handover.public_id}/").content.decode()
     assert "Link to problem" in page and str(problem.public_id) in page
 
-    response = client.post(f"/handovers/{pw.borealis_handover.public_id}/problems/", {"problem": str(problem.public_id)})
+    response = client.post(
+        f"/handovers/{pw.borealis_handover.public_id}/problems/", {"problem": str(problem.public_id)}
+    )
 
     assert response.status_code == 302
     assert ProblemHandover.objects.filter(problem=problem, handover=pw.borealis_handover).exists()
@@ -66,7 +68,10 @@ def test_the_page_offers_only_the_moves_the_status_allows_and_only_to_writers(pw
 
     reader = client_for(pw.auditor).get(f"/problems/{problem.public_id}/").content.decode()
     assert 'name="action"' not in reader and "Acks lost" in reader
-    assert client_for(pw.auditor).post(f"/problems/{problem.public_id}/transition/", {"action": "start_fix"}).status_code == 403
+    assert (
+        client_for(pw.auditor).post(f"/problems/{problem.public_id}/transition/", {"action": "start_fix"}).status_code
+        == 403
+    )
 
 
 def test_a_refused_move_comes_back_as_a_message_and_changes_nothing(pw: ProblemWorld) -> None:
