@@ -79,7 +79,7 @@ def test_the_lifecycle_moves_one_step_at_a_time_with_one_event_each(pw: ProblemW
         ("closed", "start_fix"),
         ("closed", "deploy_fix"),
         ("closed", "verify"),
-        ("open", "reopen"),
+        ("fix_in_progress", "verify"),
     ],
 )
 def test_illegal_transitions_are_refused_and_write_nothing(pw: ProblemWorld, status: str, action: str) -> None:
