@@ -227,7 +227,8 @@ def problem_update(
     if clean_runs_required is not UNSET:
         given["clean_runs_required"] = _check_clean_runs(clean_runs_required)
     with transaction.atomic():
-        current = Problem.objects.select_for_update().select_related("owning_team").get(pk=problem.pk)
+        # no select_related: PostgreSQL locks no nullable side of an outer join (the team is optional)
+        current = Problem.objects.select_for_update().get(pk=problem.pk)
         if current.status == Problem.Status.CLOSED:
             raise InvalidTransition("The problem is closed: reopen it before editing it.")
         changes = {
