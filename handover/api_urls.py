@@ -9,6 +9,7 @@ from handover.accounts.api import ApiTokenViewSet
 from handover.handovers.api import HandoverViewSet
 from handover.notifications.api import NotificationViewSet
 from handover.ownership.api import AgedWorkViewSet, JobOwnershipView, TargetOwnershipView
+from handover.problems.api import ProblemViewSet
 from runs.catalog.pause_api import JobPauseView, JobResumeView
 
 router = DefaultRouter(use_regex_path=False)
@@ -16,6 +17,8 @@ router.include_root_view = False
 # JSON only: no ``.json`` twins of every route (custom actions take no ``format`` argument: a 500)
 router.include_format_suffixes = False
 router.register("handovers", HandoverViewSet, basename="handover")
+# problems: the systemic cause behind handovers (docs/problems.md)
+router.register("problems", ProblemViewSet, basename="problem")
 # the caller's own personal API tokens: /api/v1/tokens/ and /api/v1/tokens/<prefix>/
 router.register("tokens", ApiTokenViewSet, basename="api-token")
 # the caller's own notifications: /api/v1/notifications/, unread-count/, read/

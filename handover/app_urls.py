@@ -38,6 +38,17 @@ from handover.notifications.views import (
     profile_view,
 )
 from handover.ownership.views import aged_work_mine_view, job_ownership_view, team_detail_view
+from handover.problems.views import (
+    handover_problem_link_view,
+    problem_detail_view,
+    problem_edit_view,
+    problem_export_view,
+    problem_list_view,
+    problem_markdown_view,
+    problem_new_view,
+    problem_transition_view,
+    problem_unlink_view,
+)
 from runs.catalog.pause_views import job_pause_view, job_resume_view
 
 app_name = "handover"
@@ -58,7 +69,17 @@ urlpatterns = [
         residual_exception_edit_view,
         name="residual-exception-edit",
     ),
+    path("handovers/<uuid:id>/problems/", handover_problem_link_view, name="handover-problem-link"),
     path("handovers/<uuid:id>/<slug:action>/", handover_action_view, name="handover-action"),
+    # problems: the systemic cause behind handovers (docs/problems.md)
+    path("problems/", problem_list_view, name="problem-list"),
+    path("problems/export.csv", problem_export_view, name="problem-export"),
+    path("problems/new/", problem_new_view, name="problem-new"),
+    path("problems/<uuid:id>/", problem_detail_view, name="problem-detail"),
+    path("problems/<uuid:id>/edit/", problem_edit_view, name="problem-edit"),
+    path("problems/<uuid:id>/transition/", problem_transition_view, name="problem-transition"),
+    path("problems/<uuid:id>/unlink/", problem_unlink_view, name="problem-unlink"),
+    path("problems/<uuid:id>/markdown/", problem_markdown_view, name="problem-markdown"),
     path("runs/<uuid:id>/handover-box/", run_handover_box_view, name="run-handover-box"),
     path("jobs/<uuid:id>/pause/", job_pause_view, name="job-pause"),
     path("jobs/<uuid:id>/resume/", job_resume_view, name="job-resume"),

@@ -315,6 +315,7 @@ SPECTACULAR_SETTINGS = {
         "HandoverStatusEnum": "handover.handovers.models._HandoverStatus",
         "HandoverSectionEnum": "handover.handovers.models._HandoverSection",
         "HandoverNotificationStatusEnum": "handover.handovers.models._NotificationStatus",
+        "ProblemStatusEnum": "handover.problems.models._ProblemStatus",
     },
 }
 
@@ -368,6 +369,8 @@ CELERY_BEAT_SCHEDULE = {
     "handover-notification-sweep": {"task": "handover.notification_sweep", "schedule": 60.0},
     # Every 5 minutes: the reminder ladder of aged work (each step sent once per item; docs/ownership.md).
     "handover-aged-work-sweep": {"task": "handover.aged_work_escalate", "schedule": 300.0},
+    # Every 5 minutes: verify problems whose fix is deployed once every linked target ran clean N times.
+    "handover-problem-verify-sweep": {"task": "handover.problem_verify_sweep", "schedule": 300.0},
 }
 # How far back the missed-run sweep re-checks fire times each tick (a longer outage is walked from
 # the target's latest run), in seconds.

@@ -295,3 +295,29 @@ def may_manage_job_ownership(*, user: User, job: Job) -> bool:
     if not _active(user):
         return False
     return is_admin(user) or _has_perm(user, TECHNICAL_OWNER, job)
+# --- problems (the systemic cause behind handovers; docs/problems.md "Who may do what") -------------
+
+
+def may_act_anywhere(*, user: User) -> bool:
+    """Whether ``user`` holds an acting role somewhere: support on some tenant, technical owner of some
+    job, or admin. Who may open a problem not yet linked to any handover. Queries: at most two."""
+    if not _active(user):
+        return False
+    return is_admin(user) or tenant_list_supported(user=user).exists() or job_list_owned(user=user).exists()
+
+
+def may_act_on_any_run(*, user: User, runs: Iterable[Run]) -> bool:
+    """Whether ``user`` may act (``may_act_on``) on at least one of ``runs``: support on a run's tenant,
+    technical owner of a run's job, or admin. The rule of a problem's writes (edit, link, transition):
+    support of a linked tenant or technical owner of a linked job. False for no runs (admins aside).
+    Queries: at most two, whatever the number of runs."""
+    runs = list(runs)
+    if not _active(user):
+        return False
+    if is_admin(user):
+        return True
+    if not runs:
+        return False
+    if job_list_owned(user=user).filter(pk__in={r.job_id for r in runs}).exists():
+        return True
+    return tenant_list_supported(user=user).filter(pk__in={r.tenant_id for r in runs}).exists()

@@ -264,6 +264,52 @@ def _foreign_token(world: Any, scope: str) -> dict[str, Any]:
     return {"prefix": world.objects[key].token_key}
 
 
+def _problem_create(world: Any, scope: str) -> dict[str, Any]:
+    return {"title": "matrix problem", "handovers": [str(world.obj("handover", scope).public_id)]}
+
+
+def _handover_of(world: Any, scope: str) -> dict[str, Any]:
+    return {"handover": str(world.obj("handover", scope).public_id)}
+
+
+def _problem_of(world: Any, scope: str) -> dict[str, Any]:
+    return {"problem": str(world.obj("problem", scope).public_id)}
+
+
+def _extra_linked_handover(world: Any, scope: str) -> Any:
+    """A fresh handover of the scope's target, linked to the scope's problem (one per request: an unlink
+    that succeeds takes it away, never the problem's own link)."""
+    from datetime import timedelta
+
+    from handover.handovers.services import handover_create
+    from handover.problems.services import problem_link_handover
+    from tests.factories import RunFactory
+
+    count = world.objects.setdefault(("extra_handovers", scope), [0])
+    count[0] += 1
+    target, admin = world.obj("target", scope), world.users["admin"]
+    base = world.obj("run", scope)
+    run = RunFactory(
+        job=target.job,
+        tenant=target.tenant,
+        target=target,
+        status="failed",
+        window_start=base.window_start + timedelta(days=count[0]),
+        window_end=base.window_end + timedelta(days=count[0]),
+    )
+    handover = handover_create(actor=admin, runs=[run])
+    problem_link_handover(problem=world.obj("problem", scope), handover=handover, actor=admin)
+    return handover
+
+
+def _unlink_kwargs(world: Any, scope: str) -> dict[str, Any]:
+    return {"handover_id": str(_extra_linked_handover(world, scope).public_id)}
+
+
+def _unlink_form(world: Any, scope: str) -> dict[str, Any]:
+    return {"handover": str(_extra_linked_handover(world, scope).public_id)}
+
+
 # Django's admin site, one wildcard entry: staff only, whatever the model. Django's admin looks at
 # is_staff alone, so a person without roles and one with a tenant role stand for every non-staff role.
 ADMIN_SITE = R(site=True, GET=admin_site, roles=("anon", "nobody", "support", "admin"))
@@ -393,6 +439,13 @@ RULES: dict[str, Rule] = {
     "handover-api:handover-revisions": R("handover", GET=READ),
     "handover-api:handover-residual-exceptions": R("handover", POST=WRITE),
     "handover-api:handover-residual-exception-detail": R("exception", PATCH=WRITE),
+    # --- problems API (docs/problems.md): readers of a linked tenant see, support/technical owners act --------
+    "handover-api:problem-list": R("problem", GET=listing(READ), POST=WRITE, data=_problem_create),
+    "handover-api:problem-detail": R("problem", GET=READ, PATCH=WRITE),
+    "handover-api:problem-transition": R("problem", POST=WRITE, data=lambda w, s: {"action": "start_fix"}),
+    "handover-api:problem-handovers": R("problem", POST=WRITE, data=_handover_of),
+    "handover-api:problem-handover-detail": R("problem", DELETE=WRITE, kwargs=_unlink_kwargs),
+    "handover-api:problem-markdown": R("problem", GET=READ),
     "handover-api:job-pause": R("job", POST=PAUSE_JOB),
     "handover-api:job-resume": R("job", POST=PAUSE_JOB),
     # ownership of aged work: readers of the job see it, its technical owners (and admins) change it
@@ -489,6 +542,22 @@ RULES: dict[str, Rule] = {
     "handover:residual-exception-add": R("handover", POST=WRITE),
     "handover:residual-exception-edit": R("exception", POST=WRITE),
     "handover:run-handover-box": R("run", GET=READ),
+    "handover:handover-problem-link": R("handover", POST=WRITE, data=_problem_of),
+    # --- problem pages ---------------------------------------------------------------------------------
+    "handover:problem-list": R("problem", GET=listing(READ)),
+    "handover:problem-export": R("problem", GET=listing(READ)),
+    "handover:problem-new": R(
+        "handover",
+        GET=WRITE,
+        POST=WRITE,
+        query=_handover_of,
+        data=lambda w, s: {"title": "matrix problem", "clean_runs_required": 3},
+    ),
+    "handover:problem-detail": R("problem", GET=READ),
+    "handover:problem-edit": R("problem", POST=WRITE, data=lambda w, s: {"title": "matrix", "clean_runs_required": 3}),
+    "handover:problem-transition": R("problem", POST=WRITE, data=lambda w, s: {"action": "start_fix"}),
+    "handover:problem-unlink": R("problem", POST=WRITE, data=_unlink_form),
+    "handover:problem-markdown": R("problem", GET=READ),
     "handover:job-pause": R("job", POST=PAUSE_JOB),
     "handover:job-resume": R("job", POST=PAUSE_JOB),
     "handover:job-ownership": R("job", GET=READ, POST=page_form(MANAGE_RUNNERS)),

@@ -165,6 +165,17 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/handovers/{id}/residual-exceptions/"): "a residual exception's owner exists",
     ("PATCH", "/api/v1/handovers/{id}/residual-exceptions/{exception_id}/"): "an edit changes something",
     ("POST", "/api/v1/integrations/"): "a custom mapping compiles and its samples map",
+    ("POST", "/api/v1/problems/"): "a problem's title is not blank once trimmed",
+    ("PATCH", "/api/v1/problems/{id}/"): "a title is not blank once trimmed; a closed problem is reopened before edits",
+    ("POST", "/api/v1/problems/{id}/transition/"): (
+        "a move is allowed from the current status (verify only after N clean runs of every linked target); "
+        "reopen, and close before verified, need a reason"
+    ),
+    ("POST", "/api/v1/problems/{id}/handovers/"): "a closed problem is reopened before its links change",
+    (
+        "DELETE",
+        "/api/v1/problems/{id}/handovers/{handover_id}/",
+    ): "a closed problem is reopened before its links change",
     ("POST", "/api/v1/integrations/{id}/keys/"): "a key is bound to named tenants or to all tenants (one of the two)",
     ("POST", "/api/v1/integrations/{id}/transport/"): "envelope item types are names, only with the envelope decoder",
     ("POST", "/api/v1/integrations/{id}/conventions/"): "conventions are the source adapter's named settings",

@@ -28,6 +28,7 @@ from handover.handovers.filters import HandoverFilterSet, HandoverRevisionFilter
 from handover.handovers.models import Handover
 from handover.handovers.services import handover_create
 from handover.notifications.api import NotificationFilterSet
+from handover.problems.filters import ProblemFilterSet
 from runs.alerts.filters import AlertFilterSet, RefusedRequestFilterSet
 from runs.attempts.filters import RunFilterSet
 from runs.attempts.models import Run
@@ -112,6 +113,7 @@ LISTS: list[tuple[str, type[StrictFilterSet] | None, str, dict[str, str]]] = [
     ("/api/v1/integrations/refused-requests/", RefusedRequestFilterSet, "", {}),
     ("/api/v1/sources/", None, "", {}),
     ("/api/v1/jobs/", JobFilterSet, "page", {}),
+    ("/api/v1/problems/", ProblemFilterSet, "page", {}),
 ]
 
 

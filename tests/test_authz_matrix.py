@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from approvals.replays.models import ReplayRequest
 from handover.handovers.services import handover_create, residual_exception_create
+from handover.problems.services import problem_create
 from runs.alerts.models import Alert, Delivery
 from runs.audit.models import AuditEvent
 from runs.catalog.services import integration_get_or_create, integration_key_create, role_grant
@@ -141,8 +142,8 @@ def test_the_rule_table_names_only_existing_endpoints() -> None:
 
 class World:
     """Two tenants, each with a job, a target, a failed run with an attempt, an alert, a next-run check,
-    a handover with a residual exception, a ledger item and load; people of every role on the first
-    ("own") tenant; an integration with a key; audit events about both tenants."""
+    a handover with a residual exception and a problem linked to it, a ledger item and load; people of
+    every role on the first ("own") tenant; an integration with a key; audit events about both tenants."""
 
     def __init__(self) -> None:
         self.users: dict[str, AbstractBaseUser] = {}
@@ -195,6 +196,7 @@ class World:
                 created_at=timezone.now(),
             )
             handover = handover_create(actor=admin, runs=[run])
+            problem = problem_create(actor=admin, title=f"{slug} problem", handovers=[handover])
             exception = residual_exception_create(handover=handover, actor=admin, description="left over", run=run)
             check = NextRunCheckFactory(target=target)
             replay = ReplayRequest.objects.create(
@@ -216,6 +218,7 @@ class World:
                 "alert": alert,
                 "load": load,
                 "handover": handover,
+                "problem": problem,
                 "exception": exception,
                 "check": check,
                 "replay": replay,

@@ -60,6 +60,7 @@ from handover.handovers.staleness import text_diff
 from handover.handovers.versions import EditConflict
 from handover.notifications.selectors import notification_rows_about
 from handover.notifications.told import told_for, told_sentence
+from handover.problems.selectors import problem_list, problems_for_handover
 from runs.attempts.models import Run
 from runs.permissions import may_act_on_runs, run_visibility_filter
 
@@ -186,7 +187,10 @@ def handover_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     """The handover page: next action first, facts, unknowns, owners, runs, residue, closing conditions."""
     handover = _visible(request, id)
     context = _page_context(request, handover)
+    linked = problems_for_handover(user=request.user, handover=handover)
     context.update(
+        problems=linked,
+        problem_choices=[p for p in problem_list(user=request.user)[:50] if p.status != "closed" and p not in linked],
         reopen_form=ReasonForm(),
         exception_form=ResidualExceptionForm(),
         owner_form=ResidualExceptionOwnerForm(),

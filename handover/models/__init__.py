@@ -24,6 +24,7 @@ from handover.notifications.models import (
     Team,
 )
 from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
+from handover.problems.models import Problem, ProblemEvent, ProblemHandover
 
 __all__ = [
     "AgedWorkEscalation",
@@ -41,6 +42,9 @@ __all__ = [
     "HandoverNotification",
     "HandoverRevision",
     "HandoverRun",
+    "Problem",
+    "ProblemEvent",
+    "ProblemHandover",
     "ResidualException",
     "UserPreference",
     "validate_time_zone",

@@ -77,6 +77,11 @@ STATUS_ICONS = {
     # notification deliveries
     "held": "⧗",
     "undeliverable": "⊘",
+    # problems (docs/problems.md); "closed" is the handover's icon
+    "open": "○",
+    "fix_in_progress": "⚒",
+    "fix_deployed": "⇪",
+    "verified": "✔",
 }
 
 

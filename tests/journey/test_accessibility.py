@@ -20,6 +20,8 @@ from handover.handovers.demo import demo_handover_load
 from handover.handovers.models import Handover
 from handover.notifications.models import Team
 from handover.ownership.demo import demo_ownership_load
+from handover.problems.demo import demo_problem_load
+from handover.problems.models import Problem
 from runs.attempts.models import Run
 from runs.catalog.models import Job
 from runs.demo.loader import demo_load
@@ -50,6 +52,8 @@ def _pages() -> list[str]:
     handover = Handover.objects.order_by("pk").first()
     team = Team.objects.order_by("name").first()
     assert run is not None and job is not None and handover is not None and team is not None  # the demo wrote them
+    problem = Problem.objects.order_by("pk").first()
+    assert run is not None and job is not None and handover is not None and problem is not None  # the demo wrote them
     return [
         "/runs/",
         f"/runs/{run.public_id}/",
@@ -67,6 +71,9 @@ def _pages() -> list[str]:
         "/aged-work/",
         "/preferences/",
         "/account/tokens/",
+        "/problems/",
+        "/problems/new/",
+        f"/problems/{problem.public_id}/",
     ]
 
 
@@ -94,6 +101,7 @@ def demo(settings: Any) -> dict[str, str]:
     settings.AXES_ENABLED = False
     passwords = demo_load().passwords
     demo_handover_load()  # as manage.py load_demo does: the runs app's loader writes no handover or replay
+    demo_problem_load()
     demo_replay_load()
     demo_ownership_load()
     return passwords

@@ -18,6 +18,7 @@ from approvals.replays.demo import demo_replay_load
 from handover.handovers.demo import demo_handover_load
 from handover.notifications.services import notification_email_set_verified
 from handover.ownership.demo import demo_ownership_load
+from handover.problems.demo import demo_problem_load
 from runs.demo.loader import demo_load
 
 
@@ -46,6 +47,9 @@ class Command(BaseCommand):
         )
         # The handover for acme-foods' partially committed run (window 2026-11-27); once only.
         demo_handover_load(log=log)
+        # The problem behind acme-foods' and ironbridge-telecom's failures of that night (a second handover,
+        # drafted for ironbridge-telecom); once only.
+        demo_problem_load(log=log)
         # The replays of dunmore-pharmacy's failed run (window 2026-11-27): one refused (rule 2), one
         # approved by both owners, claimed by a simulated runner through the API and completed; once only.
         demo_replay_load(log=log)

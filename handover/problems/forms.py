@@ -1,0 +1,47 @@
+"""HTML forms of problems: shape and per-field rules only (who may, and the state rules, live in services)."""
+
+from __future__ import annotations
+
+from django import forms
+
+from handover.notifications.models import Team
+from handover.problems.models import DEFAULT_CLEAN_RUNS_REQUIRED, MAX_CLEAN_RUNS_REQUIRED, Problem
+
+
+class ProblemForm(forms.Form):
+    """A problem's own fields (new and edit)."""
+
+    title = forms.CharField(max_length=300)
+    defect_ref = forms.CharField(
+        max_length=500, required=False, label="Defect reference", help_text="a ticket URL or key, e.g. PRB-2041"
+    )
+    description = forms.CharField(max_length=20000, required=False, widget=forms.Textarea(attrs={"rows": 4}))
+    owning_team = forms.ModelChoiceField(
+        queryset=Team.objects.order_by("name"), required=False, empty_label="— no team —", label="Owning team"
+    )
+    clean_runs_required = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_CLEAN_RUNS_REQUIRED,
+        initial=DEFAULT_CLEAN_RUNS_REQUIRED,
+        label="Clean runs required",
+        help_text="clean runs of every linked target after the fix is deployed before it counts as verified",
+    )
+
+
+class ProblemTransitionForm(forms.Form):
+    """One move of the problem, with the reason some moves need."""
+
+    action = forms.ChoiceField(choices=[(a, a) for a in Problem.TRANSITIONS])
+    reason = forms.CharField(max_length=2000, required=False)
+
+
+class ProblemLinkForm(forms.Form):
+    """A handover to link to or unlink from a problem, by its id."""
+
+    handover = forms.UUIDField()
+
+
+class ProblemChoiceForm(forms.Form):
+    """From a handover's page: a problem to link it to, by its id."""
+
+    problem = forms.UUIDField()

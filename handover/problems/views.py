@@ -1,0 +1,287 @@
+"""HTML pages of problems: list (filters, CSV), new (from a handover), page, edit, transitions, unlink, Markdown;
+and linking a handover to a problem from the handover's page.
+
+Thin: a selector loads (404 when not visible), the view refuses read-only viewers (403), a service
+writes, POST → redirect → GET with a message.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from handover.core.errors import DomainError
+from handover.core.views import form_post
+from handover.handovers.models import Handover
+from handover.handovers.selectors import handover_get, handover_runs
+from handover.notifications.models import Team
+from handover.problems.export import problem_list_csv, problem_markdown
+from handover.problems.forms import ProblemChoiceForm, ProblemForm, ProblemLinkForm, ProblemTransitionForm
+from handover.problems.models import Problem
+from handover.problems.selectors import problem_get, problem_list, problem_summaries, problem_view
+from handover.problems.services import (
+    may_write_problem,
+    problem_create,
+    problem_link_handover,
+    problem_transition,
+    problem_unlink_handover,
+    problem_update,
+)
+from runs.permissions import may_act_anywhere, may_act_on_runs
+
+PAGE_SIZE = 50
+CSV_LIMIT = 5000
+ACTION_WORDS = {
+    "start_fix": "Start the fix",
+    "deploy_fix": "Fix deployed",
+    "verify": "Verify now",
+    "close": "Close",
+    "reopen": "Reopen",
+}
+DONE_WORDS = {
+    "start_fix": "Fix in progress.",
+    "deploy_fix": "Fix deployed: clean runs count from now.",
+    "verify": "Verified: every linked target ran clean often enough.",
+    "close": "Closed.",
+    "reopen": "Reopened.",
+}
+
+
+def _visible(request: HttpRequest, id: uuid.UUID | str) -> Problem:
+    problem = problem_get(user=request.user, public_id=id)
+    if problem is None:
+        raise Http404("No such problem")
+    return problem
+
+
+def _writable(request: HttpRequest, id: uuid.UUID | str) -> Problem:
+    problem = _visible(request, id)
+    if not may_write_problem(user=request.user, problem=problem):  # type: ignore[arg-type]
+        raise PermissionDenied("You may read this problem but not change it.")
+    return problem
+
+
+def _filters(request: HttpRequest) -> dict[str, Any]:
+    status = request.GET.get("status") or None
+    return {
+        "status": status if status in Problem.Status.values else None,
+        "team": (request.GET.get("team") or "")[:100] or None,
+        "job": (request.GET.get("job") or "")[:200] or None,
+        "tenant": (request.GET.get("tenant") or "")[:200] or None,
+        "title": (request.GET.get("q") or "")[:300] or None,
+    }
+
+
+@login_required
+def problem_list_view(request: HttpRequest) -> HttpResponse:
+    """Problems the viewer may see, newest first.
+
+    Filters: ``status``, ``team``, ``job``, ``tenant``, ``q`` (title prefix, case-insensitive)."""
+    filters = _filters(request)
+    page = Paginator(problem_list(user=request.user, **filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    summaries = problem_summaries(user=request.user, problems=list(page))
+    rows = [(p, summaries[p.pk]) for p in page]
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "handover/problems/problem_list.html",
+        {
+            "page": page,
+            "rows": rows,
+            "filters": filters,
+            "statuses": Problem.Status.choices,
+            "teams": Team.objects.order_by("name"),
+            "query": query.urlencode(),
+            "may_create": may_act_anywhere(user=request.user),
+        },
+    )
+
+
+@login_required
+def problem_export_view(request: HttpRequest) -> HttpResponse:
+    """The list as CSV (the same filters; at most 5000 rows; counts are what the viewer may see)."""
+    problems = list(problem_list(user=request.user, **_filters(request))[:CSV_LIMIT])
+    text = problem_list_csv(problems=problems, summaries=problem_summaries(user=request.user, problems=problems))
+    response = HttpResponse(text, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="problems.csv"'
+    return response
+
+
+def _handover_from(request: HttpRequest) -> Handover | None:
+    raw = request.GET.get("handover") or request.POST.get("handover") or ""
+    if not raw:
+        return None
+    try:
+        handover = handover_get(user=request.user, public_id=uuid.UUID(raw))
+    except ValueError as exc:
+        raise Http404("No such handover") from exc
+    if handover is None:
+        raise Http404("No such handover")
+    return handover
+
+
+@login_required
+def problem_new_view(request: HttpRequest) -> HttpResponse:
+    """Open a problem, from a handover's page (``?handover=<id>``: linked at once, its title and defect suggested)."""
+    handover = _handover_from(request)
+    if handover is not None:
+        if not may_act_on_runs(user=request.user, runs=handover_runs(handover)):
+            raise PermissionDenied("You may read this handover but not open a problem from it.")
+    elif not may_act_anywhere(user=request.user):
+        raise PermissionDenied("Only support, technical owners and admins open problems.")
+    initial = {"title": handover.title, "defect_ref": handover.defect_ref} if handover is not None else {}
+    form = ProblemForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            problem = problem_create(
+                actor=request.user,  # type: ignore[arg-type]
+                title=data["title"],
+                defect_ref=data["defect_ref"],
+                description=data["description"],
+                owning_team=data["owning_team"],
+                clean_runs_required=data["clean_runs_required"],
+                handovers=[handover] if handover is not None else [],
+            )
+        except DomainError as exc:
+            messages.error(request, exc.detail)
+        else:
+            messages.success(request, "Problem opened.")
+            return redirect("handover:problem-detail", id=problem.public_id)
+    return render(request, "handover/problems/problem_new.html", {"form": form, "handover": handover})
+
+
+@login_required
+def problem_detail_view(request: HttpRequest, id: str) -> HttpResponse:
+    """The problem page: status and its moves, clean runs per target, linked handovers and runs, history."""
+    problem = _visible(request, id)
+    view = problem_view(user=request.user, problem=problem)
+    may_write = may_write_problem(user=request.user, problem=problem)  # type: ignore[arg-type]
+    allowed = [a for a, (sources, _) in Problem.TRANSITIONS.items() if problem.status in sources]
+    edit_form = ProblemForm(
+        initial={
+            "title": problem.title,
+            "defect_ref": problem.defect_ref,
+            "description": problem.description,
+            "owning_team": problem.owning_team_id,
+            "clean_runs_required": problem.clean_runs_required,
+        }
+    )
+    return render(
+        request,
+        "handover/problems/problem_detail.html",
+        {
+            "problem": problem,
+            "view": view,
+            "may_write": may_write,
+            "actions": [(a, ACTION_WORDS[a]) for a in allowed] if may_write else [],
+            "edit_form": edit_form,
+        },
+    )
+
+
+@login_required
+@require_POST
+def problem_edit_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Save the problem's own fields (title, defect, description, team, clean runs required)."""
+    problem = _writable(request, id)
+    return form_post(
+        request,
+        ProblemForm(request.POST),
+        invalid="Not saved.",
+        act=lambda data: problem_update(problem=problem, actor=request.user, **data),  # type: ignore[arg-type]
+        success=lambda _: "Saved.",
+        done=redirect("handover:problem-detail", id=problem.public_id),
+    )
+
+
+@login_required
+@require_POST
+def problem_transition_view(request: HttpRequest, id: str) -> HttpResponse:
+    """One move of the problem (start fix, fix deployed, verify, close, reopen); refusals come back as messages."""
+    problem = _writable(request, id)
+    form = ProblemTransitionForm(request.POST)
+    return form_post(
+        request,
+        form,
+        invalid="Not moved.",
+        act=lambda data: problem_transition(
+            problem=problem,
+            action=data["action"],
+            actor=request.user,  # type: ignore[arg-type]
+            reason=data["reason"],
+        ),
+        success=lambda _: DONE_WORDS.get(form.cleaned_data["action"], "Done."),
+        done=redirect("handover:problem-detail", id=problem.public_id),
+    )
+
+
+@login_required
+@require_POST
+def problem_unlink_view(request: HttpRequest, id: str) -> HttpResponse:
+    """Unlink one handover (``handover``: its id) from the problem."""
+    problem = _writable(request, id)
+    form = ProblemLinkForm(request.POST)
+    done = redirect("handover:problem-detail", id=problem.public_id)
+    if not form.is_valid():
+        messages.error(request, "Choose a handover to unlink.")
+        return done
+    handover = handover_get(user=request.user, public_id=form.cleaned_data["handover"])
+    if handover is None:
+        raise Http404("No such handover")
+    return form_post(
+        request,
+        form,
+        invalid="Not unlinked.",
+        act=lambda _: problem_unlink_handover(problem=problem, handover=handover, actor=request.user),  # type: ignore[arg-type]
+        success=lambda _: "Handover unlinked.",
+        done=done,
+    )
+
+
+@login_required
+def problem_markdown_view(request: HttpRequest, id: str) -> HttpResponse:
+    """The Markdown export (``?download=1`` for a file): what the viewer may see of the problem."""
+    problem = _visible(request, id)
+    text = problem_markdown(view=problem_view(user=request.user, problem=problem))
+    response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
+    disposition = "attachment" if request.GET.get("download") else "inline"
+    response["Content-Disposition"] = f'{disposition}; filename="problem-{problem.public_id}.md"'
+    return response
+
+
+@login_required
+@require_POST
+def handover_problem_link_view(request: HttpRequest, id: str) -> HttpResponse:
+    """From a handover's page: link it to a problem the viewer may see (``problem``: its id)."""
+    handover = handover_get(user=request.user, public_id=id)
+    if handover is None:
+        raise Http404("No such handover")
+    if not may_act_on_runs(user=request.user, runs=handover_runs(handover)):
+        raise PermissionDenied("You may read this handover but not link it.")
+    form = ProblemChoiceForm(request.POST)
+    done = redirect("handover:handover-detail", id=handover.public_id)
+    if not form.is_valid():
+        messages.error(request, "Choose a problem to link this handover to.")
+        return done
+    problem = problem_get(user=request.user, public_id=form.cleaned_data["problem"])
+    if problem is None:
+        messages.error(request, "No such problem.")
+        return done
+    return form_post(
+        request,
+        form,
+        invalid="Not linked.",
+        act=lambda _: problem_link_handover(problem=problem, handover=handover, actor=request.user),  # type: ignore[arg-type]
+        success=lambda _: f"Linked to the problem “{problem.title}”.",
+        done=done,
+    )
