@@ -61,7 +61,7 @@ from handover.handovers.versions import EditConflict
 from handover.notifications.selectors import notification_rows_about
 from handover.notifications.told import told_for, told_sentence
 from runs.attempts.models import Run
-from runs.permissions import may_act_on_runs, run_visibility_filter
+from runs.permissions import may_act_on_runs, run_controls, run_visibility_filter
 
 PAGE_SIZE = 50
 
@@ -483,5 +483,6 @@ def run_handover_box_view(request: HttpRequest, id: str) -> HttpResponse:
             "open_handover": open_handover,
             "closed": [h for h in handovers if not h.is_open],
             "may_write": may_act_on_runs(user=request.user, runs=[run]),
+            "controls": run_controls(user=request.user, run=run),
         },
     )

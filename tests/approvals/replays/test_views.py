@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from approvals.replays.models import Dispatch, ReplayRequest
+from runs.audit.models import AuditEvent
 from runs.timeline.models import TimelineEvent
 from tests.approvals.conftest import PASSWORD, Approve, MakeRequest, World
 from tests.factories import AttemptFactory
@@ -57,7 +58,8 @@ def test_a_refused_request_shows_why(world: World) -> None:
     page = response.content.decode()
     assert not ReplayRequest.objects.exists()
     assert "Refused by rule 3 (no attempt queued or running)" in page
-    assert TimelineEvent.objects.filter(kind="replay_refused").count() == 1
+    assert AuditEvent.objects.filter(action="replay_refused").count() == 1
+    assert not TimelineEvent.objects.filter(kind="replay_refused").exists()  # a refusal did not happen to the run
 
 
 def test_the_request_page_shows_scope_checks_approvals_side_effects_and_deliveries(
