@@ -186,3 +186,48 @@ def test_the_admin_shows_replay_records_but_never_changes_them(world: World, mak
     assert client.post(f"/admin/approvals/replayrequest/{request.pk}/delete/", {"post": "yes"}).status_code == 403
     assert client.get("/admin/approvals/replayrequest/add/").status_code == 403
     assert ReplayRequest.objects.get(pk=request.pk).status == ReplayRequest.Status.PENDING
+
+
+def test_the_technical_owner_approves_from_the_queue_accepting_an_unknown_repeat_safety(
+    world: World, make_request: MakeRequest
+) -> None:
+    world.job.side_effects.all().delete()  # a job that lists no side effect: its repeat safety is unknown
+    request = make_request()
+    client = client_for(world.technical)
+    queue = client.get("/replays/").content.decode()
+    assert 'name="accepts_unknown_repeat_safety"' in queue and 'name="acceptance_reason"' in queue
+    path = f"/replays/{request.public_id}/approve/"
+    form = {"kind": "technical", "scope_fingerprint": request.scope_fingerprint, "from": "queue", "password": PASSWORD}
+
+    # without the acceptance: refused by rule 3, the row comes back with the reason and nothing is recorded
+    refused = client.post(path, form, HTTP_HX_REQUEST="true").content.decode()
+    assert "Refused by rule 3 (repeat safety)" in refused and 'name="accepts_unknown_repeat_safety"' in refused
+    # accepting without saying why is refused too (server-side, whatever the browser sent)
+    no_reason = client.post(
+        path, {**form, "accepts_unknown_repeat_safety": "on"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "needs a reason" in no_reason
+    assert not request.approvals.exists()
+    # a refusal did not happen to the run: no approval event and no refusal on its timeline
+    assert not TimelineEvent.objects.filter(run=world.run, kind__in=["replay_approval", "replay_refused"]).exists()
+    assert AuditEvent.objects.filter(action="replay_refused", data__stage="approval").count() == 1
+
+    accepted = client.post(
+        path,
+        {**form, "accepts_unknown_repeat_safety": "on", "acceptance_reason": "each invoice post carries its key"},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    assert "decided" in accepted
+    approval = request.approvals.get()
+    assert (approval.kind, approval.actor) == ("technical", world.technical)
+    assert approval.accepts_unknown_repeat_safety and approval.acceptance_reason == "each invoice post carries its key"
+    assert TimelineEvent.objects.filter(run=world.run, kind="replay_approval").count() == 1
+
+
+def test_the_queue_asks_no_acceptance_when_the_repeat_safety_is_known_or_the_side_is_business(
+    world: World, make_request: MakeRequest
+) -> None:
+    make_request()
+    assert 'name="accepts_unknown_repeat_safety"' not in client_for(world.technical).get("/replays/").content.decode()
+    world.job.side_effects.all().delete()
+    assert 'name="accepts_unknown_repeat_safety"' not in client_for(world.business).get("/replays/").content.decode()
