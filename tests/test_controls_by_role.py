@@ -205,4 +205,6 @@ def test_each_role_sees_exactly_the_controls_it_may_use(settings: Any) -> None:
         assert not shown & FAILURE_ACTIONS, (username, shown & FAILURE_ACTIONS)
     # the audit trail is in the navigation of exactly those who may read it
     for username, role in ROLE_OF.items():
-        assert ("manage:audit-list" in nav[username]) is (RULES["manage:audit-list"].methods["GET"](role, "own") is LISTED)
+        assert ("manage:audit-list" in nav[username]) is (
+            RULES["manage:audit-list"].methods["GET"](role, "own") is LISTED
+        )

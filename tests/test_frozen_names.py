@@ -388,9 +388,12 @@ def test_next_runs_prints_one_iso_instant_per_line() -> None:
 
 @pytest.mark.django_db
 def test_load_demo_ends_with_the_demo_users_passwords() -> None:
-    """``load_demo --demo`` prints each new demo user's password last, once; a second run says so instead."""
-    first = _last_line("load_demo", "--demo")
-    assert re.fullmatch(r"  \S+ +[A-Za-z0-9_-]{16}", first), first
+    """``load_demo --demo`` prints each new demo user's password last, once, in a box; a second run says so instead."""
+    out = StringIO()
+    call_command("load_demo", "--demo", stdout=out)
+    *_, last_row, bottom = out.getvalue().splitlines()
+    assert re.fullmatch(r"\| admin +[A-Za-z0-9_-]{16} +\|", last_row), last_row
+    assert re.fullmatch(r"\+-+\+", bottom) and len(bottom) == len(last_row), bottom
 
     second = _last_line("load_demo", "--demo")
     assert second == (

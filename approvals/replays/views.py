@@ -33,7 +33,6 @@ from approvals.replays.selectors import (
     replay_request_items,
     replay_request_list_for_run,
     replay_request_needs_decision,
-    replay_request_queue,
     replay_request_queue_rows,
     replay_request_recent,
     replay_request_timeline,

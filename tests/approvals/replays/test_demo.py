@@ -11,8 +11,8 @@ from django.core.management import call_command
 from django.test import Client
 
 from approvals.replays.models import Dispatch, ReplayRequest
-from runs.checks.models import NextRunCheck
 from runs.audit.models import AuditEvent
+from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent
 
 pytestmark = pytest.mark.django_db

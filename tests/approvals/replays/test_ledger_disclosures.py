@@ -12,10 +12,10 @@ from knox.models import AuthToken
 
 from approvals.replays.models import ReplayRequest
 from approvals.replays.rules import ReplayRefused, scope_fingerprint
+from runs.audit.models import AuditEvent
 from runs.ledger.items import work_item_change, work_item_duplicate_explain
 from runs.ledger.models import WorkItem
 from runs.ledger.totals import run_totals_refresh
-from runs.audit.models import AuditEvent
 from runs.timeline.models import TimelineEvent
 from tests.approvals.conftest import Approve, MakeRequest, World
 

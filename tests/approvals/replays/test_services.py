@@ -24,10 +24,10 @@ from handover.core.errors import Conflict, DomainError, InvalidTransition
 from handover.notifications.models import Notification
 from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
+from runs.audit.models import AuditEvent
 from runs.catalog.models import SideEffect
 from runs.catalog.pause import job_pause
 from runs.catalog.services import role_grant
-from runs.audit.models import AuditEvent
 from runs.timeline.models import TimelineEvent
 from tests.approvals.conftest import ABSENT, Approve, MakeRequest, World, set_outcome
 from tests.factories import AttemptFactory, UserFactory
