@@ -2,8 +2,8 @@
 
 Three people, each with their own login and browser — support (``support``), the business owner of
 the tenant (``business-owner``) and the technical owner of the job (``tech-owner``), named as the
-demo's users are — plus the monitoring system and the job runner, which speak to the API. Everything the people do goes through the pages; everything the
-machines do goes through ``/api/v1/``; the beat's sweeps are run as their task functions, the way
+demo's users are — plus the monitoring system and the job runner, which speak to the API. Everything
+the people do goes through the pages; everything the machines do goes through ``/api/v1/``; the beat's sweeps are run as their task functions, the way
 the beat would, and the worker runs what the pages enqueued. The clock is travelled with
 time-machine so the story happens when the fixtures say (the night of 2026-11-28, Berlin) and the
 screenshots are the same on every run.
