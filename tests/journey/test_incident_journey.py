@@ -1,16 +1,16 @@
 """The whole incident journey in a real browser: from the first alert to a closed handover.
 
-Three people, each with their own login and browser — support (``support``), the business owner of
-the tenant (``business-owner``) and the technical owner of the job (``tech-owner``), named as the
-demo's users are — plus the monitoring system and the job runner, which speak to the API. Everything
-the people do goes through the pages; everything the machines do goes through ``/api/v1/``; the beat's sweeps are run as their task functions, the way
-the beat would, and the worker runs what the pages enqueued. The clock is travelled with
-time-machine so the story happens when the fixtures say (the night of 2026-11-28, Berlin) and the
-screenshots are the same on every run.
+Three people, each with their own login and browser — support (``support``), the business owner of the
+tenant (``business-owner``) and the technical owner of the job (``tech-owner``), named as the demo's
+users are — plus the monitoring system and the job runner, which speak to the API. Everything the people
+do goes through the pages; everything the machines do goes through ``/api/v1/``; the beat's sweeps are
+run as their task functions, the way the beat would, and the worker runs what the pages enqueued. The
+clock is travelled with time-machine so the story happens when the fixtures say (the night of
+2026-11-28, Berlin) and the screenshots are the same on every run.
 
-Then the business records are checked, not the pages: one dispatch with one key, the ledger with
-nothing unresolved and no possible duplicate, one attempt per execution, the check passed on the
-right evidence, and the run's timeline complete and in order.
+Then the business records are checked, not the pages: one dispatch with one key, the ledger with nothing
+unresolved and no possible duplicate, one attempt per execution, the check passed on the right evidence,
+and the run's timeline complete and in order.
 
 Screenshots of each step (1280×800; two at 390×844, a phone) go to ``$HANDOVER_VAR_DIR/screenshots/``;
 with ``HANDOVER_UPDATE_SCREENSHOTS=1`` they replace the committed ones in ``docs/screenshots/`` instead.
