@@ -18,6 +18,7 @@ with ``HANDOVER_UPDATE_SCREENSHOTS=1`` they replace the committed ones in ``docs
 
 from __future__ import annotations
 
+import re
 import shutil
 import zoneinfo
 from collections.abc import Callable, Iterator
@@ -231,7 +232,8 @@ class Shots:
     """Numbered screenshots of each step, viewport only (small PNGs), published to ``SCREENSHOTS`` only
     when the whole journey passed (a failed run leaves the published ones alone). The README's steps
     (``README_SHOTS``) are taken in every variant (``VARIANTS``): ``journey-NN-<step>-dark.png``,
-    ``-phone.png`` (390 px) and ``-phone-dark.png``; when publishing to docs/screenshots/ only those are kept."""
+    ``-phone.png`` (390 px) and ``-phone-dark.png``; when publishing to docs/screenshots/ only those are
+    kept, without their step number (``journey-run-failed-dark.png``)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -267,8 +269,10 @@ class Shots:
         for old in SCREENSHOTS.glob("journey-*.png"):
             old.unlink()
         for name in self.taken:
-            if not UPDATE_SCREENSHOTS or step_of(name) in README_SHOTS:
+            if not UPDATE_SCREENSHOTS:
                 shutil.copyfile(self.folder / name, SCREENSHOTS / name)
+            elif step_of(name) in README_SHOTS:  # unnumbered: a step added to the journey renames nothing
+                shutil.copyfile(self.folder / name, SCREENSHOTS / re.sub(r"^journey-\d+-", "journey-", name))
 
 
 def step_of(file_name: str) -> str:

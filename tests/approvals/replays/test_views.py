@@ -8,6 +8,8 @@ import pytest
 from django.test import Client
 
 from approvals.replays.models import Dispatch, ReplayRequest
+from runs.attempts.business_state import run_business_state
+from runs.attempts.models import Run
 from runs.audit.models import AuditEvent
 from runs.timeline.models import TimelineEvent
 from tests.approvals.conftest import PASSWORD, Approve, MakeRequest, World
@@ -231,3 +233,30 @@ def test_the_queue_asks_no_acceptance_when_the_repeat_safety_is_known_or_the_sid
     assert 'name="accepts_unknown_repeat_safety"' not in client_for(world.technical).get("/replays/").content.decode()
     world.job.side_effects.all().delete()
     assert 'name="accepts_unknown_repeat_safety"' not in client_for(world.business).get("/replays/").content.decode()
+
+
+def test_a_run_that_is_ok_offers_no_failure_action_and_a_failed_one_does(world: World) -> None:
+    client = client_for(world.support)
+
+    def offered() -> dict[str, bool]:
+        run_page = client.get(f"/runs/{world.run.public_id}/").content.decode()
+        box = client.get(f"/runs/{world.run.public_id}/handover-box/", HTTP_HX_REQUEST="true").content.decode()
+        replays = client.get(f"/runs/{world.run.public_id}/replays/", HTTP_HX_REQUEST="true").content.decode()
+        return {
+            "draft a handover": "Draft a handover" in box,
+            "request a replay": "Request replay" in replays,
+            "record a recovery route": f"/runs/{world.run.public_id}/recovery-decision/" in replays,
+            "load a ledger": "Load record ids" in run_page,
+            "confirm a failure class": f"/runs/{world.run.public_id}/items/failure-class/" in run_page,
+        }
+
+    assert run_business_state(world.run).state == "failed"
+    assert all(offered().values()), offered()
+
+    Run.objects.filter(pk=world.run.pk).update(status=Run.Status.SUCCEEDED, unresolved_count=0)
+    world.run.refresh_from_db()
+    assert run_business_state(world.run).state == "ok"
+    assert not any(offered().values()), offered()
+
+    Run.objects.filter(pk=world.run.pk).update(unresolved_count=2)  # succeeded, but items unresolved: attention
+    assert all(offered().values()), offered()
