@@ -184,8 +184,9 @@ def test_needs_attention_lists_each_kind_oldest_first_with_owners(
     client.get("/handovers/attention/")
 
     # session, user, preference, five sections, two for the technical owners' names; the slot
-    # rules' sections: made-up windows, unexplained re-fires, durations (attempts, their jobs, targets)
-    with django_assert_max_num_queries(16):
+    # rules' sections: made-up windows, unexplained re-fires, durations (attempts, their jobs, targets);
+    # the navigation's audit link (whether the person audits any tenant)
+    with django_assert_max_num_queries(17):
         response = client.get("/handovers/attention/")
 
     sections = response.context["sections"]
