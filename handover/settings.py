@@ -99,6 +99,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 # the unread count in the navigation (one indexed COUNT per page for a signed-in person)
                 "handover.notifications.context_processors.unread_notifications",
+                "runs.audit.context_processors.audit_link",
             ],
         },
     }

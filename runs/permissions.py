@@ -9,6 +9,7 @@ its tenants). Superusers (admins) see every tenant and may do what a role may, e
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
 from django.contrib.auth import get_user_model
@@ -321,3 +322,56 @@ def may_act_on_any_run(*, user: User, runs: Iterable[Run]) -> bool:
     if job_list_owned(user=user).filter(pk__in={r.job_id for r in runs}).exists():
         return True
     return tenant_list_supported(user=user).filter(pk__in={r.tenant_id for r in runs}).exists()
+# --- what a page offers ---------------------------------------------------------------------------
+
+
+def may_read_audit(*, user: User) -> bool:
+    """Whether ``user`` may open the audit trail (``/audit/``): admins (staff) and auditors of some tenant.
+
+    The same rule as ``runs.audit.selectors.audit_is_readable``, which filters the rows. Queries: one
+    for a person who is neither.
+    """
+    if not _active(user):
+        return False
+    if is_admin(user) or getattr(user, "is_staff", False):
+        return True
+    return tenant_list_audited(user=user).exists()
+
+
+def run_needs_recovery(*, run: Run) -> bool:
+    """Whether ``run`` is one to recover: anything but the business state ``ok`` (a succeeded run with
+    nothing unresolved, unexplained or open). Only such a run offers the failure actions -- drafting a
+    handover, requesting a replay, recording a recovery route, loading a ledger, confirming a failure
+    class. Reads the business-state annotations when ``run`` has them (one query otherwise)."""
+    from runs.attempts.business_state import run_business_state  # the business state reads the checks slice
+
+    return run_business_state(run).state != "ok"
+
+
+@dataclass(frozen=True)
+class RunControls:
+    """What ``run_controls`` answers: which of the run page's controls to render."""
+
+    act: bool
+    request_replay: bool
+    failure_actions: bool
+    pause_job: bool
+
+
+def run_controls(*, user: User, run: Run) -> RunControls:
+    """The controls the run page (and its fragments) offers ``user``, decided in this one place.
+
+    ``act``: writes on the run (``may_act_on_run``: ledger, attempt corrections); ``failure_actions``:
+    ``act`` on a run that needs recovery (``run_needs_recovery``: draft a handover, record a recovery
+    route, load a ledger, confirm a failure class); ``request_replay``: ``may_request_replay`` on such
+    a run; ``pause_job``: ``may_pause_job`` on its job. Queries: the guardian checks, plus the business
+    state's when ``run`` is not annotated.
+    """
+    act = may_act_on_run(user=user, run=run)
+    recover = run_needs_recovery(run=run) if _active(user) else False
+    return RunControls(
+        act=act,
+        request_replay=recover and may_request_replay(user=user, run=run),
+        failure_actions=recover and act,
+        pause_job=may_pause_job(user=user, job=run.job),
+    )

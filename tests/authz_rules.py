@@ -152,6 +152,7 @@ def page_form(policy: Policy) -> Policy:
         outcome = policy(role, scope)
         return OK if outcome is DENY else outcome
 
+    decide.service_policy = policy  # type: ignore[attr-defined]  # who may act (tests/test_controls_by_role.py)
     return decide
 
 

@@ -156,7 +156,8 @@ def replay_request_decide(
     permission, the same person for both kinds); DomainError (400: unknown kind or decision,
     missing comment or reason); InvalidTransition (409: not pending, expired -- an overdue request
     is expired first); Conflict (409: that kind was already decided); ReplayRefused (409: the scope
-    changed since the approver looked, or a precondition fails -- recorded on the run's timeline).
+    changed since the approver looked, or a precondition fails -- recorded in the audit trail, not
+    on the run's timeline).
     Side effects: the Approval, a ``replay_approval`` event, the transition and its event.
     """
     action = "approve" if decision == Approval.Decision.APPROVE else "reject"

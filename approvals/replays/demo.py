@@ -5,7 +5,7 @@ Gives the run a small ledger through the ledger services, then tells the road ba
 
 1. support asks to replay the three absent invoices *and* DUN-3003, which the runner claims done
    but the destination cannot confirm (uncertain) -- refused by rule 2, "verify first", and the
-   refusal is on the run's timeline;
+   refusal is in the audit trail;
 2. support asks for the absent invoices only; the business owner approves, the technical owner
    approves too and explicitly accepts the job's unknown repeat safety with a reason;
 3. a simulated job runner claims the replay through the API with the job's runner credential,

@@ -36,6 +36,8 @@ from handover.core.errors import DomainError, Forbidden, InvalidTransition
 from handover.core.transitions import Transitioned, transition
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
+from runs.audit.models import AuditEvent
+from runs.audit.services import audit_record
 from runs.ledger.models import WorkItem
 from runs.ledger.selectors import run_ledger_disclosures
 from runs.permissions import approvers_eligible, may_act_on_run, may_manage_replay, may_request_replay
@@ -232,27 +234,40 @@ def _overlap_refusal() -> ReplayRefused:
 
 def replay_refusal_record(
     *, run: Run, actor: AbstractBaseUser | None, stage: str, error: ReplayRefused, request: ReplayRequest | None = None
-) -> TimelineEvent:
-    """Record a refusal on the run's timeline in its own transaction (the refused change was rolled back).
+) -> TimelineEvent | AuditEvent:
+    """Record a refusal in its own transaction (the refused change was rolled back), naming the failed checks.
 
-    ``stage``: what was refused (``request``, ``approval``, ``dispatch``). The event's data lists
-    the failed checks (code -> reason), so the run page shows why.
+    ``stage``: what was refused. A refused ``request`` or ``approval`` did not happen, so it is not on
+    the run's timeline (the timeline is what happened to the run): it goes to the audit trail
+    (``replay_refused``, concerning the run's tenant and job, ``data`` the failed checks code ->
+    reason). A held ``dispatch`` is a state of an approved request: a ``replay_dispatch_blocked``
+    event on the run's timeline.
     """
     words = {"request": "Replay request refused", "approval": "Replay approval refused", "dispatch": "Dispatch held"}
+    data = {
+        "stage": stage,
+        "run": str(run.public_id),
+        "replay_request": str(request.public_id) if request is not None else None,
+        "errors": error.errors,
+    }
     with transaction.atomic():
+        if stage != "dispatch":
+            return audit_record(
+                actor=actor,
+                action=AuditEvent.Action.REPLAY_REFUSED,
+                summary=f"{words[stage]} ({run.job.key} · {run.tenant.slug}): {error.detail}",
+                tenants=[run.tenant],
+                job=run.job,
+                obj=request if request is not None else run,
+                data=data,
+            )
         return timeline_event_record(
             job=run.job,
             run=run,
-            kind=TimelineEvent.Kind.REPLAY_REFUSED
-            if stage != "dispatch"
-            else TimelineEvent.Kind.REPLAY_DISPATCH_BLOCKED,
+            kind=TimelineEvent.Kind.REPLAY_DISPATCH_BLOCKED,
             summary=f"{words[stage]}: {error.detail}",
             actor_user=actor,
-            data={
-                "stage": stage,
-                "replay_request": str(request.public_id) if request is not None else None,
-                "errors": error.errors,
-            },
+            data={k: v for k, v in data.items() if k != "run"},
         )
 
 
@@ -275,7 +290,7 @@ def replay_request_create(
 
     Raises ReplayForbidden (403) unless ``actor`` is support on the run's tenant; DomainError (400)
     for a missing reason or fix reference, a malformed scope or ids not in the run; ReplayRefused
-    (409) naming each failed rule -- also recorded as a ``replay_refused`` event on the run.
+    (409) naming each failed rule -- also recorded in the audit trail (``replay_refusal_record``).
     Side effects: the request and its items, a ``replay_requested`` event, the run's open handover
     linked (and moved to recovering when handed over); after commit, e-mail to the eligible approvers.
     The run's ledger disclosures (items weakened from completed, duplicates explained: who, why) are

@@ -16,7 +16,8 @@ from django.db.models import BooleanField, Case, Count, Exists, OuterRef, Prefet
 from approvals.replays.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, WebhookDelivery
 from handover.handovers.evidence import ACTIVE_ATTEMPT_STATUSES
 from runs.attempts.models import Attempt, Run
-from runs.catalog.models import RunnerCredential
+from runs.catalog.models import RunnerCredential, SideEffect
+from runs.catalog.selectors import job_repeat_safety
 from runs.ledger.models import WorkItem
 from runs.permissions import decide_filters, manage_replay_filter, may_decide, run_visibility_filter
 from runs.timeline.models import TimelineEvent
@@ -165,6 +166,19 @@ def replay_request_queue(*, user: User) -> QuerySet[ReplayRequest]:
         .select_related("run__job", "run__tenant", "requested_by")
         .order_by("expires_at", "id")
     )
+
+
+def replay_request_queue_rows(*, user: User, limit: int = 100) -> list[ReplayRequest]:
+    """The first ``limit`` rows of ``replay_request_queue``, each with ``repeat_safety`` set: its job's
+    (``job_repeat_safety``, the least safe side effect's), so a technical approver's row asks for the
+    explicit acceptance of an ``unknown`` one (rule 3) as the request page does. Queries: two."""
+    rows = list(replay_request_queue(user=user)[:limit])
+    effects: dict[int, list[SideEffect]] = {}
+    for effect in SideEffect.objects.filter(job_id__in={r.run.job_id for r in rows}).order_by("id"):
+        effects.setdefault(effect.job_id, []).append(effect)
+    for row in rows:
+        row.repeat_safety = job_repeat_safety(effects.get(row.run.job_id, []))  # type: ignore[attr-defined]
+    return rows
 
 
 def replay_request_needs_decision(*, user: User) -> QuerySet[ReplayRequest]:

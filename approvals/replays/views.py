@@ -33,7 +33,7 @@ from approvals.replays.selectors import (
     replay_request_items,
     replay_request_list_for_run,
     replay_request_needs_decision,
-    replay_request_queue,
+    replay_request_queue_rows,
     replay_request_recent,
     replay_request_timeline,
     run_active_attempts,
@@ -44,7 +44,7 @@ from handover.notifications.selectors import notification_rows_about
 from handover.notifications.told import told_for, told_sentence
 from runs.attempts.models import Run
 from runs.ledger.selectors import run_get_for_ledger, run_possible_duplicates_unexplained
-from runs.permissions import approvers_eligible, may_manage_replay, may_request_replay
+from runs.permissions import approvers_eligible, may_manage_replay, may_request_replay, run_controls
 
 CANDIDATES_SHOWN = 500
 SCOPE_SHOWN = 100
@@ -80,7 +80,7 @@ def replay_list_view(request: HttpRequest) -> HttpResponse:
         request,
         "approvals/replays/replay_list.html",
         {
-            "queue": list(replay_request_queue(user=request.user)[:100]),
+            "queue": replay_request_queue_rows(user=request.user),
             "needs_decision": list(replay_request_needs_decision(user=request.user)[:100]),
             "recent": replay_request_recent(user=request.user),
         },
@@ -94,7 +94,7 @@ def run_replays_view(request: HttpRequest, run_id: str) -> HttpResponse:
     context = {
         "run": run,
         "replays": list(replay_request_list_for_run(run=run)),
-        "may_request": may_request_replay(user=request.user, run=run),
+        "controls": run_controls(user=request.user, run=run),
         "decision_form": RecoveryDecisionForm(),
     }
     template = "approvals/replays/_run_replays.html" if request.htmx else "approvals/replays/run_replays.html"
@@ -246,7 +246,7 @@ def replay_decide_view(request: HttpRequest, id: str, decision: str) -> HttpResp
                 _refused(request, exc)
     if from_queue:
         # the row again: still waiting (with the reason it was refused), or decided
-        row = replay_request_queue(user=request.user).filter(pk=replay.pk).first()
+        row = next((r for r in replay_request_queue_rows(user=request.user) if r.pk == replay.pk), None)
         context = {"r": row, "error": error} if row is not None else {"r": replay, "done": not error}
         return render(request, "approvals/replays/_queue_row.html", context)
     if error and not form.is_valid():

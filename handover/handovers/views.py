@@ -62,7 +62,7 @@ from handover.notifications.selectors import notification_rows_about
 from handover.notifications.told import told_for, told_sentence
 from handover.problems.selectors import problem_list, problems_for_handover
 from runs.attempts.models import Run
-from runs.permissions import may_act_on_runs, run_visibility_filter
+from runs.permissions import may_act_on_runs, run_controls, run_visibility_filter
 
 PAGE_SIZE = 50
 
@@ -487,5 +487,6 @@ def run_handover_box_view(request: HttpRequest, id: str) -> HttpResponse:
             "open_handover": open_handover,
             "closed": [h for h in handovers if not h.is_open],
             "may_write": may_act_on_runs(user=request.user, runs=[run]),
+            "controls": run_controls(user=request.user, run=run),
         },
     )

@@ -1,5 +1,6 @@
 """The audit trail of site administration: role grants, key changes, admin edits, retention purges,
-stored text redacted again.
+stored text redacted again; and refused replay requests and approvals (they did not happen, so they
+are not on a run's timeline).
 
 Separate from the timeline, which is the chronology of jobs and runs: an audit event need not
 belong to a job (a key bound to all tenants, a person's account). Append-only: written by
@@ -34,6 +35,7 @@ class _AuditEventAction(models.TextChoices):
     ADMIN_EDIT = "admin_edit", "Admin edit"
     RETENTION_PURGE = "retention_purge", "Retention purge"
     REDACTION_RERUN = "redaction_rerun", "Stored text redacted again"
+    REPLAY_REFUSED = "replay_refused", "Replay request or approval refused"
 
 
 class AuditEvent(models.Model):

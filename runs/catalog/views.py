@@ -22,7 +22,7 @@ from runs.checks.schedules import job_schedule, schedule_dst_sentences, schedule
 from runs.checks.selectors import check_list
 from runs.checks.slot_review import duration_warnings
 from runs.checks.views import beat_warning_text
-from runs.permissions import may_manage_runner_credentials, run_visibility_filter
+from runs.permissions import may_manage_runner_credentials, may_pause_job, run_visibility_filter
 
 
 @login_required
@@ -74,6 +74,7 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "checks": list(check_list(user=request.user, job=job.key).order_by("-deadline_at", "-id")[:20]),
             "beat_warning": beat_warning_text(),
             "may_manage_credentials": may_manage_credentials,
+            "may_pause": may_pause_job(user=request.user, job=job),
             "credentials": list(runner_credential_list(job=job)) if may_manage_credentials else [],
             "issued": issued,
             "credential_form": RunnerCredentialForm(),

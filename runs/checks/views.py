@@ -24,7 +24,7 @@ from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import next_run_check_schedule
 from runs.checks.selectors import check_get, check_sections
 from runs.health.selectors import heartbeat_age_seconds
-from runs.permissions import may_act_on_target
+from runs.permissions import act_filter, may_act_on_target
 
 BEAT_SILENT_AFTER_SECONDS = 180
 # The beat task that writes the heartbeat (handover/settings.py CELERY_BEAT_SCHEDULE): its first tick
@@ -65,7 +65,8 @@ def beat_warning_text(*, now: datetime | None = None, serving_since: datetime | 
 def check_list_view(request: HttpRequest) -> HttpResponse:
     """Next-run checks the viewer may see: due (deadline passed or awaiting a person), upcoming, failed, waived."""
     now = timezone.now()
-    targets = target_list_visible(user=request.user).filter(is_active=True)
+    # the form offers only targets the person may schedule a check on (``act_filter``: may_act_on_target)
+    targets = target_list_visible(user=request.user).filter(act_filter(user=request.user), is_active=True)
     found = check_sections(user=request.user, now=now)
     sections = [
         ("due", "Due", "Deadline passed (the sweep settles these every minute), or awaiting a person.", found["due"]),

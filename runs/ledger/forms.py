@@ -87,7 +87,7 @@ class RunFailureClassForm(forms.Form):
     note = forms.CharField(
         max_length=2000,
         required=False,
-        widget=forms.TextInput(attrs={"placeholder": "why, if not the suggestion", "size": 30}),
+        widget=forms.TextInput(attrs={"placeholder": "optional", "size": 24}),
     )
 
 

@@ -49,7 +49,7 @@ from runs.ledger.selectors import (
     work_item_page,
     work_item_search,
 )
-from runs.permissions import may_act_on_run
+from runs.permissions import may_act_on_run, run_needs_recovery
 
 LEDGER_PAGE_SIZE = 50
 # Feedback of the ledger's forms is shown inside the ledger section, next to the forms (the page
@@ -139,6 +139,8 @@ def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
     ]
     css, headline = _ledger_headline(run)
     writable = may_act_on_run(user=request.user, run=run)
+    # loading evidence and classifying the failure are failure actions: not offered on a run that is ok
+    recover = writable and run_needs_recovery(run=run)
     # one query: the five newest loads and every load that waits for a person, however old
     newest = WorkItemLoad.objects.filter(run=run).order_by("-created_at", "-id").values("pk")[:5]
     shown = list(
@@ -161,10 +163,10 @@ def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
             "loads": [(load, work_item_load_progress(load=load)) for load in loads],
             "awaiting": awaiting,
             "writable": writable,
-            "load_form": WorkItemLoadForm() if writable else None,
+            "load_form": WorkItemLoadForm() if recover else None,
             "change_form": WorkItemChangeForm() if writable else None,
             "failure_form": RunFailureClassForm(initial={"failure_class": run.failure_class_suggested})
-            if writable
+            if recover
             else None,
             "failure_classes": dict(Run.FailureClass.choices),
         }

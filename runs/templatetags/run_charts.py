@@ -396,8 +396,10 @@ def ledger_bar(segments: Iterable[dict[str, object]]) -> SafeString:
     for (outcome, count), width in zip(shown, widths, strict=True):
         parts.append(
             format_html(
-                '<a href="?outcome={}#ledger-items"><rect class="seg seg-{}" x="{}" y="0" width="{}" height="18">'
-                "<title>{} {}</title></rect></a>",
+                '<a href="?outcome={}#ledger-items" aria-label="{} {}: show these items">'
+                '<rect class="seg seg-{}" x="{}" y="0" width="{}" height="18"><title>{} {}</title></rect></a>',
+                outcome,
+                f"{count:,}",
                 outcome,
                 outcome,
                 _f(x),
@@ -409,7 +411,7 @@ def ledger_bar(segments: Iterable[dict[str, object]]) -> SafeString:
         x += width * scale
     label = ", ".join(f"{count:,} {outcome}" for outcome, count in shown)
     return format_html(
-        '<svg class="ledger-bar ledger-bar-svg" viewBox="0 0 {} 18" preserveAspectRatio="none" role="img"'
+        '<svg class="ledger-bar ledger-bar-svg" viewBox="0 0 {} 18" preserveAspectRatio="none" role="group"'
         ' aria-label="{}" xmlns="http://www.w3.org/2000/svg">{}</svg>',
         int(BAR_UNITS),
         label,

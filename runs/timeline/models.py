@@ -88,7 +88,7 @@ class TimelineEventKind(models.TextChoices):
     REPLAY_DISPATCHED = "replay_dispatched", "Replay dispatched"
     REPLAY_EXPIRED = "replay_expired", "Replay expired"
     REPLAY_FAILED = "replay_failed", "Replay failed"
-    REPLAY_REFUSED = "replay_refused", "Replay refused"
+    REPLAY_REFUSED = "replay_refused", "Replay refused"  # retired (RETIRED_KINDS): rows written before only
     REPLAY_REJECTED = "replay_rejected", "Replay rejected"
     REPLAY_REQUESTED = "replay_requested", "Replay requested"
     REPLAY_RESCOPED = "replay_rescoped", "Replay rescoped"
@@ -113,6 +113,12 @@ class TimelineEventKind(models.TextChoices):
     WORK_ITEMS_LOAD_DISCARDED = "work_items_load_discarded", "Work items load discarded"
     WORK_ITEMS_LOADED = "work_items_loaded", "Work items loaded"
     WORK_ITEMS_VERIFIED = "work_items_verified", "Work items verified"
+
+
+# Kinds kept only for the rows written before they were retired; nothing writes them any more.
+# ``replay_refused``: a refused replay request or approval did not happen to the run, so it is in the
+# audit trail now (``AuditEvent.Action.REPLAY_REFUSED``, approvals/replays/requests.py ``replay_refusal_record``).
+RETIRED_KINDS = frozenset({TimelineEventKind.REPLAY_REFUSED})
 
 
 # Kinds the run page flags: something went against the schedule, the policy or the approval process.

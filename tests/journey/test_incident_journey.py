@@ -1,16 +1,16 @@
 """The whole incident journey in a real browser: from the first alert to a closed handover.
 
-Three people, each with their own login and browser — support (``sam``), the business owner of the
-tenant (``bella``) and the technical owner of the job (``tom``) — plus the monitoring system and the
-job runner, which speak to the API. Everything the people do goes through the pages; everything the
-machines do goes through ``/api/v1/``; the beat's sweeps are run as their task functions, the way
-the beat would, and the worker runs what the pages enqueued. The clock is travelled with
-time-machine so the story happens when the fixtures say (the night of 2026-11-28, Berlin) and the
-screenshots are the same on every run.
+Three people, each with their own login and browser — support (``support``), the business owner of the
+tenant (``business-owner``) and the technical owner of the job (``tech-owner``), named as the demo's
+users are — plus the monitoring system and the job runner, which speak to the API. Everything the people
+do goes through the pages; everything the machines do goes through ``/api/v1/``; the beat's sweeps are
+run as their task functions, the way the beat would, and the worker runs what the pages enqueued. The
+clock is travelled with time-machine so the story happens when the fixtures say (the night of
+2026-11-28, Berlin) and the screenshots are the same on every run.
 
-Then the business records are checked, not the pages: one dispatch with one key, the ledger with
-nothing unresolved and no possible duplicate, one attempt per execution, the check passed on the
-right evidence, and the run's timeline complete and in order.
+Then the business records are checked, not the pages: one dispatch with one key, the ledger with nothing
+unresolved and no possible duplicate, one attempt per execution, the check passed on the right evidence,
+and the run's timeline complete and in order.
 
 Screenshots of each step (1280×800; two at 390×844, a phone) go to ``$HANDOVER_VAR_DIR/screenshots/``;
 with ``HANDOVER_UPDATE_SCREENSHOTS=1`` they replace the committed ones in ``docs/screenshots/`` instead.
@@ -18,6 +18,7 @@ with ``HANDOVER_UPDATE_SCREENSHOTS=1`` they replace the committed ones in ``docs
 
 from __future__ import annotations
 
+import re
 import shutil
 import zoneinfo
 from collections.abc import Callable, Iterator
@@ -129,9 +130,9 @@ def world(db: None) -> World:
     ).key
     people = {}
     for username, role, obj in (
-        ("sam", "support", tenant),
-        ("bella", "business_owner", tenant),
-        ("tom", "technical_owner", job),
+        ("support", "support", tenant),
+        ("business-owner", "business_owner", tenant),
+        ("tech-owner", "technical_owner", job),
     ):
         person = Person(username=username, password=f"{username}-pass-7Q!x", email=f"{username}@acme.example")
         person.user = get_user_model().objects.create_user(username, email=person.email, password=person.password)
@@ -214,29 +215,73 @@ def api(playwright: Playwright, live_server: Any) -> Iterator[APIRequestContext]
 # --- helpers --------------------------------------------------------------------------------------
 
 
+# The steps the README shows: each is also taken dark, on a phone, and on a phone dark, and only
+# these are published to docs/screenshots/ (tests/test_readme.py checks the README names exactly these).
+README_SHOTS = (
+    "run-failed",
+    "ledger-verify-uncertain",
+    "handover-written",
+    "queue-business-owner",
+    "next-run-check-passed",
+    "run-recovered",
+)
+VARIANTS = (("dark", None, "dark"), ("phone", PHONE, "light"), ("phone-dark", PHONE, "dark"))
+
+
 class Shots:
     """Numbered screenshots of each step, viewport only (small PNGs), published to ``SCREENSHOTS`` only
-    when the whole journey passed (a failed run leaves the published ones alone)."""
+    when the whole journey passed (a failed run leaves the published ones alone). The README's steps
+    (``README_SHOTS``) are taken in every variant (``VARIANTS``): ``journey-NN-<step>-dark.png``,
+    ``-phone.png`` (390 px) and ``-phone-dark.png``; when publishing to docs/screenshots/ only those are
+    kept, without their step number (``journey-run-failed-dark.png``)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.taken: list[str] = []
+        self.count = 0
 
     def __call__(self, page: Page, name: str, focus: Any = None) -> None:
+        self.count += 1
+        stem = f"journey-{self.count:02d}-{name}"
+        self._take(page, f"{stem}.png", focus)
+        if name not in README_SHOTS:
+            return
+        size = page.viewport_size
+        try:
+            for suffix, viewport, scheme in VARIANTS:
+                page.set_viewport_size(viewport or size)  # type: ignore[arg-type]
+                page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+                self._take(page, f"{stem}-{suffix}.png", focus)
+        finally:
+            page.set_viewport_size(size)  # type: ignore[arg-type]
+            page.emulate_media(color_scheme="light")
+
+    def _take(self, page: Page, file_name: str, focus: Any) -> None:
         if focus is not None:
             focus.scroll_into_view_if_needed()
         else:
             page.evaluate("window.scrollTo(0, 0)")
-        path = self.folder / f"journey-{len(self.taken) + 1:02d}-{name}.png"
-        page.screenshot(path=str(path))
-        self.taken.append(path.name)
+        page.screenshot(path=str(self.folder / file_name))
+        self.taken.append(file_name)
 
     def publish(self) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         for old in SCREENSHOTS.glob("journey-*.png"):
             old.unlink()
         for name in self.taken:
-            shutil.copyfile(self.folder / name, SCREENSHOTS / name)
+            if not UPDATE_SCREENSHOTS:
+                shutil.copyfile(self.folder / name, SCREENSHOTS / name)
+            elif step_of(name) in README_SHOTS:  # unnumbered: a step added to the journey renames nothing
+                shutil.copyfile(self.folder / name, SCREENSHOTS / re.sub(r"^journey-\d+-", "journey-", name))
+
+
+def step_of(file_name: str) -> str:
+    """``journey-02-run-failed-phone-dark.png`` -> ``run-failed``."""
+    step = file_name.removesuffix(".png").split("-", 2)[2]
+    for suffix in sorted((v[0] for v in VARIANTS), key=len, reverse=True):  # "-phone-dark" before "-dark"
+        if step.endswith(f"-{suffix}"):
+            return step.removesuffix(f"-{suffix}")
+    return step
 
 
 def watch_console(page: Page, problems: list[str]) -> None:
@@ -705,13 +750,13 @@ def _assert_business_records(world: World, run: Run, replay_id: str, handover_ur
 
     # Who was told: the approvers of the request, the escalation owner of the handover.
     recipients = {address for message in mail.outbox for address in message.to}
-    assert {"bella@acme.example", "tom@acme.example"} <= recipients
+    assert {"business-owner@acme.example", "tech-owner@acme.example"} <= recipients
     assert set(worker.enqueued) >= {"approvals.replay_request_dispatch", "handover.notification_deliver"}
     from handover.notifications.models import Notification, NotificationDelivery
 
     told = sorted(Notification.objects.values_list("recipient__username", "event"))
-    assert ("bella", "approval_needed") in told and ("tom", "approval_needed") in told
-    assert ("tom", "handed_over") in told and ("sam", "replay_completed") in told
+    assert ("business-owner", "approval_needed") in told and ("tech-owner", "approval_needed") in told
+    assert ("tech-owner", "handed_over") in told and ("support", "replay_completed") in told
     assert len(told) == len(set(told))  # once per person and event
     assert not NotificationDelivery.objects.filter(status="pending").exists()  # the worker sent every one
     assert "runs.next_run_check_notify_failed" not in worker.enqueued

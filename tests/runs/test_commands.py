@@ -82,9 +82,9 @@ def test_load_demo_reset_passwords_prints_new_ones_that_work_and_demo_people_hav
     from handover.notifications.services import notification_email_address
 
     first = run("load_demo", "--demo")
-    old = next(line.split()[1] for line in first.splitlines() if line.strip().startswith("support "))
+    old = next(line.split()[2] for line in first.splitlines() if line.strip(" |").startswith("support "))
     reset = run("load_demo", "--demo", "--reset-passwords")
-    new = next(line.split()[1] for line in reset.splitlines() if line.strip().startswith("support "))
+    new = next(line.split()[2] for line in reset.splitlines() if line.strip(" |").startswith("support "))
     assert new != old
     assert authenticate(username="support", password=new) is not None
     assert authenticate(username="support", password=old) is None

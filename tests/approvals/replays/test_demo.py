@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from approvals.replays.models import Dispatch, ReplayRequest
+from runs.audit.models import AuditEvent
 from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent
 
@@ -35,9 +36,11 @@ def test_the_demo_tells_the_replay_story_once(enqueued: dict[str, list[Any]]) ->
     assert dispatch.attempt.replay_key == dispatch.idempotency_key
     assert NextRunCheck.objects.filter(requested_by_ref=str(request.public_id)).exists()
 
-    # the refused request shows why, on the run's timeline
-    refused = TimelineEvent.objects.get(run=request.run, kind="replay_refused")
+    # the refused request shows why, in the audit trail (it did not happen: not on the run's timeline)
+    refused = AuditEvent.objects.get(action="replay_refused")
     assert "rule 2" in refused.summary and "DUN-3003" in refused.summary
+    assert refused.data["run"] == str(request.run.public_id)
+    assert not TimelineEvent.objects.filter(run=request.run, kind="replay_refused").exists()
     kinds = list(
         TimelineEvent.objects.filter(run=request.run, kind__startswith="replay_").values_list("kind", flat=True)
     )
@@ -59,4 +62,8 @@ def test_the_demo_tells_the_replay_story_once(enqueued: dict[str, list[Any]]) ->
     page = client.get(f"/replays/{request.public_id}/").content.decode()
     assert "completed" in page and "business-owner" in page and "tech-owner" in page
     run_page = client.get(f"/runs/{request.run.public_id}/").content.decode()
-    assert "Replay request refused" in run_page
+    assert "Replay request refused" not in run_page
+    auditor = Client()
+    auditor.force_login(get_user_model().objects.get(username="auditor"))
+    trail = auditor.get("/audit/").content.decode()
+    assert "Replay request refused" in trail and "DUN-3003" in trail

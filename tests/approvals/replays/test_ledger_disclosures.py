@@ -12,6 +12,7 @@ from knox.models import AuthToken
 
 from approvals.replays.models import ReplayRequest
 from approvals.replays.rules import ReplayRefused, scope_fingerprint
+from runs.audit.models import AuditEvent
 from runs.ledger.items import work_item_change, work_item_duplicate_explain
 from runs.ledger.models import WorkItem
 from runs.ledger.totals import run_totals_refresh
@@ -38,7 +39,8 @@ def test_an_unexplained_possible_duplicate_refuses_the_request_until_explained(
     assert "no_unexplained_possible_duplicate" in refused.value.errors
     assert "INV-6" in refused.value.detail
     assert not ReplayRequest.objects.exists()
-    assert TimelineEvent.objects.filter(run=world.run, kind="replay_refused").count() == 1
+    assert AuditEvent.objects.filter(action="replay_refused", data__run=str(world.run.public_id)).count() == 1
+    assert not TimelineEvent.objects.filter(run=world.run, kind="replay_refused").exists()
 
     work_item_duplicate_explain(
         user=world.support, run=world.run, record_id="INV-6", reason="two legs of one payment", evidence_ref="GW-7"

@@ -24,6 +24,7 @@ from handover.core.errors import Conflict, DomainError, InvalidTransition
 from handover.notifications.models import Notification
 from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
+from runs.audit.models import AuditEvent
 from runs.catalog.models import SideEffect
 from runs.catalog.pause import job_pause
 from runs.catalog.services import role_grant
@@ -36,6 +37,12 @@ pytestmark = pytest.mark.django_db
 
 def events(world: World, kind: str) -> list[TimelineEvent]:
     return list(TimelineEvent.objects.filter(run=world.run, kind=kind).order_by("id"))
+
+
+def refusals(world: World) -> list[AuditEvent]:
+    """The audit trail's refused replay requests and approvals of the world's run (not on its timeline)."""
+    assert not events(world, "replay_refused")
+    return list(AuditEvent.objects.filter(action="replay_refused", data__run=str(world.run.public_id)).order_by("id"))
 
 
 # --- making a request ----------------------------------------------------------------------------
@@ -94,9 +101,9 @@ def test_rule_2_refuses_items_that_are_not_absent(
     assert f"are {outcome}, not absent ({record_id})" in caught.value.detail
     assert "rule 2" in caught.value.detail
     assert not ReplayRequest.objects.exists()
-    # the refusal is on the run's timeline, naming the rule
-    [event] = events(world, "replay_refused")
-    assert event.actor_user == world.support
+    # the refusal is in the audit trail, naming the rule, and not on the run's timeline
+    [event] = refusals(world)
+    assert event.actor == world.support and list(event.tenants.all()) == [world.run.tenant]
     assert "scope_outcome" in event.data["errors"]
 
 
@@ -343,7 +350,7 @@ def test_approvals_are_bound_to_the_scope_fingerprint(
         approve(request, world.business, "business", scope_fingerprint="0" * 64)
     assert "scope_fingerprint" in caught.value.errors
     assert not Approval.objects.exists()
-    assert events(world, "replay_refused")[-1].data["stage"] == "approval"
+    assert refusals(world)[-1].data["stage"] == "approval"
 
 
 def test_changing_the_scope_voids_the_approvals_and_returns_to_pending(

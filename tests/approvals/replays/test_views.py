@@ -8,6 +8,9 @@ import pytest
 from django.test import Client
 
 from approvals.replays.models import Dispatch, ReplayRequest
+from runs.attempts.business_state import run_business_state
+from runs.attempts.models import Run
+from runs.audit.models import AuditEvent
 from runs.timeline.models import TimelineEvent
 from tests.approvals.conftest import PASSWORD, Approve, MakeRequest, World
 from tests.factories import AttemptFactory
@@ -57,7 +60,8 @@ def test_a_refused_request_shows_why(world: World) -> None:
     page = response.content.decode()
     assert not ReplayRequest.objects.exists()
     assert "Refused by rule 3 (no attempt queued or running)" in page
-    assert TimelineEvent.objects.filter(kind="replay_refused").count() == 1
+    assert AuditEvent.objects.filter(action="replay_refused").count() == 1
+    assert not TimelineEvent.objects.filter(kind="replay_refused").exists()  # a refusal did not happen to the run
 
 
 def test_the_request_page_shows_scope_checks_approvals_side_effects_and_deliveries(
@@ -184,3 +188,75 @@ def test_the_admin_shows_replay_records_but_never_changes_them(world: World, mak
     assert client.post(f"/admin/approvals/replayrequest/{request.pk}/delete/", {"post": "yes"}).status_code == 403
     assert client.get("/admin/approvals/replayrequest/add/").status_code == 403
     assert ReplayRequest.objects.get(pk=request.pk).status == ReplayRequest.Status.PENDING
+
+
+def test_the_technical_owner_approves_from_the_queue_accepting_an_unknown_repeat_safety(
+    world: World, make_request: MakeRequest
+) -> None:
+    world.job.side_effects.all().delete()  # a job that lists no side effect: its repeat safety is unknown
+    request = make_request()
+    client = client_for(world.technical)
+    queue = client.get("/replays/").content.decode()
+    assert 'name="accepts_unknown_repeat_safety"' in queue and 'name="acceptance_reason"' in queue
+    path = f"/replays/{request.public_id}/approve/"
+    form = {"kind": "technical", "scope_fingerprint": request.scope_fingerprint, "from": "queue", "password": PASSWORD}
+
+    # without the acceptance: refused by rule 3, the row comes back with the reason and nothing is recorded
+    refused = client.post(path, form, HTTP_HX_REQUEST="true").content.decode()
+    assert "Refused by rule 3 (repeat safety)" in refused and 'name="accepts_unknown_repeat_safety"' in refused
+    # accepting without saying why is refused too (server-side, whatever the browser sent)
+    no_reason = client.post(
+        path, {**form, "accepts_unknown_repeat_safety": "on"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "needs a reason" in no_reason
+    assert not request.approvals.exists()
+    # a refusal did not happen to the run: no approval event and no refusal on its timeline
+    assert not TimelineEvent.objects.filter(run=world.run, kind__in=["replay_approval", "replay_refused"]).exists()
+    assert AuditEvent.objects.filter(action="replay_refused", data__stage="approval").count() == 1
+
+    accepted = client.post(
+        path,
+        {**form, "accepts_unknown_repeat_safety": "on", "acceptance_reason": "each invoice post carries its key"},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    assert "decided" in accepted
+    approval = request.approvals.get()
+    assert (approval.kind, approval.actor) == ("technical", world.technical)
+    assert approval.accepts_unknown_repeat_safety and approval.acceptance_reason == "each invoice post carries its key"
+    assert TimelineEvent.objects.filter(run=world.run, kind="replay_approval").count() == 1
+
+
+def test_the_queue_asks_no_acceptance_when_the_repeat_safety_is_known_or_the_side_is_business(
+    world: World, make_request: MakeRequest
+) -> None:
+    make_request()
+    assert 'name="accepts_unknown_repeat_safety"' not in client_for(world.technical).get("/replays/").content.decode()
+    world.job.side_effects.all().delete()
+    assert 'name="accepts_unknown_repeat_safety"' not in client_for(world.business).get("/replays/").content.decode()
+
+
+def test_a_run_that_is_ok_offers_no_failure_action_and_a_failed_one_does(world: World) -> None:
+    client = client_for(world.support)
+
+    def offered() -> dict[str, bool]:
+        run_page = client.get(f"/runs/{world.run.public_id}/").content.decode()
+        box = client.get(f"/runs/{world.run.public_id}/handover-box/", HTTP_HX_REQUEST="true").content.decode()
+        replays = client.get(f"/runs/{world.run.public_id}/replays/", HTTP_HX_REQUEST="true").content.decode()
+        return {
+            "draft a handover": "Draft a handover" in box,
+            "request a replay": "Request replay" in replays,
+            "record a recovery route": f"/runs/{world.run.public_id}/recovery-decision/" in replays,
+            "load a ledger": "Load record ids" in run_page,
+            "confirm a failure class": f"/runs/{world.run.public_id}/items/failure-class/" in run_page,
+        }
+
+    assert run_business_state(world.run).state == "failed"
+    assert all(offered().values()), offered()
+
+    Run.objects.filter(pk=world.run.pk).update(status=Run.Status.SUCCEEDED, unresolved_count=0)
+    world.run.refresh_from_db()
+    assert run_business_state(world.run).state == "ok"
+    assert not any(offered().values()), offered()
+
+    Run.objects.filter(pk=world.run.pk).update(unresolved_count=2)  # succeeded, but items unresolved: attention
+    assert all(offered().values()), offered()
