@@ -55,7 +55,9 @@ def test_run_list_annotates_the_last_attempt_and_the_open_handover() -> None:
     admin = UserFactory(admin=True)
     run = make_runs(1)[0]
     # a third attempt reported later but started earlier is not the last one
-    AttemptFactory(run=run, number=3, status=Attempt.Status.SUCCEEDED, started_at=run.scheduled_for - timedelta(hours=1))
+    AttemptFactory(
+        run=run, number=3, status=Attempt.Status.SUCCEEDED, started_at=run.scheduled_for - timedelta(hours=1)
+    )
     handover = handover_create(actor=admin, runs=[run])
 
     listed = run_list(user=admin).get(pk=run.pk)
@@ -84,7 +86,7 @@ def test_run_list_page_shows_state_unresolved_last_attempt_handover_and_distinct
     assert "Manual replay" in html and "#2" in html
     assert f'href="/handovers/{handover.public_id}/"' in html
     assert "<strong>2</strong>" in html  # acme-2's two unresolved items
-    assert '2026-11-28 00:00 – 2026-11-29 00:00 CET' in re.sub(r"<[^>]+>", "", html)
+    assert "2026-11-28 00:00 – 2026-11-29 00:00 CET" in re.sub(r"<[^>]+>", "", html)
 
 
 def test_run_list_page_query_count_does_not_grow_with_rows(django_assert_num_queries: Any) -> None:
