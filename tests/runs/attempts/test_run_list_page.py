@@ -110,3 +110,29 @@ def test_run_list_page_query_count_does_not_grow_with_rows(django_assert_num_que
     # the tenant filter's options: the same number for 2 rows and for 10
     assert count() == few
     assert few <= 10
+
+
+def test_job_page_lists_its_latest_runs_with_the_same_columns_in_constant_queries() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    admin = UserFactory(admin=True)
+    job = JobFactory(key="nightly-invoice-export")
+    make_runs(2, job=job)
+    client = logged_in(admin)
+    client.get(f"/jobs/{job.public_id}/")
+
+    def fetch() -> tuple[int, str]:
+        with CaptureQueriesContext(connection) as ctx:
+            html = client.get(f"/jobs/{job.public_id}/").content.decode()
+        return len(ctx.captured_queries), html
+
+    few, html = fetch()
+    make_runs(5, job=job, tenants="cedar")
+    many, html_many = fetch()
+
+    assert "nightly-invoice-export · acme-1 · prod · 2026-11-30 02:00:00 CET" in re.sub(r"<[^>]+>", "", html)
+    assert "Manual replay" in html and 'id="recent-runs"' in html
+    assert html_many.count("Manual replay") == 7
+    # the page's queries do not follow the number of runs listed
+    assert many == few
