@@ -124,18 +124,18 @@ def handover_list_view(request: HttpRequest) -> HttpResponse:
 def handover_mine_view(request: HttpRequest) -> HttpResponse:
     """The handovers whose escalation owner is the viewer, open ones and newest first (polled like the list)."""
     handovers = handover_list(user=request.user, escalation_owner=request.user, is_open=True)
-    closed = handover_list(user=request.user, escalation_owner=request.user, is_open=False)[:20]
+    closed = handover_list(user=request.user, escalation_owner=request.user, is_open=False)
     return list_page(
         request,
         template="handover/handovers/handover_list.html",
         fragment="handover/handovers/_handover_list_rows.html",
         context=lambda: {
             "page": _with_business_state(Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
-            "closed": list(closed),
+            "closed": list(closed[:20]),
             "heading": "My handovers",
             "mine": True,
         },
-        state=lambda: handover_list_state(handovers=handover_list(user=request.user, escalation_owner=request.user)),
+        state=lambda: handover_list_state(handovers=handovers) + handover_list_state(handovers=closed),
     )
 
 

@@ -7,6 +7,7 @@ for the counts again pays nothing more).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -40,7 +41,7 @@ def navigation_counts(request: HttpRequest) -> dict[str, int]:
     cached = getattr(request, _CACHE_ATTRIBUTE, None)
     if cached is None:
         unread = Notification.objects.filter(recipient_id=user.pk, in_app=True, read_at__isnull=True)
-        row = (
+        row: Mapping[str, Any] = (
             get_user_model()
             .objects.filter(pk=user.pk)
             .values(
