@@ -168,6 +168,15 @@ def poll_stamp() -> str:
 
 
 @register.filter
+def status_words(value: str | None) -> str:
+    """A status value in words with its icon, not as a badge ("timed_out" -> "⏱ timed out"): for a
+    secondary technical status beside a business state, which stays the badge people see first."""
+    if not value:
+        return ""
+    return f"{STATUS_ICONS.get(value, '•')} {value.replace('_', ' ')}"
+
+
+@register.filter
 def trigger_words(value: str | None) -> str:
     """An attempt's trigger value in words ("manual_replay" -> "Manual replay"); empty for None."""
     if not value:
