@@ -98,7 +98,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 # the unread count in the navigation (one indexed COUNT per page for a signed-in person)
-                "handover.notifications.context_processors.unread_notifications",
+                "handover.notifications.context_processors.navigation_counts",
                 "runs.audit.context_processors.audit_link",
             ],
         },

@@ -12,6 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.urls import reverse
 
 from approvals.replays.models import Approval, ReplayRequest
+from handover.core.time_format import window_text
 from handover.notifications.services import notify
 from handover.notifications.told import Told
 from runs.permissions import approvers_eligible
@@ -80,7 +81,7 @@ def replay_notices_send(*, request: ReplayRequest, kind: str, summary: str, remi
     subject = f"{subjects[event]}: {run.job.key} · {run.tenant.slug} · {request.item_count} item(s)"
     body = (
         f"{summary}\n\nRun: {run.job.key} for {run.tenant.slug} ({run.environment}), window "
-        f"{run.window_start:%Y-%m-%d %H:%M}Z → {run.window_end:%Y-%m-%d %H:%M}Z. Reason: {request.reason}"
+        f"{window_text(run.window_start, run.window_end, run.job.timezone)}. Reason: {request.reason}"
     )
     return notify(
         event=event,
@@ -89,4 +90,6 @@ def replay_notices_send(*, request: ReplayRequest, kind: str, summary: str, remi
         subject=subject,
         body=body,
         link=reverse("approvals:replay-detail", kwargs={"id": request.public_id}),
+        job_key=run.job.key,
+        tenant_slug=run.tenant.slug,
     )

@@ -20,11 +20,12 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.contrib.contenttypes.models import ContentType
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery, Window
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Subquery, Window
 from django.db.models.functions import Coalesce, RowNumber
 from django.urls import reverse
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
+from handover.core.time_format import window_text
 from handover.handovers.models import Handover, HandoverRun
 from handover.handovers.selectors import handover_visibility_filter
 from handover.ownership.selectors import aged_work_list
@@ -35,6 +36,7 @@ from runs.attempts.models import Run
 from runs.catalog.models import Job
 from runs.checks.slot_review import duration_warnings, fabricated_window_runs, unexplained_refires
 from runs.permissions import TECHNICAL_OWNER_CODENAME, run_visibility_filter
+from runs.timeline.models import TimelineEvent
 
 User = AbstractBaseUser | AnonymousUser
 SECTION_LIMIT = 100
@@ -91,7 +93,48 @@ def _owners_text(names: list[str]) -> str:
 
 
 def _run_title(run: Run) -> str:
-    return f"{run.job.key} · {run.tenant.slug} · {run.environment} · window {run.window_start:%Y-%m-%d %H:%M}Z"
+    window = window_text(run.window_start, run.window_end, run.job.timezone)
+    return f"{run.job.key} · {run.tenant.slug} · {run.environment} · window {window}"
+
+
+def attention_failed_runs(*, user: User) -> QuerySet[Run]:
+    """Failed or missed runs ``user`` may see that no handover covers: the page's first section."""
+    return Run.objects.filter(run_visibility_filter(user=user), status__in=FAILING_STATUSES).filter(
+        ~Exists(HandoverRun.objects.filter(run=OuterRef("pk")))
+    )
+
+
+def attention_unowned_handovers(*, user: User) -> QuerySet[Handover]:
+    """Handovers ``user`` may see, not closed, that name no escalation owner: the page's second section."""
+    return Handover.objects.filter(handover_visibility_filter(user=user), escalation_owner__isnull=True).exclude(
+        status=Handover.Status.CLOSED
+    )
+
+
+def attention_state(*, user: User, now: datetime) -> tuple[object, ...]:
+    """A fingerprint of the page for its ETag: what ``user`` sees of runs, their timelines, handovers and alerts.
+
+    ``(runs count, newest run change, newest event id, handovers count, newest handover change,
+    unmatched alerts count, newest alert change, the hour)``: every section is computed from these rows;
+    the hour makes the age-based sections ("unresolved for too long") refresh as time passes.
+    Queries: four.
+    """
+    runs = Run.objects.filter(run_visibility_filter(user=user))
+    run_totals = runs.aggregate(count=Count("pk"), updated=Max("updated_at"))
+    newest_event = TimelineEvent.objects.filter(run__in=runs.values("pk")).aggregate(newest=Max("pk"))["newest"]
+    handovers = Handover.objects.filter(handover_visibility_filter(user=user)).aggregate(
+        count=Count("pk"), updated=Max("updated_at")
+    )
+    alerts = alert_list(user=user, outcome=Alert.Outcome.UNMATCHED).aggregate(
+        count=Count("pk"), updated=Max("updated_at")
+    )
+    return (
+        *run_totals.values(),
+        newest_event,
+        *handovers.values(),
+        *alerts.values(),
+        now.replace(minute=0, second=0, microsecond=0),
+    )
 
 
 def attention_sections(*, user: User, now: datetime) -> dict[str, list[AttentionItem]]:
@@ -105,8 +148,8 @@ def attention_sections(*, user: User, now: datetime) -> dict[str, list[Attention
     since = Coalesce("scheduled_for", "created_at")
 
     failed = list(
-        visible_runs.filter(status__in=FAILING_STATUSES)
-        .filter(~Exists(HandoverRun.objects.filter(run=OuterRef("pk"))))
+        attention_failed_runs(user=user)
+        .select_related("job", "tenant")
         .annotate(since=since)
         .order_by("since", "id")[:SECTION_LIMIT]
     )
@@ -126,8 +169,7 @@ def attention_sections(*, user: User, now: datetime) -> dict[str, list[Attention
         .order_by("since", "id")[:SECTION_LIMIT]
     )
     unowned = list(
-        Handover.objects.filter(handover_visibility_filter(user=user), escalation_owner__isnull=True)
-        .exclude(status=Handover.Status.CLOSED)
+        attention_unowned_handovers(user=user)
         .select_related("job", "created_by")
         .order_by("created_at", "id")[:SECTION_LIMIT]
     )

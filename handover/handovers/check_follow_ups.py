@@ -117,6 +117,8 @@ def _tell_check_failed(*, check: NextRunCheck, people: list[AbstractBaseUser]) -
                 f"did not pass its check.\n\n{check.result_summary}\n\nCheck: {check.public_id}"
             ),
             link=reverse("runs:check-detail", kwargs={"id": check.public_id}),
+            job_key=target.job.key,
+            tenant_slug=target.tenant.slug,
         )
 
 

@@ -52,6 +52,7 @@ def handover_notifications_create(*, handover: Handover, reason: str, recipient:
     subject = (
         f"Handed over to you: {handover.title}" if event == "handed_over" else f"Reopened, you own it: {handover.title}"
     )
+    tenants = {link.run.tenant.slug for link in handover.links.select_related("run__tenant")}
     return notify(
         event=event,
         recipients=[recipient],
@@ -59,4 +60,6 @@ def handover_notifications_create(*, handover: Handover, reason: str, recipient:
         subject=subject,
         body=handover_message(handover),
         link=reverse("handover:handover-detail", kwargs={"id": handover.public_id}),
+        job_key=handover.job.key,
+        tenant_slug=tenants.pop() if len(tenants) == 1 else "",
     )

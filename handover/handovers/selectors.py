@@ -8,10 +8,11 @@ superusers do everything. Never a global group check (docs/architecture.md "Role
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet
 
 from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
 from handover.handovers.staleness import Staleness, evidence_annotations, evidence_changes, run_evidence_snapshot
@@ -19,6 +20,7 @@ from runs.attempts.business_state import BUSINESS_STATE_FACTS, business_state_an
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
 from runs.permissions import run_visibility_filter
+from runs.timeline.models import TimelineEvent
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -42,10 +44,12 @@ def handover_list(
     escalation_owner: AbstractBaseUser | None = None,
     is_open: bool | None = None,
     run: Run | None = None,
+    search: str | None = None,
 ) -> QuerySet[Handover]:
     """Handovers ``user`` may see, newest first, with job, owners and runs (tenant) loaded.
 
-    Filters: ``status``, ``escalation_owner`` ("my handovers"), ``is_open`` (not closed) and ``run``.
+    Filters: ``status``, ``escalation_owner`` ("my handovers"), ``is_open`` (not closed), ``run`` and
+    ``search`` (the title starts with it, any case; served by the title's prefix index).
     Queries: two (the handovers with everything shown joined; their runs with tenants).
     """
     handovers = Handover.objects.filter(handover_visibility_filter(user=user))
@@ -59,11 +63,47 @@ def handover_list(
         handovers = handovers.filter(status=Handover.Status.CLOSED)
     if run is not None:
         handovers = handovers.filter(links__run=run)
+    if search and search.strip():
+        handovers = handovers.filter(title__istartswith=search.strip())
     return (
         handovers.select_related("job", "escalation_owner", "customer_update_owner", "job__paused_by")
-        .prefetch_related(Prefetch("links", queryset=HandoverRun.objects.select_related("run__tenant").order_by("id")))
+        .prefetch_related(
+            Prefetch(
+                "links",
+                # each run's business state facts come with the links (``handover_list_runs`` hands them on)
+                queryset=HandoverRun.objects.select_related("run__tenant", "run__job")
+                .annotate(**business_state_annotations("run_id"))
+                .order_by("id"),
+            )
+        )
         .order_by("-created_at", "-id")
     )
+
+
+def handover_links_business_state(handovers: Iterable[Handover]) -> list[Handover]:
+    """Hand each run of ``handovers`` (from ``handover_list``) the business-state facts its link carries.
+
+    Returns the handovers as a list; no query beyond the list's own (the links are prefetched).
+    """
+    rows = list(handovers)
+    for handover in rows:
+        for link in handover.links.all():
+            for name in BUSINESS_STATE_FACTS:
+                setattr(link.run, name, getattr(link, name))
+    return rows
+
+
+def handover_list_state(*, handovers: QuerySet[Handover]) -> tuple[object, ...]:
+    """A fingerprint of a handovers list for its ETag: ``(count, newest updated_at, newest event id)``.
+
+    Every edit and transition of a handover touches the handover and writes a timeline event on each
+    of its runs; the runs' own events (a new attempt, a ledger load) change their business state.
+    Queries: two.
+    """
+    base = handovers.order_by().values("pk")
+    totals = Handover.objects.filter(pk__in=base).aggregate(count=Count("pk"), updated=Max("updated_at"))
+    newest_event = TimelineEvent.objects.filter(run__handover_links__handover__in=base).aggregate(newest=Max("pk"))
+    return (totals["count"], totals["updated"], newest_event["newest"])
 
 
 def handover_get(*, user: User, public_id: object) -> Handover | None:

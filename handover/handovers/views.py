@@ -13,12 +13,13 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
+from handover.core.polling import list_page
 from handover.handovers.closing import handover_closing_conditions
 from handover.handovers.export import handover_markdown, handover_sections
 from handover.handovers.forms import (
@@ -35,7 +36,9 @@ from handover.handovers.selectors import (
     handover_for_run,
     handover_generated_staleness,
     handover_get,
+    handover_links_business_state,
     handover_list,
+    handover_list_state,
     handover_revision_list,
     handover_runs,
     run_get_brief,
@@ -90,36 +93,57 @@ def _tell_redacted(request: HttpRequest, saved: object) -> None:
 
 @login_required
 def handover_list_view(request: HttpRequest) -> HttpResponse:
-    """Every handover the viewer may see, newest first; ``?status=`` and ``?open=1`` filter."""
+    """Every handover the viewer may see, newest first; ``?status=``, ``?open=1`` and ``?q=`` (title prefix) filter.
+
+    Polled by htmx every 30 seconds: the list's fragment, or 304 while unchanged (``handover.core.polling``).
+    """
     status = request.GET.get("status") or None
+    search = (request.GET.get("q") or "").strip()
     handovers = handover_list(
         user=request.user,
         status=status if status in Handover.Status.values else None,
         is_open=True if request.GET.get("open") == "1" else None,
+        search=search or None,
     )
-    page = Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(
+    return list_page(
         request,
-        "handover/handovers/handover_list.html",
-        {"page": page, "heading": "Handovers", "statuses": Handover.Status.choices, "status": status, "mine": False},
+        template="handover/handovers/handover_list.html",
+        fragment="handover/handovers/_handover_list_rows.html",
+        context=lambda: {
+            "page": _with_business_state(Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
+            "heading": "Handovers",
+            "statuses": Handover.Status.choices,
+            "status": status,
+            "q": search,
+            "mine": False,
+        },
+        state=lambda: handover_list_state(handovers=handovers),
     )
 
 
 @login_required
 def handover_mine_view(request: HttpRequest) -> HttpResponse:
-    """The handovers whose escalation owner is the viewer, open ones and newest first."""
+    """The handovers whose escalation owner is the viewer, open ones and newest first (polled like the list)."""
     handovers = handover_list(user=request.user, escalation_owner=request.user, is_open=True)
-    closed = handover_list(user=request.user, escalation_owner=request.user, is_open=False)[:20]
-    return render(
+    closed = handover_list(user=request.user, escalation_owner=request.user, is_open=False)
+    return list_page(
         request,
-        "handover/handovers/handover_list.html",
-        {
-            "page": Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page")),
-            "closed": list(closed),
+        template="handover/handovers/handover_list.html",
+        fragment="handover/handovers/_handover_list_rows.html",
+        context=lambda: {
+            "page": _with_business_state(Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
+            "closed": list(closed[:20]),
             "heading": "My handovers",
             "mine": True,
         },
+        state=lambda: handover_list_state(handovers=handovers) + handover_list_state(handovers=closed),
     )
+
+
+def _with_business_state(page: Page) -> Page:  # type: ignore[type-arg]
+    """``page`` with its handovers' runs carrying their business-state facts (no query per run)."""
+    page.object_list = handover_links_business_state(page.object_list)
+    return page
 
 
 def _candidate_runs(request: HttpRequest, run: Run) -> list[Run]:

@@ -131,6 +131,10 @@ class Notification(models.Model):
     subject = models.CharField(max_length=300)
     body = models.TextField(blank=True)
     link = models.CharField(max_length=500, blank=True, help_text="a path on this site")
+    job_key = models.CharField(max_length=150, blank=True, help_text="the job it is about (the inbox filters on it)")
+    tenant_slug = models.CharField(
+        max_length=100, blank=True, help_text="the tenant it is about, empty when several (the inbox filters on it)"
+    )
     in_app = models.BooleanField(default=True)
     created_at = models.DateTimeField(db_index=True)
     read_at = models.DateTimeField(null=True, blank=True)

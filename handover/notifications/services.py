@@ -107,10 +107,13 @@ def notify(
     subject: str,
     body: str = "",
     link: str = "",
+    job_key: str = "",
+    tenant_slug: str = "",
 ) -> list[Told]:
     """Tell ``recipients`` about ``event`` once each (per ``dedup_key``); call inside the change's transaction.
 
-    ``link`` is a path on this site (made absolute with ``HANDOVER_BASE_URL`` in e-mail and chat).
+    ``link`` is a path on this site (made absolute with ``HANDOVER_BASE_URL`` in e-mail and chat);
+    ``job_key`` and ``tenant_slug`` name what it is about (the inbox filters on them; empty: several or none).
     Inactive people and repeats are skipped; a person whose preferences select no channel gets
     nothing. Side effects: Notification and NotificationDelivery rows; one
     ``handover.notification_deliver`` task per pending delivery, on commit. Returns who was told how.
@@ -138,6 +141,8 @@ def notify(
             subject=redact_text(subject)[:300],
             body=redact_text(body),
             link=link[:500],
+            job_key=job_key[:150],
+            tenant_slug=tenant_slug[:100],
             in_app="in_app" in channels,
             created_at=now,
         )

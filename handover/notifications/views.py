@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from handover.accounts.preference_models import UserPreference
 from handover.accounts.preferences import user_preference_set
 from handover.core.errors import DomainError
+from handover.core.polling import list_page
 from handover.notifications.events import CHANNELS, EVENTS, channel_default
 from handover.notifications.forms import (
     AppriseTargetForm,
@@ -21,8 +22,14 @@ from handover.notifications.forms import (
     TimeZoneForm,
     time_zone_names,
 )
-from handover.notifications.models import AppriseTarget, NotificationEmail, NotificationPreference
-from handover.notifications.selectors import apprise_target_list, notification_list, team_list_of
+from handover.notifications.models import AppriseTarget, Notification, NotificationEmail, NotificationPreference
+from handover.notifications.selectors import (
+    apprise_target_list,
+    notification_filter_choices,
+    notification_list,
+    notification_list_state,
+    team_list_of,
+)
 from handover.notifications.services import (
     apprise_target_add,
     apprise_target_test,
@@ -37,11 +44,44 @@ from handover.notifications.services import (
 
 @login_required
 def notification_list_view(request: HttpRequest) -> HttpResponse:
-    """The person's notifications, newest first, unread marked, with how each channel did."""
+    """The person's notifications, newest first, unread marked, with how each channel did.
+
+    Filters: ``show`` (``all``, ``unread``, ``read``), ``event`` (kind), ``job`` and ``tenant``. Polled
+    by htmx every 30 seconds: the list's fragment, or 304 while unchanged (``handover.core.polling``).
+    """
     show = request.GET.get("show", "all")
-    unread = True if show == "unread" else None
-    rows = list(notification_list(user=request.user, unread=unread)[:200])
-    return render(request, "handover/notifications/notification_list.html", {"rows": rows, "show": show})
+    event = request.GET.get("event") or ""
+    job_key = request.GET.get("job") or ""
+    tenant_slug = request.GET.get("tenant") or ""
+
+    def context() -> dict[str, object]:
+        rows = notification_list(
+            user=request.user,
+            unread={"unread": True, "read": False}.get(show),
+            event=event if event in Notification.Event.values else None,
+            job_key=job_key or None,
+            tenant_slug=tenant_slug or None,
+        )
+        choices = notification_filter_choices(user=request.user)
+        labels = dict(Notification.Event.choices)
+        return {
+            "rows": list(rows[:200]),
+            "show": show,
+            "show_choices": [("all", "all"), ("unread", "unread"), ("read", "read")],
+            "event": event,
+            "job": job_key,
+            "tenant": tenant_slug,
+            "choices": choices,
+            "event_choices": [(value, labels.get(value, value)) for value in choices["events"]],
+        }
+
+    return list_page(
+        request,
+        template="handover/notifications/notification_list.html",
+        fragment="handover/notifications/_notification_rows.html",
+        context=context,
+        state=lambda: notification_list_state(user=request.user),
+    )
 
 
 @login_required

@@ -9,10 +9,13 @@ from typing import Any
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from handover.core import durations
+from handover.core.time_format import window_parts
 from runs.attempts.business_state import business_reason_words, run_business_state
+from runs.attempts.models import Attempt
 
 register = template.Library()
 
@@ -106,28 +109,42 @@ def when(value: datetime | None, zone_name: str | None = None) -> str:
     )
 
 
-UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+@register.simple_tag
+def window(start: datetime | None, end: datetime | None, zone_name: str | None = None) -> str:
+    """A processing window ``[start, end)`` in ``zone_name`` (the job's zone), labelled with the zone, UTC on hover.
+
+    The one way pages write a window: ``2026-11-28 02:00–03:00 CET`` within a day,
+    ``2026-11-28 00:00 – 2026-11-29 00:00 CET`` across days, and each edge with its own abbreviation
+    when the window crosses a DST change (``2026-10-25 00:00 CEST – 2026-10-26 00:00 CET``). Each edge is a
+    ``<time>`` carrying its UTC ISO value; the ``title`` gives both edges in UTC. "—" when an edge is None.
+    """
+    if start is None or end is None:
+        return mark_safe('<span class="muted">—</span>')
+    zone = zone_name or timezone.get_current_timezone_name()
+    first_text, joint, last_text, label = window_parts(start, end, zone)
+    utc_zone = zoneinfo.ZoneInfo("UTC")
+    first_utc, last_utc = (
+        start.replace(microsecond=0).astimezone(utc_zone),
+        end.replace(microsecond=0).astimezone(utc_zone),
+    )
+    return format_html(
+        '<span class="window" title="{} – {} UTC">'
+        '<time datetime="{}">{}</time>{}<time datetime="{}">{}</time> {}</span>',
+        f"{first_utc:%Y-%m-%d %H:%M:%S}",
+        f"{last_utc:%Y-%m-%d %H:%M:%S}",
+        first_utc.isoformat(),
+        first_text,
+        joint,
+        last_utc.isoformat(),
+        last_text,
+        label,
+    )
 
 
 @register.filter
 def seconds_in_words(value: int | float | timedelta | None) -> str:
-    """A length of time in words, its two largest units: 1800 -> "30 minutes", 5400 -> "1 hour 30 minutes".
-
-    ``value``: whole seconds (a model's ``*_seconds`` field) or a timedelta; empty when None. Below
-    one second it says "0 seconds"; a negative length is written with a leading minus sign. The one
-    way the pages write a duration (grace, tolerances, an attempt's length, a beat's silence).
-    """
-    if value is None or value == "":
-        return ""
-    seconds = int(value.total_seconds() if isinstance(value, timedelta) else value)
-    rest = abs(seconds)
-    parts = []
-    for name, size in UNITS:
-        count, rest = divmod(rest, size)
-        if count:
-            parts.append(f"{count} {name}{'' if count == 1 else 's'}")
-    words = " ".join(parts[:2]) or "0 seconds"
-    return f"-{words}" if seconds < 0 else words
+    """A length of time in words (``handover.core.durations.seconds_in_words``): 1800 -> "30 minutes"."""
+    return durations.seconds_in_words(value)
 
 
 @register.filter
@@ -142,6 +159,37 @@ def duration(start: datetime | None, end: datetime | None) -> str:
 
 
 @register.simple_tag
+def poll_stamp() -> str:
+    """ "updated HH:MM:SS" (the viewer's zone, UTC on hover) under a list that polls: when it was rendered."""
+    now = timezone.now().replace(microsecond=0)
+    local = timezone.localtime(now)
+    return format_html(
+        '<p class="small muted poll-stamp">updated <time datetime="{}" title="{} UTC">{} {}</time></p>',
+        now.astimezone(zoneinfo.ZoneInfo("UTC")).isoformat(),
+        f"{now.astimezone(zoneinfo.ZoneInfo('UTC')):%Y-%m-%d %H:%M:%S}",
+        f"{local:%H:%M:%S}",
+        local.tzname(),
+    )
+
+
+@register.filter
+def status_words(value: str | None) -> str:
+    """A status value in words with its icon, not as a badge ("timed_out" -> "⏱ timed out"): for a
+    secondary technical status beside a business state, which stays the badge people see first."""
+    if not value:
+        return ""
+    return f"{STATUS_ICONS.get(value, '•')} {value.replace('_', ' ')}"
+
+
+@register.filter
+def trigger_words(value: str | None) -> str:
+    """An attempt's trigger value in words ("manual_replay" -> "Manual replay"); empty for None."""
+    if not value:
+        return ""
+    return str(Attempt.Trigger(value).label) if value in Attempt.Trigger.values else value.replace("_", " ")
+
+
+@register.simple_tag
 def badge(status: str, label: str = "") -> str:
     """A status badge: an icon and the word, so it never relies on colour alone."""
     return format_html(
@@ -150,6 +198,20 @@ def badge(status: str, label: str = "") -> str:
         STATUS_ICONS.get(status, "•"),
         label or status.replace("_", " "),
     )
+
+
+_BACKTICKS = re.compile(r"`([^`\n]+)`")
+
+
+@register.filter
+def inline_code(value: object) -> SafeString:
+    """Text with Markdown's inline code (a key in backticks) shown as ``<code>``; everything else escaped.
+
+    The text is HTML-escaped first, then each backtick pair on one line becomes ``<code>…</code>``, so
+    nothing in it can add markup of its own (summaries and reasons come from payloads and people).
+    """
+    escaped = conditional_escape("" if value is None else str(value))
+    return mark_safe(_BACKTICKS.sub(r"<code>\1</code>", escaped))  # noqa: S308 - escaped above; only <code> added
 
 
 @register.filter

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from django.utils import timezone
 
+from handover.core.durations import seconds_in_words
 from handover.core.rows import row_insert_unless_conflict
 from runs.alerts.context import PostContext
 from runs.alerts.parsers.base import AlertKind, ParsedAlert, parse_timestamp
@@ -240,7 +241,8 @@ def _place_in_window(
     if placement.is_flagged or (report.time_kind == TimeKind.SCHEDULED and placement.offset_seconds):
         ident.notes.append(
             f"{placement_describe(placement, schedule.timezone)} ({schedule.timezone}; schedule {schedule.cron!r}, "
-            f"early tolerance {placement.tolerance_seconds} s, grace {schedule.grace_seconds} s)"
+            f"early tolerance {seconds_in_words(placement.tolerance_seconds)}, "
+            f"grace {seconds_in_words(schedule.grace_seconds)})"
         )
 
 

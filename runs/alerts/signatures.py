@@ -23,6 +23,8 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
+from handover.core.durations import seconds_in_words
+
 SCHEMES = ("ts:body", "ts.body", "body", "t=,v1=")
 ALGORITHMS = {"sha256": hashlib.sha256, "sha1": hashlib.sha1, "sha512": hashlib.sha512}
 ENCODINGS = ("hex", "base64")
@@ -44,7 +46,8 @@ def _stale(timestamp: str, tolerance_seconds: int, now: float) -> SignatureCheck
     if stamp > 1e11:  # milliseconds
         stamp /= 1000
     if abs(now - stamp) > tolerance_seconds:
-        return SignatureCheck(False, f"the timestamp is more than {tolerance_seconds} s away from the server's time")
+        away = seconds_in_words(tolerance_seconds)
+        return SignatureCheck(False, f"the timestamp is more than {away} away from the server's time")
     return None
 
 

@@ -9,7 +9,7 @@ from runs.attempts.models import Run
 
 
 class RunFilterSet(StrictFilterSet):
-    """Runs by job key, tenant slug, environment, status, window start range and execution search."""
+    """Runs by job key, tenant slug, environment, status, window start range and a prefix search."""
 
     job = CharFilter(help_text="job key")
     tenant = CharFilter(help_text="tenant slug (case-insensitive)")
@@ -17,4 +17,7 @@ class RunFilterSet(StrictFilterSet):
     status = ChoiceFilter(choices=Run.Status.choices, help_text="technical status")
     window_from = BoundedDateTimeFilter(help_text="window starts at or after this instant (ISO 8601)")
     window_to = BoundedDateTimeFilter(help_text="window starts before this instant (ISO 8601)")
-    search = CharFilter(help_text="execution id or correlation reference (part of it)")
+    search = CharFilter(
+        help_text="the start of a job key or name, a tenant slug or name, an execution id or a correlation "
+        "reference, in any case"
+    )

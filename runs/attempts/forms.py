@@ -22,7 +22,7 @@ class RunFilterForm(forms.Form):
     window_to = forms.DateTimeField(
         required=False, label="Window to", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    q = forms.CharField(required=False, label="Execution or correlation id")
+    q = forms.CharField(required=False, label="Search", help_text="start of a job, tenant, execution id or reference")
 
 
 class DuplicateTriggerExplainForm(forms.Form):

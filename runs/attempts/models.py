@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from handover.core.durations import seconds_in_words
 from handover.core.models import TimeStampedModel, choices_check
 from runs.catalog.models import Job, JobTarget, Tenant
 from runs.checks.schedule.slots import delay_words
@@ -252,7 +253,7 @@ class Attempt(TimeStampedModel):
         flags = []
         if self.slot_offset_seconds:
             words = delay_words(self.slot_offset_seconds)
-            flags.append(f"{words} (early tolerance {self.slot_tolerance_seconds or 0} s)")
+            flags.append(f"{words} (early tolerance {seconds_in_words(self.slot_tolerance_seconds or 0)})")
         if self.is_slot_late:
             flags.append("late")
         if self.is_slot_inferred:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Count, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from runs.attempts.business_state import run_business_state_annotate
 from runs.attempts.models import Attempt, Run
+from runs.catalog.models import Job, Tenant
 from runs.permissions import User, run_visibility_filter
 from runs.timeline.models import TimelineEvent
 
@@ -25,8 +26,16 @@ def run_list(
     """Runs visible to ``user``, newest window first, with job, tenant and the attempt count.
 
     Filters: job key, tenant slug (case-insensitive), environment, status, window start range
-    (aware datetimes), and ``search`` over execution ids and correlation references.
-    Queries: one (job and tenant joined; attempt count annotated).
+    (aware datetimes), and ``search``: the start of a job's key or name, a tenant's slug or name, or an
+    attempt's execution id or correlation reference, case-insensitively (``UPPER(column) LIKE 'X%'``,
+    served by the prefix indexes of migration ``runs`` "prefix_search_indexes").
+    Queries: one (job and tenant joined; attempt count, last attempt and open handover annotated).
+
+    Besides the business state's facts (``run_business_state_annotate``) each run carries
+    ``attempt_count``; ``last_attempt_number``, ``last_attempt_trigger``, ``last_attempt_status`` and
+    ``last_attempt_started_at`` (its latest attempt, duplicate triggers included: by start time, else
+    scheduled time, else first report; ties by number; None without attempts); and
+    ``open_handover_id`` (the public id of its open handover, if any).
 
     The attempt count is a correlated subquery, not ``Count("attempts")``: an aggregate over the
     join makes PostgreSQL group every visible run before the LIMIT of a page, so the list cost
@@ -48,11 +57,54 @@ def run_list(
     if window_to:
         runs = runs.filter(window_start__lt=window_to)
     if search:
-        matching = Attempt.objects.filter(Q(execution_id__icontains=search) | Q(correlation_ref__icontains=search))
-        runs = runs.filter(pk__in=matching.values("run_id"))
+        runs = runs.filter(run_search_filter(search))
+    latest = _latest_attempt()
     return run_business_state_annotate(
-        runs.select_related("job", "tenant", "target").annotate(attempt_count=Coalesce(_attempt_count(), 0))
+        runs.select_related("job", "tenant", "target").annotate(
+            attempt_count=Coalesce(_attempt_count(), 0),
+            last_attempt_number=Subquery(latest.values("number")[:1]),
+            last_attempt_trigger=Subquery(latest.values("trigger")[:1]),
+            last_attempt_is_trigger_inferred=Subquery(latest.values("is_trigger_inferred")[:1]),
+            last_attempt_status=Subquery(latest.values("status")[:1]),
+            last_attempt_started_at=Subquery(latest.values("started_at")[:1]),
+            open_handover_id=Subquery(
+                Run.objects.filter(pk=OuterRef("pk"), handover_links__is_open=True).values(
+                    "handover_links__handover__public_id"
+                )[:1]
+            ),
+        )
     ).order_by("-window_start", "-id")
+
+
+def run_list_state(*, runs: QuerySet[Run]) -> tuple[object, ...]:
+    """A fingerprint of a runs list for its ETag: how many runs, their newest change and newest event.
+
+    ``(count, max updated_at, max timeline event id)`` over ``runs`` (a ``run_list`` queryset, any
+    page): every change a row of the list shows writes a timeline event on the run (attempts,
+    ledger totals, handovers, explanations) or touches the run. Queries: two.
+    """
+    base = runs.order_by().values("pk")
+    totals = Run.objects.filter(pk__in=base).aggregate(count=Count("pk"), updated=Max("updated_at"))
+    newest_event = TimelineEvent.objects.filter(run__in=base).aggregate(newest=Max("pk"))["newest"]
+    return (totals["count"], totals["updated"], newest_event)
+
+
+def run_search_filter(search: str) -> Q:
+    """Runs whose job key or name, tenant slug or name, or an attempt's execution id or correlation
+    reference starts with ``search``, ignoring case. Each branch is a prefix match on an indexed
+    ``UPPER(column)`` (a subquery per table), so a search stays an index range scan as history grows."""
+    term = search.strip()
+    jobs = Job.objects.filter(Q(key__istartswith=term) | Q(name__istartswith=term)).values("pk")
+    tenants = Tenant.objects.filter(Q(slug__istartswith=term) | Q(name__istartswith=term)).values("pk")
+    attempts = Attempt.objects.filter(Q(execution_id__istartswith=term) | Q(correlation_ref__istartswith=term))
+    return Q(job__in=jobs) | Q(tenant__in=tenants) | Q(pk__in=attempts.values("run_id"))
+
+
+def _latest_attempt() -> QuerySet[Attempt]:
+    """The outer run's attempts, latest first: by start time, else scheduled time, else first report."""
+    return Attempt.objects.filter(run=OuterRef("pk")).order_by(
+        Coalesce("started_at", "scheduled_at", "created_at").desc(), "-number"
+    )
 
 
 def _attempt_count() -> Subquery:

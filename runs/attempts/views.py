@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from handover.core.polling import list_page
 from handover.core.views import form_post
 from runs.attempts.corrections import (
     attempt_duplicate_trigger_explain,
@@ -20,7 +21,7 @@ from runs.attempts.corrections import (
 )
 from runs.attempts.forms import AttemptReplaceSlotForm, DuplicateTriggerExplainForm, RunFilterForm
 from runs.attempts.models import Attempt, Run
-from runs.attempts.selectors import run_get, run_list
+from runs.attempts.selectors import run_get, run_list, run_list_state
 from runs.attempts.services import source_number_twins
 from runs.checks.schedules import job_schedule, schedule_fire_times, target_schedule
 from runs.checks.selectors import check_list_for_run
@@ -31,7 +32,11 @@ from runs.permissions import may_act_on_run, tenant_list_visible
 
 @login_required
 def run_list_view(request: HttpRequest) -> HttpResponse:
-    """Runs the viewer may see, newest window first, filterable and paginated (50 a page)."""
+    """Runs the viewer may see, newest window first, filterable and paginated (50 a page).
+
+    Polled by htmx every 30 seconds: the list's fragment, or 304 while the filtered runs and their
+    timelines are unchanged (``handover.core.polling``).
+    """
     form = RunFilterForm(request.GET or None)
     filters = form.cleaned_data if form.is_valid() else {}
     runs = run_list(
@@ -44,18 +49,23 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
         window_to=filters.get("window_to"),
         search=filters.get("q") or None,
     )
-    page = Paginator(runs, 50).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
-    return render(
-        request,
-        "runs/attempts/run_list.html",
-        {
+
+    def context() -> dict[str, object]:
+        query = request.GET.copy()
+        query.pop("page", None)
+        return {
             "form": form,
-            "page": page,
+            "page": Paginator(runs, 50).get_page(request.GET.get("page")),
             "query": query.urlencode(),
             "tenants": tenant_list_visible(user=request.user),
-        },
+        }
+
+    return list_page(
+        request,
+        template="runs/attempts/run_list.html",
+        fragment="runs/attempts/_run_list_rows.html",
+        context=context,
+        state=lambda: run_list_state(runs=runs),
     )
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from handover.core.links import base_url
 from runs.attempts.models import Run
+from runs.attempts.selectors import run_list
 from runs.catalog.runner_credential_views import RunnerCredentialForm, runner_credential_issued_pop
 from runs.catalog.selectors import (
     job_get,
@@ -31,10 +32,14 @@ def job_list_view(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/catalog/job_list.html", {"jobs": job_list_visible(user=request.user)})
 
 
+RECENT_RUNS = 20  # the job page's latest runs; the runs list (?job=<key>) has the rest
+
+
 @login_required
 def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
-    """A job: its schedule and DST policy in words, the next five fire times (job zone and UTC), its
-    targets with their own schedule when overridden, outages with catch-up covered and omitted, and checks."""
+    """A job: its schedule and DST policy in words, the next five fire times (job's zone, UTC on hover),
+    its targets with their own schedule when overridden, outages with catch-up covered and omitted, its
+    checks and its latest runs (the runs list's columns)."""
     job = job_get(user=request.user, public_id=id)
     if job is None:
         raise Http404("No such job")
@@ -72,6 +77,7 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "fire_times": schedule_fire_times(sched=sched, after=now, count=5),
             "targets": targets,
             "checks": list(check_list(user=request.user, job=job.key).order_by("-deadline_at", "-id")[:20]),
+            "recent_runs": list(run_list(user=request.user, job=job.key)[:RECENT_RUNS]),
             "beat_warning": beat_warning_text(),
             "may_manage_credentials": may_manage_credentials,
             "may_pause": may_pause_job(user=request.user, job=job),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Q, QuerySet
+from django.db.models import Case, Q, QuerySet, Value, When
 
 from runs.attempts.business_state import business_state_annotations
 from runs.attempts.models import Run
@@ -96,20 +96,23 @@ def work_item_page(
 
 
 def work_item_search(*, user: User, record_id: str, limit: int = 100) -> QuerySet[WorkItem]:
-    """Every work item with exactly ``record_id`` in the runs ``user`` may see, newest window first.
+    """Every work item whose record id starts with ``record_id`` (any case) in the runs ``user`` may see.
 
-    "What happened to INV-1003?" Served by the record-id index. Queries: one.
+    "What happened to INV-1003?" (``inv-100`` finds it too). Exact matches first, then newest window
+    first. Served by the record id's prefix index (migration ``runs`` "prefix_search_indexes").
+    Queries: one.
     """
     record_id = record_id.strip()
     if not record_id:
         return WorkItem.objects.none()
     return (
-        WorkItem.objects.filter(run_visibility_filter(user=user, prefix="run__"), record_id=record_id)
+        WorkItem.objects.filter(run_visibility_filter(user=user, prefix="run__"), record_id__istartswith=record_id)
         # each run's business-state facts, read with the items (the view hands them to the runs)
         .annotate(**business_state_annotations("run_id"))
         .select_related("run__job", "run__tenant", "evidence_by", "duplicate_explained_by", "destination_load")
         .defer("destination_load__content", "destination_load__preview_list")
-        .order_by("-run__window_start", "-run_id")[:limit]
+        .annotate(is_exact=Case(When(record_id=record_id, then=Value(0)), default=Value(1)))
+        .order_by("is_exact", "-run__window_start", "-run_id", "record_id")[:limit]
     )
 
 

@@ -21,6 +21,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from handover.core.durations import seconds_in_words
+
 register = template.Library()
 
 WIDTH = 800
@@ -141,18 +143,8 @@ def _x(bursts: Sequence[_Burst], when: datetime) -> float:
 
 
 def _span(seconds: float) -> str:
-    seconds = int(seconds)  # whole seconds, cut like the attempts table's durations
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    parts = [f"{days} d"] if days else []
-    if hours:
-        parts.append(f"{hours} h")
-    if minutes and not days:
-        parts.append(f"{minutes} min")
-    if secs and not days and not hours:
-        parts.append(f"{secs} s")
-    return " ".join(parts) or "0 s"
+    """A length in words, whole seconds cut like the attempts table's durations ("12 minutes 52 seconds")."""
+    return seconds_in_words(int(seconds))
 
 
 def _clock(when: datetime, seconds: bool = False) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from handover.core.durations import seconds_in_words
 from runs.checks.schedule.cron import (
     MICROSECOND,
     DstGapPolicy,
@@ -117,14 +118,8 @@ def placement_describe(placement: SlotPlacement, zone_name: str) -> str:
 
 
 def delay_words(offset_seconds: int) -> str:
-    """An offset in words: "1 s early", "77 min late", "23 h 0 min late" (seconds; negative is early)."""
-    size = abs(offset_seconds)
-    word = "early" if offset_seconds < 0 else "late"
-    if size < 120:
-        return f"{size} s {word}"
-    if size < 2 * 3600:
-        return f"{size // 60} min {word}"
-    return f"{size // 3600} h {size % 3600 // 60} min {word}"
+    """An offset in words: "1 second early", "1 hour 17 minutes late" (seconds; negative is early)."""
+    return f"{seconds_in_words(abs(offset_seconds))} {'early' if offset_seconds < 0 else 'late'}"
 
 
 def slot_place(schedule: SlotSchedule, report: SlotReport) -> SlotPlacement:

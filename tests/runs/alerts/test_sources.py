@@ -630,7 +630,7 @@ def test_eventbridge_scheduler_story_file_by_file(story: StoryFactory) -> None:
         ("schedule_mismatch", timed_out, 38),
     ]
     mismatch = late_run.timeline.get(kind="schedule_mismatch").summary
-    assert "reported 01:00:00, 23 h 0 min late: slot 2026-11-27 02:00" in mismatch
+    assert "reported 01:00:00, 23 hours late: slot 2026-11-27 02:00" in mismatch
     assert "time-zone or DST policy mismatch?" in mismatch
     assert "37 earlier invocations also failed" in late_run.timeline.get(kind="retries_exhausted", attempt=a38).summary
 

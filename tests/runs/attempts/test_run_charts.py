@@ -62,7 +62,7 @@ def test_time_axis_draws_each_attempt_with_its_status_in_words() -> None:
     # scheduled vs actual start: the run's fire time for the scheduled attempt, and the delay to its start
     assert svg.count('class="tl-scheduled"') == 1
     assert "attempt 1 scheduled for 02:00:00" in svg
-    assert "started 3 min 11 s after its scheduled time" in svg
+    assert "started 3 minutes 11 seconds after its scheduled time" in svg
     # the description reads the whole story for a screen reader
     assert "Attempt 3 (manual replay): succeeded, started 10:00:20, ended 10:01:48." in svg
 
@@ -72,7 +72,7 @@ def test_time_axis_breaks_a_long_quiet_gap_and_labels_it() -> None:
     with timezone.override(BERLIN):
         svg = str(attempts_time_axis(run, attempts))
     assert svg.count('<g class="tl-break">') == 1
-    assert "≈ 7 h 29 min" in svg  # from the retry's end, 02:31:02, to the replay's start, 10:00:20
+    assert "≈ 7 hours 29 minutes" in svg  # from the retry's end, 02:31:02, to the replay's start, 10:00:20
     # each burst keeps its own scale: the 82-second retry is still several pixels wide
     widths = [float(w) for w in re.findall(r'<rect class="tl-bar[^"]*" x="[\d.]+" y="[\d.]+" width="([\d.]+)"', svg)]
     assert min(widths) >= 3
@@ -138,7 +138,7 @@ def test_a_lone_attempt_spanning_the_axis_keeps_its_note_clear_of_the_label_colu
     notes = re.findall(r'<text class="(tl-note[^"]*)" x="([\d.]+)" y="[\d.]+"( text-anchor="end")?>([^<]+)</text>', svg)
     assert len(notes) == 1
     css_class, x, anchored_at_end, text = notes[0]
-    assert text == "✔ succeeded · 12 min 52 s"
+    assert text == "✔ succeeded · 12 minutes 52 seconds"
     left_edge = float(x) - 7 * len(text) if anchored_at_end else float(x)
     assert left_edge >= LABEL_WIDTH
     assert css_class == "tl-note tl-note-inside"  # white on the bar it sits in

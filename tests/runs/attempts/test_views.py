@@ -69,7 +69,8 @@ def test_run_page_shows_identity_attempts_and_timeline_in_the_right_zones(loaded
     page = client.get(f"/runs/{run.public_id}/").content.decode()
 
     # the window in the job's zone; every time carries its UTC value
-    assert "2026-11-27 00:00:00 CET" in page and 'datetime="2026-11-26T23:00:00+00:00"' in page
+    window = '<time datetime="2026-11-26T23:00:00+00:00">2026-11-27 00:00</time>'
+    assert window in page and '<time datetime="2026-11-27T23:00:00+00:00">2026-11-28 00:00</time> CET' in page
     assert "exp-20261128-0200-a1" in page and "Automatic retry" in page and "Manual re-run (outside approval)" in page
     assert "went around the approval process" in page
     assert "https://logs.example.internal/q/exp-20261128-0200-a1" in page

@@ -359,7 +359,7 @@ def test_runs_that_outlast_the_interval_are_warned_about(
     now = datetime(2026, 11, 28, 4, tzinfo=UTC)
     (warning,) = duration_warnings(runs=Run.objects.all(), now=now)
     assert (warning.over, warning.of, warning.longest_seconds, warning.interval_seconds) == (2, 2, 4200, 3600)
-    assert "longest 70 min, interval 60 min" in warning.text
+    assert "longest 1 hour 10 minutes, interval 1 hour" in warning.text
     admin = UserFactory(admin=True)
     assert [i.title for i in attention_sections(user=admin, now=now)["outlasting_runs"]] == [
         "nightly-invoice-export · prod"

@@ -58,11 +58,11 @@ def test_a_ping_one_minute_early_from_a_fast_clock_belongs_to_the_coming_slot() 
 def test_an_ok_signal_a_minute_early_is_not_counted_for_the_previous_slot() -> None:
     """https://github.com/healthchecks/healthchecks/issues/830 — a job scheduled 22:51 sent its OK at
     22:50; the monitor waited for a signal at or after 22:51 and alerted. One second early reads
-    "reported 22:50:59, 1 s early: slot 22:51"."""
+    "reported 22:50:59, 1 second early: slot 22:51"."""
     schedule = SlotSchedule(cron="51 22 * * *", timezone="UTC")
     placement = place(schedule, datetime(2023, 5, 15, 22, 50, 59, tzinfo=UTC))
     assert placement.slot == datetime(2023, 5, 15, 22, 51, tzinfo=UTC)
-    assert placement_describe(placement, "UTC") == "reported 22:50:59, 1 s early: slot 2023-05-15 22:51"
+    assert placement_describe(placement, "UTC") == "reported 22:50:59, 1 second early: slot 2023-05-15 22:51"
 
 
 def test_a_report_whole_hours_off_is_late_with_the_time_zone_hint() -> None:
@@ -78,7 +78,7 @@ def test_a_report_whole_hours_off_is_late_with_the_time_zone_hint() -> None:
 def test_seventy_seven_minutes_late_is_placed_and_flagged() -> None:
     placement = place(NIGHTLY, berlin(2026, 11, 28, 3, 17), TimeKind.START)
     assert placement.slot == berlin(2026, 11, 28, 2).astimezone(UTC)
-    assert placement.is_late and "77 min late" in placement_describe(placement, "Europe/Berlin")
+    assert placement.is_late and "1 hour 17 minutes late" in placement_describe(placement, "Europe/Berlin")
 
 
 def test_off_schedule_times_future_inactive_and_past_deadline_are_unmatched_with_two_nearest_slots() -> None:
@@ -174,7 +174,7 @@ def test_a_scheduled_time_a_second_early_joins_the_real_slot_and_its_window(post
         berlin(2026, 11, 28, 1, 59, 59),
     )
     note = run.timeline.get(kind="schedule_mismatch").summary
-    assert "reported 01:59:59, 1 s early: slot 2026-11-28 02:00" in note
+    assert "reported 01:59:59, 1 second early: slot 2026-11-28 02:00" in note
 
 
 @pytest.mark.django_db
