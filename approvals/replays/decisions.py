@@ -390,9 +390,9 @@ def _decision_settle(
 
 
 def _enqueue_dispatch(request_pk: int) -> None:
-    from approvals.replays.tasks import replay_request_dispatch
+    from approvals.replays import tasks as replay_tasks
 
-    replay_request_dispatch.delay(request_pk)
+    replay_tasks.replay_request_dispatch.delay(request_pk)
 
 
 def replay_request_approve(

@@ -283,9 +283,9 @@ def _dispatch_create(
 
 
 def _enqueue_delivery(dispatch_pk: int) -> None:
-    from approvals.replays.tasks import dispatch_webhook_deliver
+    from approvals.replays import tasks as replay_tasks
 
-    dispatch_webhook_deliver.delay(dispatch_pk)
+    replay_tasks.dispatch_webhook_deliver.delay(dispatch_pk)
 
 
 def _require_runner(*, request: ReplayRequest, credential: RunnerCredential) -> None:

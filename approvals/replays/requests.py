@@ -90,7 +90,7 @@ def replay_event_record(
         attempt=attempt,
         kind=kind,
         summary=summary,
-        actor_user=actor,
+        actor=actor,
         data={"replay_request": str(request.public_id), **(data or {})},
     )
     replay_notices_send(request=request, kind=kind, summary=event.summary)
@@ -247,7 +247,7 @@ def replay_refusal_record(
             if stage != "dispatch"
             else TimelineEvent.Kind.REPLAY_DISPATCH_BLOCKED,
             summary=f"{words[stage]}: {error.detail}",
-            actor_user=actor,
+            actor=actor,
             data={
                 "stage": stage,
                 "replay_request": str(request.public_id) if request is not None else None,
@@ -658,6 +658,6 @@ def run_recovery_decision_record(
             run=run,
             kind=TimelineEvent.Kind.RECOVERY_DECISION,
             summary=summary,
-            actor_user=actor,
+            actor=actor,
             data={"decision": decision, "reference": reference, "note": note},
         )

@@ -107,7 +107,7 @@ def replay_request_get(*, user: User, public_id: object) -> ReplayRequest | None
     )
 
 
-def replay_request_dispatch(*, request: ReplayRequest) -> Dispatch | None:
+def dispatch_get_for_request(*, request: ReplayRequest) -> Dispatch | None:
     """The request's dispatch from the prefetched rows (no query after ``replay_request_get``)."""
     dispatches = list(request.dispatches.all())
     return dispatches[0] if dispatches else None

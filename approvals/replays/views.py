@@ -28,7 +28,7 @@ from approvals.replays.requests import (
 from approvals.replays.rules import side_effects
 from approvals.replays.selectors import (
     approval_kinds_open_to,
-    replay_request_dispatch,
+    dispatch_get_for_request,
     replay_request_get,
     replay_request_items,
     replay_request_list_for_run,
@@ -178,7 +178,7 @@ def _detail_context(request: HttpRequest, replay: ReplayRequest) -> dict[str, An
     approvals = list(replay.approvals.all())
     my_kinds = approval_kinds_open_to(user=request.user, request=replay)
     effects, repeat_safety = side_effects(run=run)
-    dispatch = replay_request_dispatch(request=replay)
+    dispatch = dispatch_get_for_request(request=replay)
     return {
         "replay": replay,
         "run": run,

@@ -119,7 +119,7 @@ def handover_event_record(
             kind=kind,
             summary=summary,
             occurred_at=occurred_at,
-            actor_user=actor,
+            actor=actor,
             data=payload,
         )
         written += 1

@@ -199,10 +199,10 @@ def notify(
 
 
 def _enqueue(ids: list[int]) -> None:
-    from handover.notifications.tasks import notification_deliver
+    from handover.notifications import tasks as notification_tasks
 
     for pk in ids:
-        notification_deliver.delay(pk)
+        notification_tasks.notification_deliver.delay(pk)
 
 
 # --- sending ------------------------------------------------------------------------------------------

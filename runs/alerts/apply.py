@@ -77,7 +77,7 @@ def alert_apply(*, alert: Alert, record: ParsedAlert, key: IntegrationKey, setti
     every reason found (job not registered, tenant not available to the key, no window, garbled
     convention fields). Runs in one transaction holding the alert's row lock, so a sweep and a
     request cannot apply the same alert twice. Returns the alert with its outcome. (A post's new
-    alerts are applied in the transaction that records them: ``_alert_ingest``.)
+    alerts are applied in the transaction that records them: ``_alert_receive``.)
     """
     with transaction.atomic():
         locked = Alert.objects.select_for_update().filter(pk=alert.pk, outcome=Alert.Outcome.PENDING).first()

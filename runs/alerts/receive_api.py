@@ -190,9 +190,9 @@ class AlertIngestView(APIView):
         },
     )
     def post(self, request: Request, source: str) -> Response:
-        return self._ingest(request, source)
+        return self._receive(request, source)
 
-    def _ingest(self, request: Request, source: str, *, url_key: str | None = None, method: str = "POST") -> Response:
+    def _receive(self, request: Request, source: str, *, url_key: str | None = None, method: str = "POST") -> Response:
         """Authenticate, refuse or store one post (or opted-in GET), and answer with each alert's outcome.
 
         ``url_key``: the key from the address (``/k/<key>/``); only URL keys are looked up then, only
@@ -440,7 +440,7 @@ class AlertIngestUrlKeyView(AlertIngestView):
         responses=_URL_KEY_RESPONSES,
     )
     def post(self, request: Request, source: str, key: str) -> Response:  # type: ignore[override]
-        return self._ingest(request, source, url_key=key)
+        return self._receive(request, source, url_key=key)
 
     @extend_schema(
         operation_id="alerts_ingest_url_key_get",
@@ -455,4 +455,4 @@ class AlertIngestUrlKeyView(AlertIngestView):
         responses=_URL_KEY_RESPONSES,
     )
     def get(self, request: Request, source: str, key: str) -> Response:
-        return self._ingest(request, source, url_key=key, method="GET")
+        return self._receive(request, source, url_key=key, method="GET")

@@ -36,13 +36,13 @@ class AttemptCorrectionDenied(Forbidden):
     """The person may see the run but not correct its attempts (auditors, business owners)."""
 
 
-def attempt_correction_require(*, user: AbstractBaseUser, run: Run) -> None:
-    """Check that ``user`` may correct ``run``'s attempts; return None when they may.
+def attempt_correction_require(*, actor: AbstractBaseUser, run: Run) -> None:
+    """Check that ``actor`` may correct ``run``'s attempts; return None when they may.
 
     Raises NotFound (404) for a run the person may not see, AttemptCorrectionDenied (403) for one
     they may only read. Queries: the guardian checks, plus one when refused.
     """
-    require_act_on_run(user=user, run=run, what="correct a run's attempts", error=AttemptCorrectionDenied)
+    require_act_on_run(user=actor, run=run, what="correct a run's attempts", error=AttemptCorrectionDenied)
 
 
 def attempt_duplicate_trigger_explain(
@@ -59,7 +59,7 @@ def attempt_duplicate_trigger_explain(
     (400) for a missing reason or evidence reference, InvalidTransition (409) when the attempt is
     not a duplicate trigger or is already explained. Returns the attempt, reloaded.
     """
-    attempt_correction_require(user=actor, run=attempt.run)
+    attempt_correction_require(actor=actor, run=attempt.run)
     reason, evidence_ref = redact_text(reason.strip()), redact_text(evidence_ref.strip())
     errors: dict[str, list[str]] = {}
     if not reason:
@@ -95,7 +95,7 @@ def attempt_duplicate_trigger_explain(
             summary=f"Duplicate trigger of attempt {locked.number} ({locked.execution_id}) explained by "
             f"{actor.get_username()}: {reason} (evidence: {evidence_ref})",
             occurred_at=now,
-            actor_user=actor,
+            actor=actor,
             data={"evidence_ref": evidence_ref},
         )
     attempt.refresh_from_db()
@@ -125,7 +125,7 @@ def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBas
         attempt, reloaded.
     """
     run = attempt.run
-    attempt_correction_require(user=actor, run=run)
+    attempt_correction_require(actor=actor, run=run)
     reason = redact_text(reason.strip())
     if not reason:
         raise DomainError("Say why the attempt belongs to another slot.", errors={"reason": ["required"]})
@@ -220,7 +220,7 @@ def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBas
                 kind=TimelineEvent.Kind.ATTEMPT_REPLACED,
                 summary=words,
                 occurred_at=now,
-                actor_user=actor,
+                actor=actor,
                 data=data,
             )
         run_status_refresh(run=destination)
@@ -285,7 +285,7 @@ def _run_flag_explain(
 ) -> Run:
     """Check and record an explanation of a run flag (see ``run_refire_explain``): ``pending`` finds the
     runs still flagged, ``explained_kind`` is the event written, ``noun`` and ``why_missing`` word it."""
-    attempt_correction_require(user=actor, run=run)
+    attempt_correction_require(actor=actor, run=run)
     reason, evidence_ref = redact_text(reason.strip()), redact_text(evidence_ref.strip())
     errors: dict[str, list[str]] = {}
     if not reason:
@@ -306,7 +306,7 @@ def _run_flag_explain(
             kind=explained_kind,
             summary=f"{noun} explained by {actor.get_username()}: {reason} (evidence: {evidence_ref})",
             occurred_at=timezone.now(),
-            actor_user=actor,
+            actor=actor,
             data={"evidence_ref": evidence_ref},
         )
     return locked

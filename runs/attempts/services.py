@@ -462,7 +462,7 @@ def attempt_transition(
     at: datetime | None = None,
     details: AttemptReport | None = None,
     reason: str = "",
-    actor_user: AbstractBaseUser | None = None,
+    actor: AbstractBaseUser | None = None,
     alert: Alert | None = None,
     actor_integration: Integration | None = None,
     occurred_at: datetime | None = None,
@@ -473,7 +473,7 @@ def attempt_transition(
 
     If the attempt already has ``status``, it is returned with ``moved`` False (idempotent);
     otherwise ``InvalidTransition`` (HTTP 409) names the current status. ``abandoned`` needs
-    ``reason`` and ``actor_user``. Refreshes the run's status. Runs in its own transaction (or the
+    ``reason`` and ``actor``. Refreshes the run's status. Runs in its own transaction (or the
     caller's). Moving to ``running`` records any overlap with an earlier run
     (``attempt_overlap_record``). Returns ``Transitioned(attempt, moved)``.
     """
@@ -494,9 +494,9 @@ def attempt_transition(
             if value:
                 values[name] = value
     if target == Attempt.Status.ABANDONED:
-        if not reason or actor_user is None:
+        if not reason or actor is None:
             raise InvalidTransition("Abandoning an attempt needs a person and a reason.")
-        values.update(abandon_reason=reason, abandoned_by=actor_user, ended_at=attempt.ended_at or now)
+        values.update(abandon_reason=reason, abandoned_by=actor, ended_at=attempt.ended_at or now)
 
     def record(moved: Attempt, before: str) -> None:
         timeline_event_record(
@@ -507,7 +507,7 @@ def attempt_transition(
             kind=ATTEMPT_EVENT_KINDS[Attempt.Status(target)],
             summary=_attempt_summary(moved, target) + (f" — {reason}" if reason else ""),
             occurred_at=occurred_at or now,
-            actor_user=actor_user,
+            actor=actor,
             actor_integration=actor_integration,
             data=data,
         )
@@ -534,4 +534,4 @@ def attempt_abandon(*, attempt: Attempt, actor: AbstractBaseUser, reason: str) -
     attempt that ended, or without a reason. Returns the attempt.
     """
     require_act_on_run(user=actor, run=attempt.run, what="abandon a run's attempts")
-    return attempt_transition(attempt=attempt, status=Attempt.Status.ABANDONED, reason=reason, actor_user=actor).obj
+    return attempt_transition(attempt=attempt, status=Attempt.Status.ABANDONED, reason=reason, actor=actor).obj

@@ -37,7 +37,7 @@ def job_pause(*, job: Job, actor: AbstractBaseUser, reason: str) -> Job:
                 kind=TimelineEvent.Kind.JOB_PAUSED,
                 summary=f"Job {job.key} paused by {actor.get_username()}: {reason}",
                 occurred_at=now,
-                actor_user=actor,
+                actor=actor,
                 data={"reason": reason},
             )
     job.refresh_from_db(fields=["paused_at", "paused_by", "pause_reason", "updated_at"])
@@ -65,7 +65,7 @@ def job_resume(*, job: Job, actor: AbstractBaseUser, note: str = "") -> Job:
                 kind=TimelineEvent.Kind.JOB_RESUMED,
                 summary=f"Job {job.key} resumed by {actor.get_username()}" + (f": {note}" if note else ""),
                 occurred_at=now,
-                actor_user=actor,
+                actor=actor,
                 data={
                     "note": note,
                     "paused_reason": previous.get("pause_reason", ""),

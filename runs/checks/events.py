@@ -40,7 +40,7 @@ def check_event_build(
         kind=kind,
         summary=summary,
         occurred_at=occurred_at,
-        actor_user=actor,
+        actor=actor,
         data={"check": str(check.public_id), "expected_at": check.expected_at.isoformat(), **(data or {})},
     )
 

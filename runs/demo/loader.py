@@ -197,7 +197,7 @@ def demo_ledger_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
         return LoadFile(kind=kind, content=(LEDGER_DIR / name).read_bytes(), file_name=name)
 
     work_item_loads_create(
-        user=person,
+        actor=person,
         run=run,
         files=[
             upload("population", "population.csv"),
@@ -205,7 +205,7 @@ def demo_ledger_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
             upload("destination", "destination.csv"),
         ],
     )
-    work_item_loads_create(user=person, run=run, files=[upload("provider_lookup", "provider-lookup.csv")])
+    work_item_loads_create(actor=person, run=run, files=[upload("provider_lookup", "provider-lookup.csv")])
     run.refresh_from_db()
     log(
         f"  ledger: {run.eligible_count} eligible, {run.completed_count} completed, {run.unresolved_count} "

@@ -443,7 +443,7 @@ def _writable_run(request: Request, run_id: object) -> Run:
     400 that tells them what the write would have needed.
     """
     run = _run(request, run_id)
-    run_ledger_require_writer(user=request.user, run=run)
+    run_ledger_require_writer(actor=request.user, run=run)
     return run
 
 
@@ -524,7 +524,7 @@ class WorkItemChangeView(StrictQueryMixin, APIView):
         run = _writable_run(request, id)
         data = WorkItemChangeInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        item = work_item_change(user=request.user, run=run, **data.validated_data)
+        item = work_item_change(actor=request.user, run=run, **data.validated_data)
         return Response(WorkItemSerializer(item).data)
 
 
@@ -545,7 +545,7 @@ class WorkItemVerifyView(StrictQueryMixin, APIView):
         run = _writable_run(request, id)
         data = WorkItemVerifyInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        item = work_item_verify(user=request.user, run=run, **data.validated_data)
+        item = work_item_verify(actor=request.user, run=run, **data.validated_data)
         return Response(WorkItemSerializer(item).data)
 
 
@@ -598,7 +598,7 @@ class WorkItemLoadListCreateView(StrictQueryMixin, generics.ListAPIView[WorkItem
         ]
         try:
             loads = work_item_loads_create(
-                user=request.user,
+                actor=request.user,
                 run=run,
                 files=files,
                 file_format=values["format"],
@@ -647,7 +647,7 @@ class WorkItemLoadRetryView(StrictQueryMixin, APIView):
         if load is None:
             raise Http404
         load.run = run
-        load = work_item_load_retry(user=request.user, load=load)
+        load = work_item_load_retry(actor=request.user, load=load)
         return Response(WorkItemLoadSerializer(load).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -682,7 +682,7 @@ class WorkItemLoadConfirmView(StrictQueryMixin, APIView):
             raise Http404
         load.run = run
         try:
-            load = work_item_load_confirm(user=request.user, load=load, **data.validated_data)
+            load = work_item_load_confirm(actor=request.user, load=load, **data.validated_data)
         except LedgerVersionConflict as exc:
             body = problem(
                 exc.status,
@@ -721,7 +721,7 @@ class WorkItemLoadDiscardView(StrictQueryMixin, APIView):
         if load is None:
             raise Http404
         load.run = run
-        load = work_item_load_discard(user=request.user, load=load, **data.validated_data)
+        load = work_item_load_discard(actor=request.user, load=load, **data.validated_data)
         return Response(WorkItemLoadSerializer(load).data)
 
 
@@ -742,7 +742,7 @@ class WorkItemDuplicateExplainView(StrictQueryMixin, APIView):
         run = _writable_run(request, id)
         data = WorkItemDuplicateExplainInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        item = work_item_duplicate_explain(user=request.user, run=run, **data.validated_data)
+        item = work_item_duplicate_explain(actor=request.user, run=run, **data.validated_data)
         return Response(WorkItemSerializer(item).data)
 
 
@@ -771,7 +771,7 @@ class RunFailureClassConfirmView(StrictQueryMixin, APIView):
         run = _writable_run(request, id)
         data = RunFailureClassConfirmInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        run = run_failure_class_confirm(user=request.user, run=run, **data.validated_data)
+        run = run_failure_class_confirm(actor=request.user, run=run, **data.validated_data)
         return Response(RunLedgerSerializer(run).data)
 
 

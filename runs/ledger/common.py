@@ -26,14 +26,14 @@ class LedgerPermissionDenied(Forbidden):
     """The person may see the run but not change its ledger (auditors, business owners)."""
 
 
-def run_ledger_require_writer(*, user: User, run: Run) -> None:
-    """Check that ``user`` may change ``run``'s work ledger; return None when they may.
+def run_ledger_require_writer(*, actor: User, run: Run) -> None:
+    """Check that ``actor`` may change ``run``'s work ledger; return None when they may.
 
     Raises NotFound (404) for a run the person may not see, LedgerPermissionDenied (403) for one they
     may only read. The API calls it before it reads a request body, so a reader learns nothing from
     a 400; every writing service calls it again. Queries: the guardian checks, plus one when refused.
     """
-    require_act_on_run(user=user, run=run, what="change a run's work ledger", error=LedgerPermissionDenied)
+    require_act_on_run(user=actor, run=run, what="change a run's work ledger", error=LedgerPermissionDenied)
 
 
 def load_progress_publish(load: WorkItemLoad, phase: str, percent: int, message: str = "") -> None:

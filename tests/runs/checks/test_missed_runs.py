@@ -11,8 +11,8 @@ import time_machine
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Job, JobTarget
 from runs.catalog.selectors import target_outage_list
+from runs.checks import tasks as check_tasks
 from runs.checks.missed_runs import run_sweep_missed
-from runs.checks.tasks import run_sweep_missed as missed_task
 from runs.timeline.models import TimelineEvent
 from tests.factories import JobTargetFactory, TenantFactory
 
@@ -77,7 +77,7 @@ def test_missed_run_sweep_never_alerts_twice_for_a_fire_time(target: JobTarget) 
     assert sweep(SLOT_22 + timedelta(minutes=30)) == 1
     assert sweep(SLOT_22 + timedelta(hours=5)) == 0
     with time_machine.travel(SLOT_22 + timedelta(hours=6), tick=False):
-        assert missed_task() == 0  # the task twice: nothing new
+        assert check_tasks.run_sweep_missed() == 0  # the task twice: nothing new
 
     assert len(missed_runs(target)) == 2
     assert TimelineEvent.objects.filter(kind="run_missed").count() == 2
