@@ -8,7 +8,7 @@ from rest_framework.routers import DefaultRouter
 from handover.accounts.api import ApiTokenViewSet
 from handover.handovers.api import HandoverViewSet
 from handover.notifications.api import NotificationViewSet
-from runs.catalog.pause_api import JobPauseView, JobResumeView
+from runs.catalog.pause_api import JobPauseView, JobResumeView, TargetPauseView, TargetResumeView
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False
@@ -25,4 +25,6 @@ urlpatterns = [
     *router.urls,
     path("jobs/<uuid:id>/pause/", JobPauseView.as_view(), name="job-pause"),
     path("jobs/<uuid:id>/resume/", JobResumeView.as_view(), name="job-resume"),
+    path("targets/<uuid:id>/pause/", TargetPauseView.as_view(), name="target-pause"),
+    path("targets/<uuid:id>/resume/", TargetResumeView.as_view(), name="target-resume"),
 ]

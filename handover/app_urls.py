@@ -37,7 +37,7 @@ from handover.notifications.views import (
     profile_time_zone_view,
     profile_view,
 )
-from runs.catalog.pause_views import job_pause_view, job_resume_view
+from runs.catalog.pause_views import job_pause_view, job_resume_view, target_pause_view, target_resume_view
 
 app_name = "handover"
 urlpatterns = [
@@ -61,6 +61,8 @@ urlpatterns = [
     path("runs/<uuid:id>/handover-box/", run_handover_box_view, name="run-handover-box"),
     path("jobs/<uuid:id>/pause/", job_pause_view, name="job-pause"),
     path("jobs/<uuid:id>/resume/", job_resume_view, name="job-resume"),
+    path("targets/<uuid:id>/pause/", target_pause_view, name="target-pause"),
+    path("targets/<uuid:id>/resume/", target_resume_view, name="target-resume"),
     # the signed-in person's own personal API tokens (a prefix is knox's token_key, e.g. ho_1a2b3c4d5e6f)
     path("account/tokens/", api_token_list_view, name="api-token-list"),
     path("account/tokens/new/", api_token_create_view, name="api-token-create"),

@@ -375,6 +375,9 @@ RULES: dict[str, Rule] = {
     "handover-api:handover-residual-exception-detail": R("exception", PATCH=WRITE),
     "handover-api:job-pause": R("job", POST=PAUSE_JOB),
     "handover-api:job-resume": R("job", POST=PAUSE_JOB),
+    # a target (its tenant's part of the job): support on the tenant or the job's technical owner
+    "handover-api:target-pause": R("target", POST=WRITE, data=lambda w, s: {"reason": "matrix"}),
+    "handover-api:target-resume": R("target", POST=WRITE),
     "runs-api:runner-credential-list": R("job", GET=MANAGE_RUNNERS, POST=MANAGE_RUNNERS),
     "runs-api:runner-credential-detail": R("job", DELETE=MANAGE_RUNNERS, kwargs=_runner_credential),
     # the caller's own personal API tokens: anyone signed in, only their own
@@ -464,6 +467,8 @@ RULES: dict[str, Rule] = {
     "handover:run-handover-box": R("run", GET=READ),
     "handover:job-pause": R("job", POST=PAUSE_JOB),
     "handover:job-resume": R("job", POST=PAUSE_JOB),
+    "handover:target-pause": R("target", POST=WRITE, data=lambda w, s: {"target-reason": "matrix"}),
+    "handover:target-resume": R("target", POST=WRITE),
     "handover:api-token-list": R(site=True, GET=signed_in),
     "handover:api-token-create": R(site=True, POST=signed_in, data=_token_create),
     "handover:api-token-revoke": R(site=True, GET=someone_elses, POST=someone_elses, kwargs=_foreign_token),

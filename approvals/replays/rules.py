@@ -13,6 +13,7 @@ passed or failed. A refusal (``ReplayRefused``, HTTP 409) carries every failed c
 | ``no_active_attempt`` | rule 3: no attempt of the run ``queued`` or ``running`` |
 | ``no_unexplained_duplicate_trigger`` | rule 3: no unexplained duplicate trigger (blocks approval, dispatch) |
 | ``job_not_paused`` | rule 3: the job is not paused |
+| ``target_not_paused`` | rule 3: the run's target (its tenant's part of the job) is not paused |
 | ``repeat_safety`` | rule 3: repeat safety not ``unknown`` without the technical approval's reasoned acceptance |
 | ``no_overlapping_replay`` | no open replay already covers any of the same items |
 | ``eligible_approvers`` | rule 4: someone other than the requester can give each approval |
@@ -37,7 +38,7 @@ from approvals.replays.selectors import (
 from handover.core.errors import DomainError
 from runs.attempts.models import Run
 from runs.attempts.selectors import run_duplicate_triggers_unexplained
-from runs.catalog.models import SideEffect
+from runs.catalog.models import JobTarget, SideEffect
 from runs.catalog.selectors import job_repeat_safety
 from runs.ledger.models import WorkItem
 from runs.ledger.selectors import run_ledger_disclosures, run_possible_duplicates_unexplained
@@ -52,6 +53,7 @@ RULE_NAMES = {
     "no_unexplained_possible_duplicate": "rule 6 (no possible duplicate unexplained)",
     "ledger_disclosures_current": "the approvers see the ledger's weakenings",
     "job_not_paused": "rule 3 (job not paused)",
+    "target_not_paused": "rule 3 (target not paused)",
     "repeat_safety": "rule 3 (repeat safety)",
     "no_overlapping_replay": "one open replay per item",
     "eligible_approvers": "rule 4 (two eligible approvers)",
@@ -150,6 +152,19 @@ def side_effects(*, run: Run) -> tuple[list[SideEffect], str]:
     """The job's side effects (what a replay repeats) and its repeat safety (the least safe one's)."""
     effects = list(SideEffect.objects.filter(job_id=run.job_id).order_by("id"))
     return effects, job_repeat_safety(effects)
+
+
+def _target_not_paused(run: Run) -> CheckResult:
+    """Rule 3 for the run's target (its tenant's part of the job; runs/catalog/pause.py): not paused."""
+    target = (
+        run.target
+        if run.target_id is not None
+        else JobTarget.objects.filter(job_id=run.job_id, tenant_id=run.tenant_id, environment=run.environment).first()
+    )
+    where = f"{run.job.key} for {run.tenant.slug} ({run.environment})"
+    if target is not None and target.paused_at is not None:
+        return CheckResult("target_not_paused", False, f"the target {where} is paused: {target.pause_reason}")
+    return CheckResult("target_not_paused", True, f"the target {where} is not paused")
 
 
 def evaluate(
@@ -303,6 +318,7 @@ def evaluate(
             f"the job {job.key} is paused: {job.pause_reason}" if paused else f"the job {job.key} is not paused",
         )
     )
+    checks.append(_target_not_paused(run))
 
     if repeat_safety is None:
         repeat_safety = side_effects(run=run)[1]

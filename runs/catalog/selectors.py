@@ -26,6 +26,11 @@ def target_list_visible(*, user: User, job: Job | None = None) -> QuerySet[JobTa
     return targets.select_related("job", "tenant").order_by("job__key", "tenant__slug_key", "environment")
 
 
+def target_get(*, user: User, public_id: object) -> JobTarget | None:
+    """One target ``user`` may see, with job, tenant and who paused it joined (None when missing or not visible)."""
+    return target_list_visible(user=user).select_related("paused_by").filter(public_id=public_id).first()
+
+
 def job_list_visible(*, user: User) -> QuerySet[Job]:
     """Jobs ``user`` owns technically, or that run for a tenant they hold a role on."""
     if not user.is_authenticated:

@@ -51,6 +51,8 @@ class TimelineEventKind(models.TextChoices):
     HANDOVER_VERIFYING = "handover_verifying", "Handover verifying"
     JOB_PAUSED = "job_paused", "Job paused"
     JOB_RESUMED = "job_resumed", "Job resumed"
+    TARGET_PAUSED = "target_paused", "Target paused"
+    TARGET_RESUMED = "target_resumed", "Target resumed"
     MANUAL_REPLAY_UNAPPROVED = "manual_replay_unapproved", "Manual replay unapproved"
     MISSED_STREAK_CLOSED = "missed_streak_closed", "Missed streak closed"
     MISSED_STREAK_OPENED = "missed_streak_opened", "Missed streak opened"
