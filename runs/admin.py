@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from guardian.admin import GuardedModelAdmin
 
 from handover.core.errors import DomainError
+from handover.core.people import signed_in
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Attempt, Run, RunnerReport
@@ -112,7 +114,7 @@ class AlertAdmin(ReadOnlyAdmin):
         done = 0
         for alert in queryset.filter(outcome=Alert.Outcome.UNMATCHED, duplicate_of__isnull=True):
             try:
-                alert_reprocess(alert=alert, actor=request.user)
+                alert_reprocess(alert=alert, actor=signed_in(request.user))
                 done += 1
             except DomainError as exc:
                 self.message_user(request, f"{alert.public_id}: {exc.detail}", messages.WARNING)
@@ -148,14 +150,14 @@ class AttemptAdmin(ReadOnlyAdmin):
                     "title": "Abandon attempts",
                     "attempts": queryset.select_related("run__job", "run__tenant"),
                     "missing_reason": "apply" in request.POST,
-                    "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
                     "opts": self.model._meta,
                 },
             )
         done = 0
         for attempt in queryset.select_related("run__job", "run__tenant"):
             try:
-                attempt_abandon(attempt=attempt, actor=request.user, reason=reason)
+                attempt_abandon(attempt=attempt, actor=signed_in(request.user), reason=reason)
                 done += 1
             except DomainError as exc:
                 self.message_user(request, f"Attempt {attempt.number} of {attempt.run}: {exc.detail}", messages.WARNING)

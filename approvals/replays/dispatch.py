@@ -23,7 +23,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from django.urls import reverse
@@ -41,6 +40,7 @@ from approvals.replays.requests import (
 from approvals.replays.rules import ReplayRefused, evaluate, refusal
 from handover.core.errors import Conflict, DomainError, InvalidTransition, NotFound
 from handover.core.links import absolute_url
+from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt
@@ -132,7 +132,7 @@ def dispatch_transition(
     values: dict[str, Any] | None = None,
     summary: str = "",
     event_kind: TimelineEventKind | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     attempt: Attempt | None = None,
     data: dict[str, Any] | None = None,
     guard: dict[str, Any] | None = None,
@@ -180,7 +180,7 @@ def _live_approvals(request: ReplayRequest) -> dict[str, Approval]:
 
 
 def replay_request_dispatch(
-    *, request: ReplayRequest, actor: AbstractBaseUser | None = None, via: RunnerCredential | None = None
+    *, request: ReplayRequest, actor: Person | None = None, via: RunnerCredential | None = None
 ) -> tuple[Dispatch, bool]:
     """Release an approved request, once: create its one Dispatch and move it to ``dispatched``.
 
@@ -245,7 +245,7 @@ def replay_request_dispatch(
 
 
 def _dispatch_create(
-    *, request: ReplayRequest, actor: AbstractBaseUser | None, via: RunnerCredential | None
+    *, request: ReplayRequest, actor: Person | None, via: RunnerCredential | None
 ) -> tuple[Dispatch, bool]:
     """Inside the request's lock: the Dispatch row (unique per request), the transition, the webhook enqueue."""
     now = timezone.now()

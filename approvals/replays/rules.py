@@ -22,11 +22,10 @@ passed or failed. A refusal (``ReplayRefused``, HTTP 409) carries every failed c
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
 from approvals.replays.models import Approval, ReplayRequest
@@ -36,6 +35,7 @@ from approvals.replays.selectors import (
     scope_facts,
 )
 from handover.core.errors import DomainError
+from handover.core.people import Person
 from runs.attempts.models import Run
 from runs.attempts.selectors import run_duplicate_triggers_unexplained
 from runs.catalog.models import JobTarget, SideEffect
@@ -175,7 +175,7 @@ def evaluate(
     items: QuerySet[WorkItem],
     stage: str,
     request: ReplayRequest | None = None,
-    requester: AbstractBaseUser | None = None,
+    requester: Person | None = None,
     technical_approval: Approval | None = None,
     repeat_safety: str | None = None,
 ) -> list[CheckResult]:
@@ -190,7 +190,7 @@ def evaluate(
     ``repeat_safety``). Reads the ledger and attempts; writes nothing. Returns the checks in order.
     """
     assert stage in STAGES
-    run_facts = Run.objects.filter(pk=run.pk).values("failure_class").first() or {}
+    run_facts: Mapping[str, Any] = Run.objects.filter(pk=run.pk).values("failure_class").first() or {}
     facts = scope_facts(items=items, exclude_request=request)
     counts = facts.outcome_counts
     checks: list[CheckResult] = []

@@ -9,11 +9,13 @@ superusers not exempt).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import BooleanField, Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Value, When
 
 from approvals.replays.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, WebhookDelivery
+from handover.core.people import Person
 from handover.handovers.evidence import ACTIVE_ATTEMPT_STATUSES
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import RunnerCredential
@@ -21,7 +23,7 @@ from runs.ledger.models import WorkItem
 from runs.permissions import decide_filters, manage_replay_filter, may_decide, run_visibility_filter
 from runs.timeline.models import TimelineEvent
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 
 SAMPLE_SIZE = 10
 DELIVERY_LOG_LIMIT = 50
@@ -93,7 +95,7 @@ def _detail_prefetches() -> list[Prefetch]:  # type: ignore[type-arg]
     ]
 
 
-def replay_request_get(*, user: User, public_id: object) -> ReplayRequest | None:
+def replay_request_get(*, user: User, public_id: UUID | str) -> ReplayRequest | None:
     """One replay request ``user`` may see, with approvals (and actors), its dispatch and webhook
     deliveries prefetched; None when missing or not visible (callers answer 404 either way).
 

@@ -40,6 +40,7 @@ from approvals.replays.selectors import (
     scope_candidates,
 )
 from handover.core.errors import DomainError
+from handover.core.views import is_htmx
 from handover.notifications.selectors import notification_rows_about
 from handover.notifications.told import told_for, told_sentence
 from runs.attempts.models import Run
@@ -97,7 +98,7 @@ def run_replays_view(request: HttpRequest, run_id: str) -> HttpResponse:
         "may_request": may_request_replay(user=request.user, run=run),
         "decision_form": RecoveryDecisionForm(),
     }
-    template = "approvals/replays/_run_replays.html" if request.htmx else "approvals/replays/run_replays.html"
+    template = "approvals/replays/_run_replays.html" if is_htmx(request) else "approvals/replays/run_replays.html"
     return render(request, template, context)
 
 
@@ -214,7 +215,7 @@ def replay_decide_view(request: HttpRequest, id: str, decision: str) -> HttpResp
     """
     replay = _replay_or_404(request, id)
     form = DecisionForm(request.POST)
-    from_queue = bool(request.htmx) and request.POST.get("from") == "queue"
+    from_queue = is_htmx(request) and request.POST.get("from") == "queue"
     error = ""
     if not form.is_valid():
         error = "Check the form: " + ", ".join(form.errors)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Prefetch, QuerySet
 
+from handover.core.people import Person
 from handover.notifications.models import AppriseTarget, Notification, NotificationDelivery, Team
 
 
-def notification_unread_count(*, user: AbstractBaseUser | AnonymousUser) -> int:
+def notification_unread_count(*, user: Person | AnonymousUser) -> int:
     """How many of the person's in-app notifications are unread."""
     return Notification.objects.filter(recipient_id=user.pk, in_app=True, read_at__isnull=True).count()
 
 
-def notification_list(*, user: AbstractBaseUser | AnonymousUser, unread: bool | None = None) -> QuerySet[Notification]:
+def notification_list(*, user: Person | AnonymousUser, unread: bool | None = None) -> QuerySet[Notification]:
     """The person's in-app notifications, newest first, with their deliveries (how each channel did)."""
     rows = Notification.objects.filter(recipient_id=user.pk, in_app=True)
     if unread is True:
@@ -25,12 +26,12 @@ def notification_list(*, user: AbstractBaseUser | AnonymousUser, unread: bool | 
     )
 
 
-def apprise_target_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[AppriseTarget]:
+def apprise_target_list(*, user: Person | AnonymousUser) -> QuerySet[AppriseTarget]:
     """The person's own chat/push targets."""
     return AppriseTarget.objects.filter(user_id=int(user.pk or 0)).order_by("pk")
 
 
-def team_list_of(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
+def team_list_of(*, user: Person | AnonymousUser) -> QuerySet[Team]:
     """The teams the person belongs to, with their targets (masked)."""
     return Team.objects.filter(members__pk=int(user.pk or 0)).prefetch_related("apprise_targets").order_by("name")
 

@@ -504,6 +504,7 @@ def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_
         ident = record_identity(record, ctx, need_window=True, received_at=received_at)
         if ident.problems:
             return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
+        assert ident.window_start is not None and ident.window_end is not None  # need_window: no problem, a window
         attempt = (
             Attempt.objects.filter(
                 run__job=ident.job,

@@ -283,12 +283,12 @@ class AlertIngestView(APIView):
             response.content_type = "application/problem+json"
         return response
 
-    def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Response:  # type: ignore[override]  # DRF passes its Request
         """405 for another method on a real source; 404 when the address names no source at all
         (``GET /api/v1/alerts/not-a-uuid/`` is no alert, and no source either)."""
         if get_adapter(str(kwargs.get("source", ""))) is None:
             return problem_response(problem(404, "Not found", "There is nothing at this address."))
-        return super().http_method_not_allowed(request, *args, **kwargs)  # type: ignore[no-any-return]
+        return super().http_method_not_allowed(request, *args, **kwargs)
 
     def _rate_limited(self, key: IntegrationKey, source: str, network: str) -> Response | None:
         """429 with Retry-After when the key is over its rate; nothing is stored (the sender retries)."""

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition
+from handover.core.people import Person
 from runs.alerts.identity import run_get_or_create
 from runs.alerts.models import Alert
 from runs.alerts.redaction import redact_text
@@ -36,7 +36,7 @@ class AttemptCorrectionDenied(Forbidden):
     """The person may see the run but not correct its attempts (auditors, business owners)."""
 
 
-def attempt_correction_require(*, actor: AbstractBaseUser, run: Run) -> None:
+def attempt_correction_require(*, actor: Person, run: Run) -> None:
     """Check that ``actor`` may correct ``run``'s attempts; return None when they may.
 
     Raises NotFound (404) for a run the person may not see, AttemptCorrectionDenied (403) for one
@@ -45,9 +45,7 @@ def attempt_correction_require(*, actor: AbstractBaseUser, run: Run) -> None:
     require_act_on_run(user=actor, run=run, what="correct a run's attempts", error=AttemptCorrectionDenied)
 
 
-def attempt_duplicate_trigger_explain(
-    *, attempt: Attempt, actor: AbstractBaseUser, reason: str, evidence_ref: str
-) -> Attempt:
+def attempt_duplicate_trigger_explain(*, attempt: Attempt, actor: Person, reason: str, evidence_ref: str) -> Attempt:
     """A person explains a duplicate trigger: the reason and a reference to the evidence.
 
     ``reason`` and ``evidence_ref`` (at most 300 characters: a ticket, a log link, a scheduler's
@@ -106,7 +104,7 @@ def _utc_text(at: datetime) -> str:
     return f"{at.astimezone(UTC):%Y-%m-%d %H:%M}Z"
 
 
-def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBaseUser, reason: str) -> Attempt:
+def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: Person, reason: str) -> Attempt:
     """Move an attempt flagged late, slot inferred or with a hint onto another slot of its target.
 
         ``slot``: an aware datetime, a fire time of the schedule in force for the run's target (the
@@ -229,7 +227,7 @@ def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBas
     return attempt
 
 
-def run_refire_explain(*, run: Run, actor: AbstractBaseUser, reason: str, evidence_ref: str) -> Run:
+def run_refire_explain(*, run: Run, actor: Person, reason: str, evidence_ref: str) -> Run:
     """A person explains the re-fires of a run: an alert that fired again, after its resolve, on an
     execution the payload named before (docs/slots.md, "Alert instances").
 
@@ -251,7 +249,7 @@ def run_refire_explain(*, run: Run, actor: AbstractBaseUser, reason: str, eviden
     )
 
 
-def run_conflicting_report_explain(*, run: Run, actor: AbstractBaseUser, reason: str, evidence_ref: str) -> Run:
+def run_conflicting_report_explain(*, run: Run, actor: Person, reason: str, evidence_ref: str) -> Run:
     """A person explains the conflicting reports of a run: alerts that named no execution of their own
     and said something else about a run that had succeeded (docs/slots.md). Until then the run's business
     state is ``attention``.
@@ -275,7 +273,7 @@ def run_conflicting_report_explain(*, run: Run, actor: AbstractBaseUser, reason:
 def _run_flag_explain(
     *,
     run: Run,
-    actor: AbstractBaseUser,
+    actor: Person,
     reason: str,
     evidence_ref: str,
     pending: Callable[[QuerySet[Run]], QuerySet[Run]],

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from handover.core.errors import InvalidTransition
+from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
 from runs.alerts.models import Alert
 from runs.attempts.models import Attempt, Run
@@ -462,7 +462,7 @@ def attempt_transition(
     at: datetime | None = None,
     details: AttemptReport | None = None,
     reason: str = "",
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     alert: Alert | None = None,
     actor_integration: Integration | None = None,
     occurred_at: datetime | None = None,
@@ -526,7 +526,7 @@ def attempt_transition(
     )
 
 
-def attempt_abandon(*, attempt: Attempt, actor: AbstractBaseUser, reason: str) -> Attempt:
+def attempt_abandon(*, attempt: Attempt, actor: Person, reason: str) -> Attempt:
     """A person's decision that an attempt will never report: ``abandoned`` with the reason.
 
     Refused unless ``actor`` may act on the run (``runs.permissions.require_act_on_run``: NotFound 404

@@ -10,11 +10,15 @@ may see but not pause.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
 
 from handover.core.errors import DomainError, Forbidden, NotFound
+from handover.core.people import Person
 from runs.catalog.models import Job, JobTarget
 from runs.catalog.selectors import job_list_visible
 from runs.permissions import may_pause_job, may_pause_target, may_read_target
@@ -22,7 +26,7 @@ from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_event_record
 
 
-def job_pause(*, job: Job, actor: AbstractBaseUser, reason: str) -> Job:
+def job_pause(*, job: Job, actor: Person, reason: str) -> Job:
     """Pause ``job``: record the reason, who and when, and write a job-level ``job_paused`` timeline event.
 
     The UPDATE is guarded on the job not being paused, so pausing a paused job changes nothing and
@@ -50,13 +54,17 @@ def job_pause(*, job: Job, actor: AbstractBaseUser, reason: str) -> Job:
     return job
 
 
-def _require_pause_job(*, actor: AbstractBaseUser, job: Job) -> None:
+def _require_pause_job(*, actor: Person, job: Job) -> None:
     """Refuse unless ``actor`` may pause ``job`` as a whole: NotFound if they may not see it, else Forbidden."""
     if may_pause_job(user=actor, job=job):
         return
     if not job_list_visible(user=actor).filter(pk=job.pk).exists():
         raise NotFound("No such job.")
     raise Forbidden("Only the job's technical owners and admins pause or resume the whole job.")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 def _reason(reason: str, *, what: str) -> str:
@@ -66,7 +74,7 @@ def _reason(reason: str, *, what: str) -> str:
     return reason[:2000]
 
 
-def job_resume(*, job: Job, actor: AbstractBaseUser, note: str = "") -> Job:
+def job_resume(*, job: Job, actor: Person, note: str = "") -> Job:
     """Resume a paused ``job``: clear the pause and write a job-level ``job_resumed`` timeline event.
 
     Guarded on the job being paused: resuming a running job changes nothing and returns it.
@@ -76,7 +84,7 @@ def job_resume(*, job: Job, actor: AbstractBaseUser, note: str = "") -> Job:
     note = (note or "").strip()
     now = timezone.now()
     with transaction.atomic():
-        previous = Job.objects.filter(pk=job.pk).values("paused_at", "pause_reason").first() or {}
+        previous: Mapping[str, Any] = Job.objects.filter(pk=job.pk).values("paused_at", "pause_reason").first() or {}
         updated = Job.objects.filter(pk=job.pk, paused_at__isnull=False).update(
             paused_at=None, paused_by=None, pause_reason="", resumed_at=now, updated_at=now
         )
@@ -90,7 +98,7 @@ def job_resume(*, job: Job, actor: AbstractBaseUser, note: str = "") -> Job:
                 data={
                     "note": note,
                     "paused_reason": previous.get("pause_reason", ""),
-                    "paused_at": previous["paused_at"].isoformat() if previous.get("paused_at") else None,
+                    "paused_at": _iso(previous.get("paused_at")),
                 },
             )
     job.refresh_from_db(fields=["paused_at", "paused_by", "pause_reason", "updated_at"])
@@ -102,7 +110,7 @@ def job_resume(*, job: Job, actor: AbstractBaseUser, note: str = "") -> Job:
 TARGET_PAUSE_FIELDS = ["paused_at", "paused_by", "pause_reason", "resumed_at", "updated_at"]
 
 
-def _require_pause_target(*, actor: AbstractBaseUser, target: JobTarget) -> None:
+def _require_pause_target(*, actor: Person, target: JobTarget) -> None:
     """Refuse unless ``actor`` may pause ``target``: NotFound if they may not see it, else Forbidden."""
     if may_pause_target(user=actor, target=target):
         return
@@ -115,7 +123,7 @@ def _target_words(target: JobTarget) -> str:
     return f"{target.job.key} for {target.tenant.slug} ({target.environment})"
 
 
-def target_pause(*, target: JobTarget, actor: AbstractBaseUser, reason: str) -> JobTarget:
+def target_pause(*, target: JobTarget, actor: Person, reason: str) -> JobTarget:
     """Pause ``target`` (its tenant's part of the job): record the reason, who and when, and write a
     ``target_paused`` event on the job's timeline for the target's tenant.
 
@@ -146,7 +154,7 @@ def target_pause(*, target: JobTarget, actor: AbstractBaseUser, reason: str) -> 
     return target
 
 
-def target_resume(*, target: JobTarget, actor: AbstractBaseUser, note: str = "") -> JobTarget:
+def target_resume(*, target: JobTarget, actor: Person, note: str = "") -> JobTarget:
     """Resume a paused ``target``: clear the pause, set ``resumed_at`` (fire times before it are never
     counted missed) and write a ``target_resumed`` event on the job's timeline for its tenant.
 
@@ -157,7 +165,9 @@ def target_resume(*, target: JobTarget, actor: AbstractBaseUser, note: str = "")
     note = (note or "").strip()[:2000]
     now = timezone.now()
     with transaction.atomic():
-        previous = JobTarget.objects.filter(pk=target.pk).values("paused_at", "pause_reason").first() or {}
+        previous: Mapping[str, Any] = (
+            JobTarget.objects.filter(pk=target.pk).values("paused_at", "pause_reason").first() or {}
+        )
         updated = JobTarget.objects.filter(pk=target.pk, paused_at__isnull=False).update(
             paused_at=None, paused_by=None, pause_reason="", resumed_at=now, updated_at=now
         )
@@ -174,7 +184,7 @@ def target_resume(*, target: JobTarget, actor: AbstractBaseUser, note: str = "")
                     "environment": target.environment,
                     "note": note,
                     "paused_reason": previous.get("pause_reason", ""),
-                    "paused_at": previous["paused_at"].isoformat() if previous.get("paused_at") else None,
+                    "paused_at": _iso(previous.get("paused_at")),
                 },
             )
     target.refresh_from_db(fields=TARGET_PAUSE_FIELDS)

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from handover.core.filters import StrictQueryMixin
+from handover.core.people import signed_in
 from handover.core.serializers import ProblemSerializer
 from runs.catalog.models import Job, JobTarget
 from runs.catalog.pause import job_pause, job_resume, target_pause, target_resume
@@ -75,7 +76,7 @@ class JobPauseView(StrictQueryMixin, APIView):
         job = _job_for_pause(request, id)
         data = JobPauseInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        job = job_pause(job=job, actor=request.user, reason=data.validated_data["reason"])
+        job = job_pause(job=job, actor=signed_in(request.user), reason=data.validated_data["reason"])
         return Response(JobPauseSerializer(Job.objects.select_related("paused_by").get(pk=job.pk)).data)
 
 
@@ -93,7 +94,7 @@ class JobResumeView(StrictQueryMixin, APIView):
         job = _job_for_pause(request, id)
         data = JobResumeInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        job = job_resume(job=job, actor=request.user, note=data.validated_data.get("note", ""))
+        job = job_resume(job=job, actor=signed_in(request.user), note=data.validated_data.get("note", ""))
         return Response(JobPauseSerializer(Job.objects.select_related("paused_by").get(pk=job.pk)).data)
 
 
@@ -112,7 +113,9 @@ class TargetPauseView(StrictQueryMixin, APIView):
         target = _target(request, id)
         data = JobPauseInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return _target_body(target_pause(target=target, actor=request.user, reason=data.validated_data["reason"]))
+        return _target_body(
+            target_pause(target=target, actor=signed_in(request.user), reason=data.validated_data["reason"])
+        )
 
 
 class TargetResumeView(StrictQueryMixin, APIView):
@@ -131,4 +134,4 @@ class TargetResumeView(StrictQueryMixin, APIView):
         data = JobResumeInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         note = data.validated_data.get("note", "")
-        return _target_body(target_resume(target=target, actor=request.user, note=note))
+        return _target_body(target_resume(target=target, actor=signed_in(request.user), note=note))

@@ -17,6 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError, Forbidden, NotFound
+from handover.core.people import signed_in
 from runs.catalog.models import Job, JobTarget
 from runs.catalog.pause import job_pause, job_resume, target_pause, target_resume
 from runs.catalog.pause_forms import JobPauseForm, JobResumeForm
@@ -58,7 +59,7 @@ def job_pause_view(request: HttpRequest, id: str) -> HttpResponse:
         reason = form.cleaned_data["reason"] if form.is_valid() else ""  # the service says what is missing
         try:
             with _refusals():
-                job_pause(job=job, actor=request.user, reason=reason)
+                job_pause(job=job, actor=signed_in(request.user), reason=reason)
             messages.success(request, f"{job.key} is paused: replays are blocked until it is resumed.")
         except DomainError as exc:
             messages.error(request, exc.detail)
@@ -90,7 +91,7 @@ def job_resume_view(request: HttpRequest, id: str) -> HttpResponse:
     form = JobResumeForm(request.POST)
     note = form.cleaned_data["note"] if form.is_valid() else ""
     with _refusals():
-        job_resume(job=job, actor=request.user, note=note)
+        job_resume(job=job, actor=signed_in(request.user), note=note)
     messages.success(request, f"{job.key} is running again.")
     return redirect(_back(request, reverse("handover:job-pause", kwargs={"id": job.public_id})))
 
@@ -115,7 +116,7 @@ def target_pause_view(request: HttpRequest, id: str) -> HttpResponse:
     reason = form.cleaned_data["reason"] if form.is_valid() else ""
 
     def act(target: JobTarget) -> str:
-        target_pause(target=target, actor=request.user, reason=reason)
+        target_pause(target=target, actor=signed_in(request.user), reason=reason)
         return f"{target.job.key} for {target.tenant.slug} ({target.environment}) is paused."
 
     return _target_post(request, id, act)
@@ -127,7 +128,7 @@ def target_resume_view(request: HttpRequest, id: str) -> HttpResponse:
     """POST: resume a paused target; back to the job's pause page."""
 
     def act(target: JobTarget) -> str:
-        target_resume(target=target, actor=request.user, note=request.POST.get("note", "")[:2000])
+        target_resume(target=target, actor=signed_in(request.user), note=request.POST.get("note", "")[:2000])
         return f"{target.job.key} for {target.tenant.slug} ({target.environment}) is running again."
 
     return _target_post(request, id, act)

@@ -26,6 +26,7 @@ from handover.core.fields import BlankAsNullChoiceField
 from handover.core.filters import StrictQueryMixin
 from handover.core.pagination import DefaultPagination, page_number_read
 from handover.core.parsers import FormParser, MultiPartParser
+from handover.core.people import Person
 from handover.core.serializers import ProblemSerializer
 from runs.attempts.models import Run
 from runs.ledger.common import run_ledger_require_writer
@@ -130,7 +131,9 @@ class WorkItemSerializer(serializers.ModelSerializer[WorkItem]):
     evidence_kind = BlankAsNullChoiceField(
         choices=WorkItem.EvidenceKind.choices, help_text="where the outcome comes from; null before any evidence"
     )
-    evidence_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    evidence_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     evidence_summary = serializers.CharField(read_only=True)
     destination_load = serializers.UUIDField(
         source="destination_load.public_id",
@@ -197,7 +200,9 @@ class WorkItemChangeSerializer(serializers.ModelSerializer[WorkItemChange]):
     """One entry of an item's history: a person's change or a provider lookup."""
 
     record_id = serializers.CharField(source="work_item.record_id", read_only=True)
-    changed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    changed_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
     load = serializers.UUIDField(source="load.public_id", read_only=True, allow_null=True, default=None)
 
     class Meta:
@@ -246,7 +251,9 @@ class WorkItemLoadSerializer(serializers.ModelSerializer[WorkItemLoad]):
     """One uploaded file and what became of it; ``progress`` is live while it is pending or running."""
 
     id = serializers.UUIDField(source="public_id", read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
     confirmed_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
@@ -363,7 +370,9 @@ class RunLedgerSerializer(serializers.ModelSerializer[Run]):
     failure_class = BlankAsNullChoiceField(
         choices=Run.FailureClass.choices, help_text="confirmed by a person; null until then"
     )
-    failure_class_confirmed_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    failure_class_confirmed_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Run

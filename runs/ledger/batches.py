@@ -294,7 +294,11 @@ def _batch_fail(
     """Mark a batch's loads failed, outside the rolled-back transaction, and publish it to the progress bar."""
     for load in loads:
         is_culprit = culprit is None or load.pk == culprit.pk
-        message = error if is_culprit else f"Not loaded: {culprit.file_name or culprit.kind} in the same upload failed."
+        message = (
+            error
+            if is_culprit or culprit is None
+            else f"Not loaded: {culprit.file_name or culprit.kind} in the same upload failed."
+        )
         fields: dict[str, Any] = {
             "status": WorkItemLoad.Status.FAILED,
             "finished_at": timezone.now(),

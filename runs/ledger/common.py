@@ -3,16 +3,17 @@ and a load's progress published through the cache (outside the load's transactio
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
 
 from handover.core.errors import Forbidden
+from handover.core.people import Person
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
 from runs.ledger.selectors import LOAD_PROGRESS_KEY
 from runs.permissions import require_act_on_run
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 STAGE = "runs_ledger_stage"
 ITEM = WorkItem._meta.db_table
 CHANGE = WorkItemChange._meta.db_table

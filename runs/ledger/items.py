@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition, NotFound
+from handover.core.people import signed_in
 from runs.attempts.models import Run
 from runs.ledger.common import User, run_ledger_require_writer
 from runs.ledger.failure_class import run_failure_class_suggest
@@ -32,7 +33,7 @@ def _item_outcome_set(
     item.evidence_kind = evidence_kind
     item.evidence_ref = evidence_ref
     item.evidence_note = note
-    item.evidence_by = actor  # type: ignore[assignment]
+    item.evidence_by = signed_in(actor)
     item.evidence_at = now
     item.save(update_fields=["outcome", "evidence_kind", "evidence_ref", "evidence_note", "evidence_by", "evidence_at"])
     WorkItemChange.objects.create(
@@ -44,7 +45,7 @@ def _item_outcome_set(
         evidence_kind=evidence_kind,
         evidence_ref=evidence_ref,
         note=note,
-        changed_by=actor,
+        changed_by=signed_in(actor),
         changed_at=now,
     )
     return previous

@@ -14,6 +14,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition
+from handover.core.people import signed_in
 from runs.attempts.models import Run
 from runs.ledger import files as ledger_files
 from runs.ledger.batches import work_item_load_run
@@ -124,7 +125,7 @@ def work_item_loads_create(
                 content=zlib.compress(upload.content, 1),
                 size_bytes=len(upload.content),
                 sha256=hashlib.sha256(upload.content).hexdigest(),
-                created_by=actor,
+                created_by=signed_in(actor),
                 created_at=now,
             )
             for upload in ordered

@@ -16,7 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
-from handover.core.views import form_post
+from handover.core.views import form_post, is_htmx
 from runs.attempts.business_state import BUSINESS_STATE_FACTS
 from runs.attempts.models import Run
 from runs.ledger.confirmations import (
@@ -191,7 +191,7 @@ def work_item_load_create_view(request: HttpRequest, id: str) -> HttpResponse:
     run = _ledger_run(request, id)
     form = WorkItemLoadForm(request.POST, request.FILES)
     if not form.is_valid():
-        _say(messages.error, request, " ".join(e for errors in form.errors.values() for e in errors))
+        _say(messages.error, request, " ".join(str(e) for errors in form.errors.values() for e in errors))
         return _to_ledger(run)
     data = form.cleaned_data
     try:
@@ -243,7 +243,7 @@ def work_item_load_progress_view(request: HttpRequest, id: str, load_id: str) ->
         "runs/ledger/_ledger_load_progress.html",
         {"run": run, "load": load, "progress": work_item_load_progress(load=load)},
     )
-    if request.htmx and load.status == WorkItemLoad.Status.COMMITTED and request.GET.get("polling") == "1":
+    if is_htmx(request) and load.status == WorkItemLoad.Status.COMMITTED and request.GET.get("polling") == "1":
         response["HX-Refresh"] = "true"  # the totals, bar and table changed: show the new page
     return response
 

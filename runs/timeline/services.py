@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from handover.core.people import Person
 from runs.alerts.models import Alert
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt, Run
@@ -25,7 +25,7 @@ def timeline_event_build(
     run: Run | None = None,
     attempt: Attempt | None = None,
     alert: Alert | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     actor_integration: Integration | None = None,
     data: dict[str, Any] | None = None,
 ) -> TimelineEvent:
@@ -72,7 +72,7 @@ def timeline_event_record(
     run: Run | None = None,
     attempt: Attempt | None = None,
     alert: Alert | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     actor_integration: Integration | None = None,
     data: dict[str, Any] | None = None,
 ) -> TimelineEvent:
