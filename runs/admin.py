@@ -144,7 +144,7 @@ class AttemptAdmin(ReadOnlyAdmin):
         if "apply" not in request.POST or not reason:
             return render(
                 request,
-                "admin/runs/attempt/abandon.html",
+                "runs/attempts/admin_abandon.html",
                 {
                     **self.admin_site.each_context(request),
                     "title": "Abandon attempts",
