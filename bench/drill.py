@@ -963,7 +963,7 @@ def replay_world(receiver: Receiver) -> dict[str, Any]:
     role_grant(user=people["ted"], role="technical_owner", obj=job)
     credential, credential_key = runner_credential_create(job=job, label="drill runner")
     work_item_loads_create(
-        user=people["sue"],
+        actor=people["sue"],
         run=run,
         files=[
             LoadFile(kind="population", content=POPULATION.encode(), file_name="population.csv"),
@@ -972,7 +972,7 @@ def replay_world(receiver: Receiver) -> dict[str, Any]:
         ],
     )
     work_item_loads_create(
-        user=people["sue"],
+        actor=people["sue"],
         run=run,
         files=[LoadFile(kind="provider_lookup", content=PROVIDER_LOOKUP.encode(), file_name="provider-lookup.csv")],
     )
@@ -1118,7 +1118,7 @@ def replay_drill(workers: Workers, receiver: Receiver) -> ReplayDrill:
         )
         drill.runner.append(f"report {status} {answer.status_code}")
     work_item_loads_create(
-        user=people["sue"],
+        actor=people["sue"],
         run=world["run"],
         files=[LoadFile(kind="destination", content=DESTINATION_AFTER.encode(), file_name="destination-after.csv")],
     )

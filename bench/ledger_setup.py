@@ -206,4 +206,4 @@ def load_files(run: Any, person: Any, files: dict[str, Path], **extra: Any) -> l
     settings.HANDOVER_LEDGER_SYNC_MAX_BYTES = 1 << 40  # run inline: the benchmark times the load itself
     settings.HANDOVER_LEDGER_MAX_UPLOAD_BYTES = 1 << 40
     uploads = [LoadFile(kind=kind, content=path.read_bytes(), file_name=path.name) for kind, path in files.items()]
-    return work_item_loads_create(user=person, run=run, files=uploads, **extra)
+    return work_item_loads_create(actor=person, run=run, files=uploads, **extra)

@@ -29,13 +29,13 @@ class ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]
 class HandoverRunInline(ReadOnlyInline):
     model = HandoverRun
     fields = ["run", "attempt", "is_open", "next_run_check"]
-    readonly_fields = fields
+    readonly_fields = ["run", "attempt", "is_open", "next_run_check"]
 
 
 class HandoverRevisionInline(ReadOnlyInline):
     model = HandoverRevision
     fields = ["section", "is_generated", "created_by", "created_at", "text"]
-    readonly_fields = fields
+    readonly_fields = ["section", "is_generated", "created_by", "created_at", "text"]
 
 
 @admin.register(Handover)

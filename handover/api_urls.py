@@ -10,7 +10,7 @@ from handover.handovers.api import HandoverViewSet
 from handover.notifications.api import NotificationViewSet
 from handover.ownership.api import AgedWorkViewSet, JobOwnershipView, TargetOwnershipView
 from handover.problems.api import ProblemViewSet
-from runs.catalog.pause_api import JobPauseView, JobResumeView
+from runs.catalog.pause_api import JobPauseView, JobResumeView, TargetPauseView, TargetResumeView
 
 router = DefaultRouter(use_regex_path=False)
 router.include_root_view = False
@@ -37,4 +37,6 @@ urlpatterns = [
         TargetOwnershipView.as_view(),
         name="target-ownership",
     ),
+    path("targets/<uuid:id>/pause/", TargetPauseView.as_view(), name="target-pause"),
+    path("targets/<uuid:id>/resume/", TargetResumeView.as_view(), name="target-resume"),
 ]

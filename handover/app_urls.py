@@ -49,7 +49,7 @@ from handover.problems.views import (
     problem_transition_view,
     problem_unlink_view,
 )
-from runs.catalog.pause_views import job_pause_view, job_resume_view
+from runs.catalog.pause_views import job_pause_view, job_resume_view, target_pause_view, target_resume_view
 
 app_name = "handover"
 urlpatterns = [
@@ -86,6 +86,8 @@ urlpatterns = [
     path("jobs/<uuid:id>/ownership/", job_ownership_view, name="job-ownership"),
     path("teams/<uuid:id>/", team_detail_view, name="team-detail"),
     path("aged-work/", aged_work_mine_view, name="aged-work-mine"),
+    path("targets/<uuid:id>/pause/", target_pause_view, name="target-pause"),
+    path("targets/<uuid:id>/resume/", target_resume_view, name="target-resume"),
     # the signed-in person's own personal API tokens (a prefix is knox's token_key, e.g. ho_1a2b3c4d5e6f)
     path("account/tokens/", api_token_list_view, name="api-token-list"),
     path("account/tokens/new/", api_token_create_view, name="api-token-create"),

@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from guardian.admin import GuardedModelAdmin
 
 from handover.core.errors import DomainError
+from handover.core.people import signed_in
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Attempt, Run, RunnerReport
+from runs.attempts.services import attempt_abandon
 from runs.catalog.models import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, SideEffect, Tenant
 from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent
@@ -47,14 +51,16 @@ class SideEffectInline(admin.TabularInline):  # type: ignore[type-arg]
 class JobAdmin(GuardedModelAdmin):
     list_display = ["key", "schedule", "timezone", "window_alignment", "paused_at"]
     search_fields = ["key", "name"]
-    readonly_fields = ["public_id", "paused_at", "paused_by", "pause_reason"]
+    readonly_fields = ["public_id", "paused_at", "paused_by", "pause_reason", "resumed_at"]
     inlines = [SideEffectInline]
 
 
 @admin.register(JobTarget)
 class JobTargetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = ["job", "tenant", "environment", "reports_successes", "is_active"]
+    list_display = ["job", "tenant", "environment", "reports_successes", "is_active", "paused_at"]
     list_filter = ["environment", "is_active"]
+    # a target's pause changes only through runs/catalog/pause.py (its timeline event, its rule)
+    readonly_fields = ["public_id", "paused_at", "paused_by", "pause_reason", "resumed_at"]
 
 
 @admin.register(Integration)
@@ -108,7 +114,7 @@ class AlertAdmin(ReadOnlyAdmin):
         done = 0
         for alert in queryset.filter(outcome=Alert.Outcome.UNMATCHED, duplicate_of__isnull=True):
             try:
-                alert_reprocess(alert=alert, actor=request.user)
+                alert_reprocess(alert=alert, actor=signed_in(request.user))
                 done += 1
             except DomainError as exc:
                 self.message_user(request, f"{alert.public_id}: {exc.detail}", messages.WARNING)
@@ -128,6 +134,35 @@ class RunAdmin(ReadOnlyAdmin):
 class AttemptAdmin(ReadOnlyAdmin):
     list_display = ["run", "number", "execution_id", "trigger", "status", "started_at", "ended_at"]
     list_filter = ["status", "trigger"]
+    actions = ["abandon"]
+
+    @admin.action(description="Abandon the selected attempts (they will never report)")
+    def abandon(self, request: HttpRequest, queryset: QuerySet[Attempt]) -> HttpResponse | None:
+        """Ask for the reason on an intermediate page, then ``attempt_abandon`` each selected attempt;
+        the service refuses what the person may not do and attempts that ended (reported per attempt)."""
+        reason = (request.POST.get("reason") or "").strip()
+        if "apply" not in request.POST or not reason:
+            return render(
+                request,
+                "runs/attempts/admin_abandon.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": "Abandon attempts",
+                    "attempts": queryset.select_related("run__job", "run__tenant"),
+                    "missing_reason": "apply" in request.POST,
+                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                    "opts": self.model._meta,
+                },
+            )
+        done = 0
+        for attempt in queryset.select_related("run__job", "run__tenant"):
+            try:
+                attempt_abandon(attempt=attempt, actor=signed_in(request.user), reason=reason)
+                done += 1
+            except DomainError as exc:
+                self.message_user(request, f"Attempt {attempt.number} of {attempt.run}: {exc.detail}", messages.WARNING)
+        self.message_user(request, f"Abandoned {done} attempt(s).")
+        return None
 
 
 @admin.register(RunnerReport)

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Q, QuerySet
 from guardian.shortcuts import get_objects_for_user, get_users_with_perms
 
 from handover.core.errors import Forbidden, NotFound
+from handover.core.people import Person
 from runs.attempts.models import Run
 from runs.catalog.models import Job, JobTarget, Tenant
 
@@ -35,7 +36,7 @@ APPROVER_PERMISSIONS = {
     "technical": (TECHNICAL_OWNER_CODENAME, "job"),
 }
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 
 
 class ReplayRequestLike(Protocol):
@@ -53,14 +54,19 @@ def _active(user: User) -> bool:
 
 
 def _has_perm(user: User, perm: str, obj: Tenant | Job) -> bool:
-    """``user.has_perm(perm, obj)``: the project's user model has it (PermissionsMixin), AbstractBaseUser not."""
-    has_perm = getattr(user, "has_perm", None)
-    return bool(has_perm is not None and has_perm(perm, obj))
+    """``user.has_perm(perm, obj)`` (django-guardian's object permission backend)."""
+    return bool(user.has_perm(perm, obj))
 
 
 def is_admin(user: User) -> bool:
-    """Whether ``user`` is an active superuser (the project's user model has the flag; AbstractBaseUser not)."""
-    return _active(user) and bool(getattr(user, "is_superuser", False))
+    """Whether ``user`` is an active superuser."""
+    return _active(user) and user.is_superuser
+
+
+def is_staff(user: User) -> bool:
+    """Whether ``user`` is active staff (the admin site's flag): reads the unmatched alerts and the
+    integrations' delivery counts; with ``is_admin``, the audit trail."""
+    return _active(user) and user.is_staff
 
 
 # --- seeing ---------------------------------------------------------------------------------------
@@ -218,7 +224,7 @@ def manage_replay_filter(*, user: User) -> Q:
     return Q(requested_by=user) | act_filter(user=user, prefix="run__")
 
 
-def approvers_eligible(*, run: Run, kind: str, exclude: AbstractBaseUser | None = None) -> QuerySet[AbstractBaseUser]:
+def approvers_eligible(*, run: Run, kind: str, exclude: Person | None = None) -> QuerySet[Person]:
     """Active people who may give a ``kind`` approval (``business`` or ``technical``) on ``run``, by username.
 
     Rule 4 (docs/architecture.md): ``business`` needs ``act_as_business_owner`` on the run's tenant,
@@ -228,8 +234,10 @@ def approvers_eligible(*, run: Run, kind: str, exclude: AbstractBaseUser | None 
     """
     codename, on = APPROVER_PERMISSIONS[str(kind)]
     obj: Tenant | Job = run.tenant if on == "tenant" else run.job
-    users: QuerySet[AbstractBaseUser] = get_users_with_perms(
-        obj, only_with_perms_in=[codename], with_superusers=False, with_group_users=True
+    # without attach_perms guardian returns a QuerySet of people (its stubs widen the return type)
+    users = cast(
+        "QuerySet[Person]",
+        get_users_with_perms(obj, only_with_perms_in=[codename], with_superusers=False, with_group_users=True),
     )
     users = users.filter(is_active=True)
     if exclude is not None:
@@ -240,7 +248,7 @@ def approvers_eligible(*, run: Run, kind: str, exclude: AbstractBaseUser | None 
 def may_decide(*, user: User, run: Run, kind: str) -> bool:
     """Whether ``user`` may give a ``kind`` approval on ``run`` (``approvers_eligible``; the requester and
     the one-kind-per-person rule are the decision service's)."""
-    if not _active(user):
+    if not isinstance(user, Person) or not _active(user):
         return False
     return approvers_eligible(run=run, kind=kind).filter(pk=user.pk).exists()
 
@@ -296,6 +304,8 @@ def may_manage_job_ownership(*, user: User, job: Job) -> bool:
     if not _active(user):
         return False
     return is_admin(user) or _has_perm(user, TECHNICAL_OWNER, job)
+
+
 # --- problems (the systemic cause behind handovers; docs/problems.md "Who may do what") -------------
 
 
@@ -322,6 +332,8 @@ def may_act_on_any_run(*, user: User, runs: Iterable[Run]) -> bool:
     if job_list_owned(user=user).filter(pk__in={r.job_id for r in runs}).exists():
         return True
     return tenant_list_supported(user=user).filter(pk__in={r.tenant_id for r in runs}).exists()
+
+
 # --- what a page offers ---------------------------------------------------------------------------
 
 

@@ -454,6 +454,9 @@ RULES: dict[str, Rule] = {
     "handover-api:target-ownership": R("job", PATCH=MANAGE_RUNNERS, kwargs=_target_id),
     # aged work: a list of what the caller may see (visibility checked by the ownership tests)
     "handover-api:aged-work-list": R(site=True, GET=signed_in),
+    # a target (its tenant's part of the job): support on the tenant or the job's technical owner
+    "handover-api:target-pause": R("target", POST=WRITE, data=lambda w, s: {"reason": "matrix"}),
+    "handover-api:target-resume": R("target", POST=WRITE),
     "runs-api:runner-credential-list": R("job", GET=MANAGE_RUNNERS, POST=MANAGE_RUNNERS),
     "runs-api:runner-credential-detail": R("job", DELETE=MANAGE_RUNNERS, kwargs=_runner_credential),
     # the caller's own personal API tokens: anyone signed in, only their own
@@ -564,6 +567,8 @@ RULES: dict[str, Rule] = {
     "handover:job-ownership": R("job", GET=READ, POST=page_form(MANAGE_RUNNERS)),
     "handover:team-detail": R("job", GET=READ, kwargs=_team),
     "handover:aged-work-mine": R(site=True, GET=signed_in),
+    "handover:target-pause": R("target", POST=WRITE, data=lambda w, s: {"target-reason": "matrix"}),
+    "handover:target-resume": R("target", POST=WRITE),
     "handover:api-token-list": R(site=True, GET=signed_in),
     "handover:api-token-create": R(site=True, POST=signed_in, data=_token_create),
     "handover:api-token-revoke": R(site=True, GET=someone_elses, POST=someone_elses, kwargs=_foreign_token),

@@ -178,7 +178,7 @@ class ReplayRequestViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.Gen
     @action(detail=True, methods=["get"])
     def items(self, request: Request, id: str) -> Response:
         replay = self.get_object()
-        page = self.paginate_queryset(replay_request_items(request=replay))
+        page = self.paginate_queryset(replay_request_items(request=replay))  # type: ignore[arg-type]  # a sub-list of the viewset's model
         return self.get_paginated_response(ReplayRequestItemSerializer(page, many=True).data)
 
     @extend_schema(

@@ -16,7 +16,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -38,6 +37,7 @@ from approvals.replays.rules import (
     side_effects,
 )
 from handover.core.errors import Conflict, DomainError, InvalidTransition
+from handover.core.people import Person
 from runs.alerts.redaction import redact_text
 from runs.ledger.models import WorkItem
 from runs.permissions import may_decide
@@ -60,7 +60,7 @@ class TooManyAttempts(DomainError):
 # --- password re-entry ------------------------------------------------------------------------------
 
 
-def approver_reauthenticate(*, user: AbstractBaseUser, password: str, credential_ref: str) -> datetime:
+def approver_reauthenticate(*, user: Person, password: str, credential_ref: str) -> datetime:
     """Check ``user``'s password again and remember the time for this session or token.
 
     ``credential_ref`` names what the person is signed in with (a session key, an API token's
@@ -87,7 +87,7 @@ def approver_reauthenticate(*, user: AbstractBaseUser, password: str, credential
     return now
 
 
-def approver_reauthenticated_at(*, user: AbstractBaseUser, credential_ref: str) -> datetime | None:
+def approver_reauthenticated_at(*, user: Person, credential_ref: str) -> datetime | None:
     """When ``user`` last re-entered their password in this session or token (None if not recently)."""
     stored = cache.get(REAUTH_KEY.format(user=user.pk, ref=credential_ref))
     if not stored:
@@ -114,7 +114,7 @@ def _live(request: ReplayRequest) -> list[Approval]:
     return list(Approval.objects.filter(request=request, voided_at__isnull=True).select_related("actor"))
 
 
-def _check_person(*, request: ReplayRequest, actor: AbstractBaseUser, kind: str) -> None:
+def _check_person(*, request: ReplayRequest, actor: Person, kind: str) -> None:
     if kind not in Approval.Kind.values:
         raise DomainError(f"{kind!r} is not an approval kind.", errors={"kind": ["business or technical"]})
     if request.requested_by_id == actor.pk:
@@ -134,7 +134,7 @@ def _check_person(*, request: ReplayRequest, actor: AbstractBaseUser, kind: str)
 def replay_request_decide(
     *,
     request: ReplayRequest,
-    actor: AbstractBaseUser,
+    actor: Person,
     kind: str,
     decision: str,
     scope_fingerprint: str,
@@ -207,7 +207,7 @@ def replay_request_decide(
 def _decision_inputs(
     *,
     request: ReplayRequest,
-    actor: AbstractBaseUser,
+    actor: Person,
     kind: str,
     decision: str,
     reauthenticated_at: datetime | None,
@@ -268,7 +268,7 @@ def _lock_for_decision(*, request: ReplayRequest, action: str, scope_fingerprint
     return locked
 
 
-def _check_not_decided(*, live: list[Approval], actor: AbstractBaseUser, kind: str) -> None:
+def _check_not_decided(*, live: list[Approval], actor: Person, kind: str) -> None:
     """Rule 4: one decision per kind, and one person never gives both."""
     same_kind = next((a for a in live if a.kind == kind), None)
     if same_kind is not None:
@@ -316,7 +316,7 @@ def _check_approval_rules(
 def _approval_record(
     *,
     request: ReplayRequest,
-    actor: AbstractBaseUser,
+    actor: Person,
     kind: str,
     decision: str,
     comment: str,
@@ -367,7 +367,7 @@ def _approval_record(
 
 
 def _decision_settle(
-    *, request: ReplayRequest, actor: AbstractBaseUser, kind: str, decision: str, comment: str, live: list[Approval]
+    *, request: ReplayRequest, actor: Person, kind: str, decision: str, comment: str, live: list[Approval]
 ) -> ReplayRequest:
     """Move the request after a decision: a rejection rejects it; the second live approval approves it
     and enqueues its dispatch on commit; a first approval leaves it pending."""
@@ -391,15 +391,15 @@ def _decision_settle(
 
 
 def _enqueue_dispatch(request_pk: int) -> None:
-    from approvals.replays.tasks import replay_request_dispatch
+    from approvals.replays import tasks as replay_tasks
 
-    replay_request_dispatch.delay(request_pk)
+    replay_tasks.replay_request_dispatch.delay(request_pk)
 
 
 def replay_request_approve(
     *,
     request: ReplayRequest,
-    actor: AbstractBaseUser,
+    actor: Person,
     kind: str,
     scope_fingerprint: str,
     reauthenticated_at: datetime | None,
@@ -424,7 +424,7 @@ def replay_request_approve(
 def replay_request_reject(
     *,
     request: ReplayRequest,
-    actor: AbstractBaseUser,
+    actor: Person,
     kind: str,
     scope_fingerprint: str,
     reauthenticated_at: datetime | None,
@@ -442,7 +442,7 @@ def replay_request_reject(
     )
 
 
-def approver_reauthentication(*, user: AbstractBaseUser, credential_ref: str, password: str = "") -> datetime | None:
+def approver_reauthentication(*, user: Person, credential_ref: str, password: str = "") -> datetime | None:
     """When the approver last re-entered their password here: checked now when ``password`` is given.
 
     With a password: ``approver_reauthenticate`` (raises for a wrong one). Without: the time kept

@@ -99,7 +99,7 @@ def demo_replay_load(*, log: Callable[[str], None] = lambda _: None) -> ReplayRe
 
     if not WorkItemLoad.objects.filter(run=run, status=WorkItemLoad.Status.COMMITTED).exists():
         work_item_loads_create(
-            user=support,
+            actor=support,
             run=run,
             files=[
                 LoadFile(kind="population", content=POPULATION, file_name="population.csv"),
@@ -108,7 +108,7 @@ def demo_replay_load(*, log: Callable[[str], None] = lambda _: None) -> ReplayRe
             ],
         )
         work_item_loads_create(
-            user=support,
+            actor=support,
             run=run,
             files=[LoadFile(kind="provider_lookup", content=PROVIDER_LOOKUP, file_name="provider-lookup.csv")],
         )
@@ -170,7 +170,7 @@ def demo_replay_load(*, log: Callable[[str], None] = lambda _: None) -> ReplayRe
 
     # 4. the destination's next export holds them: the ledger confirms the scope
     work_item_loads_create(
-        user=support,
+        actor=support,
         run=run,
         files=[
             LoadFile(kind="destination", content=DESTINATION_AFTER_REPLAY, file_name="destination-after-replay.csv")

@@ -23,7 +23,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from django.urls import reverse
@@ -41,10 +40,11 @@ from approvals.replays.requests import (
 from approvals.replays.rules import ReplayRefused, evaluate, refusal
 from handover.core.errors import Conflict, DomainError, InvalidTransition, NotFound
 from handover.core.links import absolute_url
+from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
 from runs.alerts.redaction import redact_text
-from runs.attempts.models import Attempt
-from runs.attempts.services import AttemptReport, attempt_report_apply, run_status_refresh
+from runs.attempts.models import Attempt, Run
+from runs.attempts.services import AttemptReport, AttemptReportResult, attempt_report_apply, run_status_refresh
 from runs.catalog.models import RunnerCredential
 from runs.ledger.models import WorkItem
 from runs.permissions import may_manage_replay
@@ -132,7 +132,7 @@ def dispatch_transition(
     values: dict[str, Any] | None = None,
     summary: str = "",
     event_kind: TimelineEventKind | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     attempt: Attempt | None = None,
     data: dict[str, Any] | None = None,
     guard: dict[str, Any] | None = None,
@@ -180,7 +180,7 @@ def _live_approvals(request: ReplayRequest) -> dict[str, Approval]:
 
 
 def replay_request_dispatch(
-    *, request: ReplayRequest, actor: AbstractBaseUser | None = None, via: RunnerCredential | None = None
+    *, request: ReplayRequest, actor: Person | None = None, via: RunnerCredential | None = None
 ) -> tuple[Dispatch, bool]:
     """Release an approved request, once: create its one Dispatch and move it to ``dispatched``.
 
@@ -245,7 +245,7 @@ def replay_request_dispatch(
 
 
 def _dispatch_create(
-    *, request: ReplayRequest, actor: AbstractBaseUser | None, via: RunnerCredential | None
+    *, request: ReplayRequest, actor: Person | None, via: RunnerCredential | None
 ) -> tuple[Dispatch, bool]:
     """Inside the request's lock: the Dispatch row (unique per request), the transition, the webhook enqueue."""
     now = timezone.now()
@@ -283,9 +283,9 @@ def _dispatch_create(
 
 
 def _enqueue_delivery(dispatch_pk: int) -> None:
-    from approvals.replays.tasks import dispatch_webhook_deliver
+    from approvals.replays import tasks as replay_tasks
 
-    dispatch_webhook_deliver.delay(dispatch_pk)
+    replay_tasks.dispatch_webhook_deliver.delay(dispatch_pk)
 
 
 def _require_runner(*, request: ReplayRequest, credential: RunnerCredential) -> None:
@@ -382,6 +382,42 @@ def dispatch_runner_report(
     another attempt (a scheduled one, or another replay's) or the dispatch already has another
     attempt. Returns the dispatch.
     """
+    dispatch, execution_id = _runner_report_check(
+        request=request, credential=credential, idempotency_key=idempotency_key, report=report
+    )
+    now = timezone.now()
+    with transaction.atomic():
+        dispatch = Dispatch.objects.select_for_update(of=("self",)).select_related("attempt").get(pk=dispatch.pk)
+        _refuse_foreign_attempt(run=request.run, dispatch=dispatch, execution_id=execution_id)
+        result = _runner_attempt_record(
+            request=request, credential=credential, dispatch=dispatch, report=report, execution_id=execution_id, now=now
+        )
+        if result.stale:
+            return Dispatch.objects.get(pk=dispatch.pk)
+        attempt = result.attempt
+        attempt.refresh_from_db()
+        action = (
+            DISPATCH_ACTION_FOR_ATTEMPT[Attempt.Status(attempt.status)]
+            if attempt.status in (DISPATCH_ACTION_FOR_ATTEMPT)
+            else None
+        )
+        if action is None:
+            return Dispatch.objects.get(pk=dispatch.pk)
+        moved, changed = _dispatch_follow_attempt(
+            request=request, dispatch=dispatch, attempt=attempt, action=action, now=now
+        )
+        if not changed:
+            return moved
+    if moved.status == Dispatch.Status.SUCCEEDED:
+        replay_request_complete_if_confirmed(request=request)
+    return Dispatch.objects.select_related("attempt", "request").get(pk=moved.pk)
+
+
+def _runner_report_check(
+    *, request: ReplayRequest, credential: RunnerCredential, idempotency_key: str, report: RunnerAttemptReport
+) -> tuple[Dispatch, str]:
+    """The report's refusals before any lock (see ``dispatch_runner_report``); returns the request's
+    dispatch and the report's execution id."""
     _require_runner(request=request, credential=credential)
     if report.status not in REPORTABLE_STATUSES:
         raise DomainError(
@@ -398,93 +434,103 @@ def dispatch_runner_report(
             "Refused by rule 7: the report does not carry this replay's idempotency key.",
             errors={"idempotency_key": ["rule 7: not this replay's key"]},
         )
-    now = timezone.now()
-    with transaction.atomic():
-        dispatch = Dispatch.objects.select_for_update(of=("self",)).select_related("attempt").get(pk=dispatch.pk)
-        if dispatch.attempt is not None and dispatch.attempt.execution_id != execution_id:
+    return dispatch, execution_id
+
+
+def _refuse_foreign_attempt(*, run: Run, dispatch: Dispatch, execution_id: str) -> None:
+    """Conflict (409) when the dispatch has another attempt, or the execution id is another attempt's
+    (a scheduled one, another replay's, or one already linked elsewhere). Call with the dispatch locked."""
+    if dispatch.attempt is not None and dispatch.attempt.execution_id != execution_id:
+        raise Conflict(
+            f"This replay's attempt is {dispatch.attempt.execution_id}; it cannot also be {execution_id}.",
+            errors={"execution_id": ["another attempt is this replay's"]},
+        )
+    existing = Attempt.objects.filter(run=run, execution_id=execution_id).first()
+    if existing is not None and dispatch.attempt_id != existing.pk:
+        foreign = existing.trigger != Attempt.Trigger.MANUAL_REPLAY or (
+            existing.replay_key and existing.replay_key != dispatch.idempotency_key
+        )
+        if foreign or _is_linked(existing):
             raise Conflict(
-                f"This replay's attempt is {dispatch.attempt.execution_id}; it cannot also be {execution_id}.",
-                errors={"execution_id": ["another attempt is this replay's"]},
+                f"Execution {execution_id} is attempt {existing.number} "
+                f"({existing.get_trigger_display().lower()}), not this replay's.",
+                errors={"execution_id": ["belongs to another attempt"]},
             )
-        run = request.run
-        existing = Attempt.objects.filter(run=run, execution_id=execution_id).first()
-        if existing is not None and dispatch.attempt_id != existing.pk:
-            foreign = existing.trigger != Attempt.Trigger.MANUAL_REPLAY or (
-                existing.replay_key and existing.replay_key != dispatch.idempotency_key
-            )
-            if foreign or _is_linked(existing):
-                raise Conflict(
-                    f"Execution {execution_id} is attempt {existing.number} "
-                    f"({existing.get_trigger_display().lower()}), not this replay's.",
-                    errors={"execution_id": ["belongs to another attempt"]},
-                )
-        result = attempt_report_apply(
-            run=run,
-            report=AttemptReport(
-                execution_id=execution_id,
-                status=report.status,
-                trigger=Attempt.Trigger.MANUAL_REPLAY,
-                started_at=report.started_at,
-                ended_at=report.ended_at,
-                error_summary=redact_text(report.error_summary or "")[:2000],
-                log_url=redact_text(report.log_url or ""),  # user info, e-mails, credential parameters
-                replay_key=dispatch.idempotency_key,
-            ),
-            received_at=now,
-            data={"replay_request": str(request.public_id), "runner_credential": credential.prefix},
-        )
-        run_status_refresh(run=run)
-        attempt = result.attempt
-        if dispatch.attempt_id is None:
-            Dispatch.objects.filter(pk=dispatch.pk, attempt__isnull=True).update(attempt=attempt, updated_at=now)
-            replay_event_record(
-                request=request,
-                kind=TimelineEvent.Kind.REPLAY_ATTEMPT_LINKED,
-                summary=f"Attempt {attempt.number} ({execution_id}) linked to the replay: reported with the job's "
-                f"runner credential {credential.prefix}… and the replay's key",
-                attempt=attempt,
-                data={"dispatch": str(dispatch.public_id)},
-            )
-        if result.stale:
-            return Dispatch.objects.get(pk=dispatch.pk)
-        attempt.refresh_from_db()
-        action = (
-            DISPATCH_ACTION_FOR_ATTEMPT[Attempt.Status(attempt.status)]
-            if attempt.status in (DISPATCH_ACTION_FOR_ATTEMPT)
-            else None
-        )
-        if action is None:
-            return Dispatch.objects.get(pk=dispatch.pk)
-        values: dict[str, Any] = {}
-        if action == "start":
-            values["started_at"] = attempt.started_at or now
-        else:
-            values["finished_at"] = attempt.ended_at or now
-            if dispatch.started_at is None:
-                values["started_at"] = attempt.started_at or now
-        late = " (after its lease had lapsed)" if dispatch.status == Dispatch.Status.UNKNOWN else ""
-        words = {"start": "started", "succeed": "succeeded", "fail": attempt.status.replace("_", " ")}
-        moved, changed = dispatch_transition(
-            dispatch=dispatch,
-            action=action,
-            values=values,
-            summary=f"Replay attempt {attempt.number} {words[action]}{late}",
-            event_kind=REPLAY_ATTEMPT_KINDS[Attempt.Status(attempt.status)],
+
+
+def _runner_attempt_record(
+    *,
+    request: ReplayRequest,
+    credential: RunnerCredential,
+    dispatch: Dispatch,
+    report: RunnerAttemptReport,
+    execution_id: str,
+    now: datetime,
+) -> AttemptReportResult:
+    """Apply the report to the run's ``manual_replay`` attempt (``attempt_report_apply``), refresh the
+    run's status, and link the attempt to the dispatch the first time (a ``replay_attempt_linked`` event)."""
+    run = request.run
+    result = attempt_report_apply(
+        run=run,
+        report=AttemptReport(
+            execution_id=execution_id,
+            status=report.status,
+            trigger=Attempt.Trigger.MANUAL_REPLAY,
+            started_at=report.started_at,
+            ended_at=report.ended_at,
+            error_summary=redact_text(report.error_summary or "")[:2000],
+            log_url=redact_text(report.log_url or ""),  # user info, e-mails, credential parameters
+            replay_key=dispatch.idempotency_key,
+        ),
+        received_at=now,
+        data={"replay_request": str(request.public_id), "runner_credential": credential.prefix},
+    )
+    run_status_refresh(run=run)
+    attempt = result.attempt
+    if dispatch.attempt_id is None:
+        Dispatch.objects.filter(pk=dispatch.pk, attempt__isnull=True).update(attempt=attempt, updated_at=now)
+        replay_event_record(
+            request=request,
+            kind=TimelineEvent.Kind.REPLAY_ATTEMPT_LINKED,
+            summary=f"Attempt {attempt.number} ({execution_id}) linked to the replay: reported with the job's "
+            f"runner credential {credential.prefix}… and the replay's key",
             attempt=attempt,
+            data={"dispatch": str(dispatch.public_id)},
         )
-        if not changed:
-            return moved
-        if action == "fail":
-            replay_request_transition(
-                request=request,
-                action="fail",
-                reason=f"attempt {attempt.number} {attempt.status}: {attempt.error_summary[:200]}".rstrip(": "),
-                summary=f"Replay failed: attempt {attempt.number} {attempt.status.replace('_', ' ')}; "
-                "its items are released (a re-send is a new request with new approvals)",
-            )
-    if moved.status == Dispatch.Status.SUCCEEDED:
-        replay_request_complete_if_confirmed(request=request)
-    return Dispatch.objects.select_related("attempt", "request").get(pk=moved.pk)
+    return result
+
+
+def _dispatch_follow_attempt(
+    *, request: ReplayRequest, dispatch: Dispatch, attempt: Attempt, action: str, now: datetime
+) -> Transitioned[Dispatch]:
+    """Move the dispatch as its attempt moved (``action``: start, succeed, fail), with the times the
+    attempt reported; a failure also fails the request and releases its items."""
+    values: dict[str, Any] = {}
+    if action == "start":
+        values["started_at"] = attempt.started_at or now
+    else:
+        values["finished_at"] = attempt.ended_at or now
+        if dispatch.started_at is None:
+            values["started_at"] = attempt.started_at or now
+    late = " (after its lease had lapsed)" if dispatch.status == Dispatch.Status.UNKNOWN else ""
+    words = {"start": "started", "succeed": "succeeded", "fail": attempt.status.replace("_", " ")}
+    followed = dispatch_transition(
+        dispatch=dispatch,
+        action=action,
+        values=values,
+        summary=f"Replay attempt {attempt.number} {words[action]}{late}",
+        event_kind=REPLAY_ATTEMPT_KINDS[Attempt.Status(attempt.status)],
+        attempt=attempt,
+    )
+    if followed.moved and action == "fail":
+        replay_request_transition(
+            request=request,
+            action="fail",
+            reason=f"attempt {attempt.number} {attempt.status}: {attempt.error_summary[:200]}".rstrip(": "),
+            summary=f"Replay failed: attempt {attempt.number} {attempt.status.replace('_', ' ')}; "
+            "its items are released (a re-send is a new request with new approvals)",
+        )
+    return followed
 
 
 def _is_linked(attempt: Attempt) -> bool:

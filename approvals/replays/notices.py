@@ -8,10 +8,10 @@ completed, failed); plus the job's technical owners when a dispatch happens or l
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.urls import reverse
 
 from approvals.replays.models import Approval, ReplayRequest
+from handover.core.people import Person
 from handover.core.time_format import window_text
 from handover.notifications.services import notify
 from handover.notifications.told import Told
@@ -29,12 +29,12 @@ EVENT_FOR_KIND: dict[str, str] = {
 }
 
 
-def replay_approvers_waiting(*, request: ReplayRequest) -> list[AbstractBaseUser]:
+def replay_approvers_waiting(*, request: ReplayRequest) -> list[Person]:
     """The eligible approvers of each approval kind nobody has given yet, who have not decided (requester excluded)."""
     live = list(Approval.objects.filter(request=request, voided_at__isnull=True).values_list("kind", "actor_id"))
     decided_kinds = {k for k, _ in live}
     decided_people = {a for _, a in live}
-    found: dict[int, AbstractBaseUser] = {}
+    found: dict[int, Person] = {}
     for kind in Approval.Kind:
         if kind.value in decided_kinds:
             continue
@@ -44,11 +44,11 @@ def replay_approvers_waiting(*, request: ReplayRequest) -> list[AbstractBaseUser
     return list(found.values())
 
 
-def _deciders(request: ReplayRequest) -> list[AbstractBaseUser]:
+def _deciders(request: ReplayRequest) -> list[Person]:
     return [a.actor for a in Approval.objects.filter(request=request).select_related("actor").order_by("pk")]
 
 
-def _technical_owners(request: ReplayRequest) -> list[AbstractBaseUser]:
+def _technical_owners(request: ReplayRequest) -> list[Person]:
     # the job's technical owners, held explicitly (runs.permissions: the technical approvers of its runs)
     return list(approvers_eligible(run=request.run, kind=Approval.Kind.TECHNICAL).order_by("pk"))
 

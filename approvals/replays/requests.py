@@ -14,7 +14,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -33,6 +32,7 @@ from approvals.replays.selectors import (
     work_items_by_record_id,
 )
 from handover.core.errors import DomainError, Forbidden, InvalidTransition
+from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Run
@@ -68,7 +68,7 @@ class ReplayForbidden(Forbidden):
     """The person may see the run or request but may not take this action on it."""
 
 
-def _name(user: AbstractBaseUser | None) -> str:
+def _name(user: Person | None) -> str:
     return user.get_username() if user is not None else "the system"
 
 
@@ -77,7 +77,7 @@ def replay_event_record(
     request: ReplayRequest,
     kind: TimelineEventKind,
     summary: str,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     data: dict[str, Any] | None = None,
     attempt: Any = None,
 ) -> TimelineEvent:
@@ -92,7 +92,7 @@ def replay_event_record(
         attempt=attempt,
         kind=kind,
         summary=summary,
-        actor_user=actor,
+        actor=actor,
         data={"replay_request": str(request.public_id), **(data or {})},
     )
     replay_notices_send(request=request, kind=kind, summary=event.summary)
@@ -118,7 +118,7 @@ def replay_request_transition(
     *,
     request: ReplayRequest,
     action: str,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     reason: str = "",
     summary: str = "",
     data: dict[str, Any] | None = None,
@@ -233,7 +233,7 @@ def _overlap_refusal() -> ReplayRefused:
 
 
 def replay_refusal_record(
-    *, run: Run, actor: AbstractBaseUser | None, stage: str, error: ReplayRefused, request: ReplayRequest | None = None
+    *, run: Run, actor: Person | None, stage: str, error: ReplayRefused, request: ReplayRequest | None = None
 ) -> TimelineEvent | AuditEvent:
     """Record a refusal in its own transaction (the refused change was rolled back), naming the failed checks.
 
@@ -266,14 +266,14 @@ def replay_refusal_record(
             run=run,
             kind=TimelineEvent.Kind.REPLAY_DISPATCH_BLOCKED,
             summary=f"{words[stage]}: {error.detail}",
-            actor_user=actor,
+            actor=actor,
             data={k: v for k, v in data.items() if k != "run"},
         )
 
 
 def replay_request_create(
     *,
-    actor: AbstractBaseUser,
+    actor: Person,
     run: Run,
     kind: str,
     reason: str,
@@ -376,7 +376,7 @@ def replay_request_create(
     return request
 
 
-def _handover_link(*, request: ReplayRequest, actor: AbstractBaseUser) -> None:
+def _handover_link(*, request: ReplayRequest, actor: Person) -> None:
     """Link the run's open handover; a handed-over one moves to ``recovering`` through its own service."""
     from handover.handovers.models import Handover
     from handover.handovers.selectors import handover_for_run
@@ -403,7 +403,7 @@ def _handover_link(*, request: ReplayRequest, actor: AbstractBaseUser) -> None:
 def replay_request_rescope(
     *,
     request: ReplayRequest,
-    actor: AbstractBaseUser,
+    actor: Person,
     record_ids: list[str] | None = None,
     all_items: bool = False,
     fix_reference: str | None = None,
@@ -494,7 +494,7 @@ def replay_request_rescope(
     return moved
 
 
-def replay_request_cancel(*, request: ReplayRequest, actor: AbstractBaseUser, reason: str) -> ReplayRequest:
+def replay_request_cancel(*, request: ReplayRequest, actor: Person, reason: str) -> ReplayRequest:
     """Cancel a pending or approved request (before it leaves): a person's act, with a reason.
 
     Raises ReplayForbidden (403) unless the actor may manage it; DomainError (400) without a reason;
@@ -536,7 +536,7 @@ def replay_request_expire(*, request: ReplayRequest) -> tuple[ReplayRequest, boo
 
 
 def replay_request_complete_if_confirmed(
-    *, request: ReplayRequest, actor: AbstractBaseUser | None = None, note: str = ""
+    *, request: ReplayRequest, actor: Person | None = None, note: str = ""
 ) -> tuple[ReplayRequest, bool]:
     """Complete a dispatched request once its attempt succeeded and the ledger confirms the whole scope.
 
@@ -580,7 +580,9 @@ def replay_request_complete_if_confirmed(
             check_note = "; no next-run check: no active job target expects this run"
         attempt = dispatch.attempt if dispatch is not None else None
         what = (
-            f"attempt {attempt.number} succeeded and " if attempt is not None and dispatch.status == "succeeded" else ""
+            f"attempt {attempt.number} succeeded and "
+            if attempt is not None and dispatch is not None and dispatch.status == "succeeded"
+            else ""
         )
         moved, changed = replay_request_transition(
             request=locked,
@@ -595,9 +597,7 @@ def replay_request_complete_if_confirmed(
     return moved, changed
 
 
-def replay_request_settle(
-    *, request: ReplayRequest, actor: AbstractBaseUser, outcome: str, reason: str
-) -> ReplayRequest:
+def replay_request_settle(*, request: ReplayRequest, actor: Person, outcome: str, reason: str) -> ReplayRequest:
     """A person's decision on a dispatch that is ``unknown`` (or succeeded without the ledger's confirmation).
 
     ``outcome``: ``failed`` (it did not run, or not fully: the items are released; a re-send is a
@@ -641,7 +641,7 @@ def replay_request_settle(
 
 
 def run_recovery_decision_record(
-    *, run: Run, actor: AbstractBaseUser, decision: str, reference: str = "", note: str = ""
+    *, run: Run, actor: Person, decision: str, reference: str = "", note: str = ""
 ) -> TimelineEvent:
     """Record a recovery route other than a replay, as a decision on the run's timeline (no dispatch).
 
@@ -673,6 +673,6 @@ def run_recovery_decision_record(
             run=run,
             kind=TimelineEvent.Kind.RECOVERY_DECISION,
             summary=summary,
-            actor_user=actor,
+            actor=actor,
             data={"decision": decision, "reference": reference, "note": note},
         )

@@ -95,7 +95,7 @@ class ReplayClaimableView(_RunnerView):
             }
             for r in rows
         ]
-        return Response(ClaimableSerializer(data, many=True).data)
+        return Response(ClaimableSerializer(data, many=True).data)  # type: ignore[arg-type]  # many=True takes a list; the stubs type one instance
 
 
 class ReplayClaimView(_RunnerView):

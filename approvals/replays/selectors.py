@@ -9,11 +9,13 @@ superusers not exempt).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import BooleanField, Case, Count, Exists, OuterRef, Prefetch, Q, QuerySet, Value, When
 
 from approvals.replays.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, WebhookDelivery
+from handover.core.people import Person
 from handover.handovers.evidence import ACTIVE_ATTEMPT_STATUSES
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import RunnerCredential, SideEffect
@@ -22,7 +24,7 @@ from runs.ledger.models import WorkItem
 from runs.permissions import decide_filters, manage_replay_filter, may_decide, run_visibility_filter
 from runs.timeline.models import TimelineEvent
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 
 SAMPLE_SIZE = 10
 DELIVERY_LOG_LIMIT = 50
@@ -94,7 +96,7 @@ def _detail_prefetches() -> list[Prefetch]:  # type: ignore[type-arg]
     ]
 
 
-def replay_request_get(*, user: User, public_id: object) -> ReplayRequest | None:
+def replay_request_get(*, user: User, public_id: UUID | str) -> ReplayRequest | None:
     """One replay request ``user`` may see, with approvals (and actors), its dispatch and webhook
     deliveries prefetched; None when missing or not visible (callers answer 404 either way).
 
@@ -108,7 +110,7 @@ def replay_request_get(*, user: User, public_id: object) -> ReplayRequest | None
     )
 
 
-def replay_request_dispatch(*, request: ReplayRequest) -> Dispatch | None:
+def dispatch_get_for_request(*, request: ReplayRequest) -> Dispatch | None:
     """The request's dispatch from the prefetched rows (no query after ``replay_request_get``)."""
     dispatches = list(request.dispatches.all())
     return dispatches[0] if dispatches else None

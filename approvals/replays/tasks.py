@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import Any
 
 from celery import shared_task
 from celery.app.task import Task
@@ -42,7 +43,7 @@ def replay_request_dispatch(request_id: int) -> str:
 
 
 @shared_task(bind=True, name="approvals.dispatch_webhook_deliver", max_retries=None)
-def dispatch_webhook_deliver(self: Task, dispatch_id: int) -> str:
+def dispatch_webhook_deliver(self: Task[Any, Any], dispatch_id: int) -> str:
     """Deliver a dispatch to its job's signed webhook; on a transient error, retry after the backoff.
 
     The retry count is bounded by the service (``HANDOVER_REPLAY_WEBHOOK_MAX_DELIVERIES`` deliveries
@@ -57,7 +58,7 @@ def dispatch_webhook_deliver(self: Task, dispatch_id: int) -> str:
 
 
 @shared_task(bind=True, name="approvals.replay_request_notify", max_retries=NOTIFY_MAX_RETRIES)
-def replay_request_notify(self: Task, request_id: int, reason: str) -> int:
+def replay_request_notify(self: Task[Any, Any], request_id: int, reason: str) -> int:
     """Tell the eligible approvers of a pending request again (``reason``: reminder) or count those told
     when it was made (``requested``), through ``handover.notifications``; each channel's delivery retries
     on its own. Returns how many people were told.

@@ -28,7 +28,7 @@ from approvals.replays.requests import (
 from approvals.replays.rules import side_effects
 from approvals.replays.selectors import (
     approval_kinds_open_to,
-    replay_request_dispatch,
+    dispatch_get_for_request,
     replay_request_get,
     replay_request_items,
     replay_request_list_for_run,
@@ -40,6 +40,7 @@ from approvals.replays.selectors import (
     scope_candidates,
 )
 from handover.core.errors import DomainError
+from handover.core.views import is_htmx
 from handover.notifications.selectors import notification_rows_about
 from handover.notifications.told import told_for, told_sentence
 from runs.attempts.models import Run
@@ -97,7 +98,7 @@ def run_replays_view(request: HttpRequest, run_id: str) -> HttpResponse:
         "controls": run_controls(user=request.user, run=run),
         "decision_form": RecoveryDecisionForm(),
     }
-    template = "approvals/replays/_run_replays.html" if request.htmx else "approvals/replays/run_replays.html"
+    template = "approvals/replays/_run_replays.html" if is_htmx(request) else "approvals/replays/run_replays.html"
     return render(request, template, context)
 
 
@@ -178,7 +179,7 @@ def _detail_context(request: HttpRequest, replay: ReplayRequest) -> dict[str, An
     approvals = list(replay.approvals.all())
     my_kinds = approval_kinds_open_to(user=request.user, request=replay)
     effects, repeat_safety = side_effects(run=run)
-    dispatch = replay_request_dispatch(request=replay)
+    dispatch = dispatch_get_for_request(request=replay)
     return {
         "replay": replay,
         "run": run,
@@ -214,7 +215,7 @@ def replay_decide_view(request: HttpRequest, id: str, decision: str) -> HttpResp
     """
     replay = _replay_or_404(request, id)
     form = DecisionForm(request.POST)
-    from_queue = bool(request.htmx) and request.POST.get("from") == "queue"
+    from_queue = is_htmx(request) and request.POST.get("from") == "queue"
     error = ""
     if not form.is_valid():
         error = "Check the form: " + ", ".join(form.errors)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import secrets
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from approvals.replays import webhook_client as webhooks
 from approvals.replays.models import ReplayWebhook
 from handover.core.errors import DomainError
+from handover.core.people import Person
 from runs.catalog.models import Job
 
 
 def replay_webhook_set(
-    *, job: Job, url: str, actor: AbstractBaseUser | None = None, rotate_secret: bool = False
+    *, job: Job, url: str, actor: Person | None = None, rotate_secret: bool = False
 ) -> tuple[ReplayWebhook, str]:
     """Set (or change) the webhook approved replays of ``job`` are posted to; returns the row and its secret.
 

@@ -54,7 +54,7 @@ class ApiTokenSerializer(serializers.Serializer[AuthToken]):
     """A token as listed: never its secret (only its prefix) nor its digest."""
 
     prefix = serializers.CharField(source="token_key", read_only=True)
-    label = serializers.CharField(read_only=True, allow_null=True, help_text="what it is for; null if none")
+    label = serializers.CharField(read_only=True, allow_null=True, help_text="what it is for; null if none")  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
     created_at = serializers.DateTimeField(source="created", read_only=True)
     expires_at = serializers.DateTimeField(source="expiry", read_only=True, allow_null=True)
     last_used_at = serializers.DateTimeField(
@@ -70,7 +70,7 @@ class ApiTokenIssuedSerializer(ApiTokenSerializer):
 
 
 class ApiTokenCreateInputSerializer(serializers.Serializer[Any]):
-    label = serializers.CharField(max_length=LABEL_MAX_LENGTH, help_text="what the token is for")
+    label = serializers.CharField(max_length=LABEL_MAX_LENGTH, help_text="what the token is for")  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
     expires_in_days = serializers.ChoiceField(
         choices=[], required=False, help_text="lifetime in days; default (and maximum): the site's"
     )

@@ -30,7 +30,7 @@ from django.http import HttpRequest
 class LoginThrottleBackend(AxesStandaloneBackend):
     """django-axes' backend, skipped when there is no request to throttle."""
 
-    def authenticate(  # type: ignore[override]
+    def authenticate(
         self, request: HttpRequest | None, username: str | None = None, password: str | None = None, **kwargs: Any
     ) -> None:
         if request is None:

@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from handover.accounts.preference_models import UserPreference
 from handover.accounts.preferences import user_preference_set
 from handover.core.models import validate_time_zone
+from handover.core.people import signed_in
 
 
 class PreferenceForm(forms.Form):
@@ -22,10 +23,10 @@ class PreferenceForm(forms.Form):
 @login_required
 def preferences(request: HttpRequest) -> HttpResponse:
     """Let a person choose the zone times are shown in (UTC stays on hover)."""
-    current = UserPreference.objects.filter(user=request.user).first()
+    current = UserPreference.objects.filter(user=signed_in(request.user)).first()
     form = PreferenceForm(request.POST or None, initial={"time_zone": current.time_zone if current else "UTC"})
     if request.method == "POST" and form.is_valid():
-        user_preference_set(user=request.user, time_zone=form.cleaned_data["time_zone"])
+        user_preference_set(user=signed_in(request.user), time_zone=form.cleaned_data["time_zone"])
         messages.success(request, "Times are now shown in " + form.cleaned_data["time_zone"] + ".")
         return redirect("preferences")
     return render(request, "handover/accounts/preferences.html", {"form": form})

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import BooleanField, ExpressionWrapper, F, Q, QuerySet
 from django.utils import timezone
 from knox.models import AuthToken
 
+from handover.core.people import Person
 
-def api_token_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[AuthToken]:
+
+def api_token_list(*, user: Person | AnonymousUser) -> QuerySet[AuthToken]:
     """``user``'s personal API tokens, newest first, expired ones included (knox deletes those lazily).
 
     Each token is annotated with ``label`` (``ApiTokenLabel``, None without one), ``last_used_at``
@@ -28,7 +30,7 @@ def api_token_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[AuthTo
     )
 
 
-def api_token_get(*, user: AbstractBaseUser | AnonymousUser, prefix: str) -> AuthToken | None:
+def api_token_get(*, user: Person | AnonymousUser, prefix: str) -> AuthToken | None:
     """``user``'s token whose knox ``token_key`` is ``prefix`` (e.g. ``ho_1a2b3c4d5e6f``), or None.
 
     None too for another person's token: callers answer 404 either way (no existence leak). Two

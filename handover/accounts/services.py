@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
@@ -21,6 +20,7 @@ from knox.settings import knox_settings
 
 from handover.accounts.models import ApiTokenLabel, ApiTokenUse
 from handover.core.errors import Conflict, DomainError, NotFound
+from handover.core.people import Person
 from runs.audit.models import AuditEvent
 from runs.audit.services import audit_record
 
@@ -56,11 +56,11 @@ def api_token_expiry_choices() -> list[int]:
 
 def api_token_create(
     *,
-    user: AbstractBaseUser,
+    user: Person,
     label: str = "",
     expires_in_days: int | None = None,
     not_after: datetime | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
 ) -> IssuedApiToken:
     """Create a personal API token for ``user``, expiring in ``expires_in_days`` days.
 
@@ -125,7 +125,7 @@ def api_token_create(
     return IssuedApiToken(token=token, raw=raw, label=label)
 
 
-def api_token_revoke(*, token: AuthToken, actor: AbstractBaseUser | None) -> AuthToken:
+def api_token_revoke(*, token: AuthToken, actor: Person | None) -> AuthToken:
     """Revoke ``token`` now: the next request carrying it gets 401.
 
     Deletes the ``knox.AuthToken`` row (its label and last use go with it) and writes an audit

@@ -25,7 +25,7 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
             status=404,
             content_type=PROBLEM_CONTENT_TYPE,
         )
-    return defaults.page_not_found(request, exception)  # type: ignore[arg-type]
+    return defaults.page_not_found(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

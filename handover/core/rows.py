@@ -35,7 +35,7 @@ def row_insert_unless_conflict(obj: Model) -> bool:
     returning = meta.db_returning_fields
     manager = model._base_manager.using(using)
     if connections[using].vendor == "postgresql":
-        rows = manager._insert(  # noqa: SLF001
+        rows = manager._insert(  # type: ignore[attr-defined]  # noqa: SLF001  # private QuerySet API the stubs omit
             [obj], fields=fields, returning_fields=returning, using=using, on_conflict=OnConflict.IGNORE
         )
         if not rows or rows[0] is None:  # DO NOTHING returned no row: the key is taken
@@ -43,7 +43,7 @@ def row_insert_unless_conflict(obj: Model) -> bool:
     else:
         try:
             with transaction.atomic(using=using):
-                rows = manager._insert([obj], fields=fields, returning_fields=returning, using=using)  # noqa: SLF001
+                rows = manager._insert([obj], fields=fields, returning_fields=returning, using=using)  # type: ignore[attr-defined]  # noqa: SLF001
         except IntegrityError as exc:
             if "UNIQUE" not in str(exc).upper():
                 raise

@@ -12,5 +12,6 @@ class ProblemSerializer(serializers.Serializer[dict[str, object]]):
     title = serializers.CharField()
     status = serializers.IntegerField()
     detail = serializers.CharField()
-    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False)
+    # the problem body's "errors" member; DRF declares fields as class attributes, the stubs type Serializer.errors
+    errors = serializers.DictField(child=serializers.ListField(child=serializers.CharField()), required=False)  # type: ignore[assignment]
     delivery = serializers.UUIDField(required=False)

@@ -14,6 +14,12 @@ from handover.core.errors import DomainError
 T = TypeVar("T")
 
 
+def is_htmx(request: HttpRequest) -> bool:
+    """Whether ``request`` was sent by htmx (django-htmx's middleware sets ``request.htmx``, which the
+    HttpRequest type does not declare)."""
+    return bool(getattr(request, "htmx", False))
+
+
 def form_post(
     request: HttpRequest,
     form: forms.Form,

@@ -23,6 +23,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from handover.core.filters import StrictQueryMixin
+from handover.core.people import signed_in
 from handover.core.serializers import ProblemSerializer
 from handover.handovers.closing import handover_closing_conditions
 from handover.handovers.export import handover_markdown
@@ -119,7 +120,7 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
         return handover_list(
             user=self.request.user,
             status=filters.get("status"),
-            escalation_owner=self.request.user if filters.get("mine") else None,
+            escalation_owner=signed_in(self.request.user) if filters.get("mine") else None,
             is_open=filters.get("open"),
         )
 
@@ -177,7 +178,7 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
             raise Http404("No such run.")
         if not may_act_on_runs(user=request.user, runs=runs):
             raise PermissionDenied("Only support on the runs' tenants, or the job's technical owner.")
-        handover = handover_create(actor=request.user, runs=runs)
+        handover = handover_create(actor=signed_in(request.user), runs=runs)
         return self._detail(handover, status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -216,7 +217,7 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
         base, via_if_match = _base_version(request, values.get("version"), what="handover")
         handover = handover_update(
             handover=handover,
-            actor=request.user,
+            actor=signed_in(request.user),
             sections={k: v for k, v in values.items() if k in Handover.Section.values},
             confirm=values.get("confirm", []),
             fields={k: v for k, v in values.items() if k in EDITABLE_FIELDS},
@@ -227,7 +228,7 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
 
     def _act(self, verb: Any, **kwargs: Any) -> Response:
         handover = self._writable()
-        return self._detail(verb(handover=handover, actor=self.request.user, **kwargs))
+        return self._detail(verb(handover=handover, actor=signed_in(self.request.user), **kwargs))
 
     @extend_schema(
         summary="Hand over (needs an escalation owner, who is notified)",
@@ -280,7 +281,7 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
         handover = self._writable()
         data = HandoverReopenInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        moved = handover_reopen(handover=handover, actor=request.user, reason=data.validated_data["reason"])
+        moved = handover_reopen(handover=handover, actor=signed_in(request.user), reason=data.validated_data["reason"])
         return self._detail(moved)
 
     @extend_schema(
@@ -335,7 +336,7 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
                 raise Http404("No such run in this handover.")
         exception = residual_exception_create(
             handover=handover,
-            actor=request.user,
+            actor=signed_in(request.user),
             description=values["description"],
             record_ids=values.get("record_ids", []),
             run=run,
@@ -382,7 +383,7 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
         base, via_if_match = _base_version(request, values.get("version"), what="residual exception")
         residual_exception_update(
             exception=exception,
-            actor=request.user,
+            actor=signed_in(request.user),
             owner=values.get("owner"),
             due_date=values.get("due_date"),
             description=values.get("description"),

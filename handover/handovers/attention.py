@@ -18,13 +18,14 @@ from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Subquery, Window
 from django.db.models.functions import Coalesce, RowNumber
 from django.urls import reverse
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
+from handover.core.people import Person
 from handover.core.time_format import window_text
 from handover.handovers.models import Handover, HandoverRun
 from handover.handovers.selectors import handover_visibility_filter
@@ -38,7 +39,7 @@ from runs.checks.slot_review import duration_warnings, fabricated_window_runs, u
 from runs.permissions import TECHNICAL_OWNER_CODENAME, run_visibility_filter
 from runs.timeline.models import TimelineEvent
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 SECTION_LIMIT = 100
 FAILING_STATUSES = (Run.Status.FAILED, Run.Status.MISSED)
 SETTLED_STATUSES = (Run.Status.SUCCEEDED, Run.Status.FAILED, Run.Status.MISSED)
@@ -211,7 +212,7 @@ def attention_sections(*, user: User, now: datetime) -> dict[str, list[Attention
             AttentionItem(
                 title=_run_title(run),
                 detail=f"run {run.status}; no handover written",
-                since=run.since,  # type: ignore[attr-defined]
+                since=run.since,
                 owner=_owners_text(owners[run.job_id]),
                 url=reverse("runs:run-detail", kwargs={"id": run.public_id}),
                 is_job_paused=run.job.paused_at is not None,
@@ -234,18 +235,18 @@ def attention_sections(*, user: User, now: datetime) -> dict[str, list[Attention
             parts.append(f"{run.unresolved_count} unresolved item(s)")
         if run.possible_duplicate_count:
             parts.append(f"{run.possible_duplicate_count} possible duplicate(s)")
-        if run.open_handover:  # type: ignore[attr-defined]
+        if run.open_handover:
             parts.append("open handover not resolved")
-        owner = run.open_owner  # type: ignore[attr-defined]
+        owner = run.open_owner
         sections["unresolved_runs"].append(
             AttentionItem(
                 title=_run_title(run),
                 detail="; ".join(parts) or "unresolved",
-                since=run.since,  # type: ignore[attr-defined]
+                since=run.since,
                 owner=f"{owner} (escalation owner)" if owner else _owners_text(owners[run.job_id]),
                 url=(
-                    reverse("handover:handover-detail", kwargs={"id": run.open_handover})  # type: ignore[attr-defined]
-                    if run.open_handover  # type: ignore[attr-defined]
+                    reverse("handover:handover-detail", kwargs={"id": run.open_handover})
+                    if run.open_handover
                     else reverse("runs:run-detail", kwargs={"id": run.public_id})
                 ),
                 is_job_paused=run.job.paused_at is not None,

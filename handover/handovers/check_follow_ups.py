@@ -15,12 +15,12 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import cast
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from guardian.shortcuts import get_users_with_perms
 
+from handover.core.people import Person
 from handover.handovers.checks import handover_escalation_owners_for_check, handover_reopen_for_failed_check
 from runs.checks.events import local_text, utc_text
 from runs.checks.models import NextRunCheck
@@ -67,20 +67,20 @@ def next_run_check_follow_ups_sweep(*, now: datetime | None = None) -> tuple[int
     return notified, failed
 
 
-def next_run_check_failure_people(*, check: NextRunCheck) -> list[AbstractBaseUser]:
+def next_run_check_failure_people(*, check: NextRunCheck) -> list[Person]:
     """The people told about a failed check: its creator, the escalation owners of the handovers that
     asked for it, and the job's technical owners. Distinct, active, in that order."""
-    people: list[AbstractBaseUser] = []
+    people: list[Person] = []
     if check.created_by_id and check.created_by is not None:
         people.append(check.created_by)
     people.extend(handover_escalation_owners_for_check(check=check))
     # guardian's stubs say "a list of names" for one of its modes; with these arguments it is a QuerySet of users
     owners = cast(
-        "QuerySet[AbstractBaseUser]",
+        "QuerySet[Person]",
         get_users_with_perms(check.target.job, only_with_perms_in=[TECHNICAL_OWNER_CODENAME], with_group_users=True),
     )
     people.extend(owners.order_by("pk"))
-    found: list[AbstractBaseUser] = []
+    found: list[Person] = []
     for person in people:
         if person.is_active and all(p.pk != person.pk for p in found):
             found.append(person)
@@ -97,7 +97,7 @@ def next_run_check_failure_recipients(*, check: NextRunCheck) -> list[str]:
     return emails
 
 
-def _tell_check_failed(*, check: NextRunCheck, people: list[AbstractBaseUser]) -> None:
+def _tell_check_failed(*, check: NextRunCheck, people: list[Person]) -> None:
     """One ``check_failed`` notification per person (once per check), through ``handover.notifications``."""
     from django.urls import reverse
 

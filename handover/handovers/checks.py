@@ -16,12 +16,12 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition
+from handover.core.people import Person
 from handover.handovers.closing import SETTLED_CHECK_STATUSES, handover_checks_settled
 from handover.handovers.models import Handover, HandoverRun
 from handover.handovers.notifications import handover_notifications_create
@@ -32,7 +32,7 @@ from runs.checks.scheduling import CheckRequester, next_run_check_schedule
 logger = logging.getLogger(__name__)
 
 
-def handover_checks_schedule(*, handover: Handover, actor: AbstractBaseUser | None) -> list[NextRunCheck]:
+def handover_checks_schedule(*, handover: Handover, actor: Person | None) -> list[NextRunCheck]:
     """Schedule (or find) the next-run check of every run of ``handover`` and link it to the run.
 
     The check is the first fire time of the run's target after now, with the handover as requester
@@ -51,9 +51,11 @@ def handover_checks_schedule(*, handover: Handover, actor: AbstractBaseUser | No
         )
     checks = []
     for link in links:
+        target = link.run.target
+        assert target is not None  # refused above (missing)
         try:
             check, _ = next_run_check_schedule(
-                target=link.run.target,
+                target=target,
                 after=now,
                 requested_by=CheckRequester.handover(handover.public_id),
                 recovered_run=link.run,
@@ -119,7 +121,7 @@ def handover_reopen_for_failed_check(*, check: NextRunCheck) -> list[Handover]:
     return reopened
 
 
-def handover_escalation_owners_for_check(*, check: NextRunCheck) -> list[AbstractBaseUser]:
+def handover_escalation_owners_for_check(*, check: NextRunCheck) -> list[Person]:
     """The escalation owners of the handovers a next-run check is about (for the check's failure e-mail).
 
     Handovers linked to the check, or open handovers of its recovered run; distinct, active, in
@@ -128,7 +130,7 @@ def handover_escalation_owners_for_check(*, check: NextRunCheck) -> list[Abstrac
     match = Q(links__next_run_check=check)
     if check.recovered_run_id:
         match |= Q(links__run_id=check.recovered_run_id, links__is_open=True)
-    owners: dict[int, AbstractBaseUser] = {}
+    owners: dict[int, Person] = {}
     for handover in (
         Handover.objects.filter(match, escalation_owner__is_active=True)
         .select_related("escalation_owner")
@@ -166,7 +168,8 @@ def handover_sweep_verifying() -> VerifyingSweepResult:
         .select_related("next_run_check")
         .order_by("handover_id", "id")
     ):
-        result.reopened += len(handover_reopen_for_failed_check(check=link.next_run_check))
+        if link.next_run_check is not None:  # the filter asks for a failed one
+            result.reopened += len(handover_reopen_for_failed_check(check=link.next_run_check))
     if result.resolved or result.reopened:
         logger.info("verifying sweep: resolved=%d reopened=%d", result.resolved, result.reopened)
     return result

@@ -7,8 +7,8 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 
+from handover.core.people import Person
 from handover.handovers.models import Handover
 
 TEXTAREA = {"rows": 5}
@@ -26,7 +26,7 @@ EDIT_FIELD_NAMES = (
 class UsernameField(forms.CharField):
     """A person named by username; cleans to the active user (or None when left empty)."""
 
-    def clean(self, value: Any) -> AbstractBaseUser | None:  # type: ignore[override]
+    def clean(self, value: Any) -> Person | None:
         name = super().clean(value)
         if not name:
             return None
@@ -119,9 +119,9 @@ class HandoverEditForm(forms.Form):
     def __init__(self, *args: Any, handover: Handover, overrides: dict[str, Any] | None = None, **kwargs: Any) -> None:
         initial = {section: getattr(handover, section) for section in Handover.Section.values}
         initial.update(
-            escalation_owner=handover.escalation_owner.get_username() if handover.escalation_owner_id else "",
+            escalation_owner=handover.escalation_owner.get_username() if handover.escalation_owner is not None else "",
             customer_update_owner=(
-                handover.customer_update_owner.get_username() if handover.customer_update_owner_id else ""
+                handover.customer_update_owner.get_username() if handover.customer_update_owner is not None else ""
             ),
             defect_ref=handover.defect_ref,
             is_supportability_defect=handover.is_supportability_defect,
@@ -133,14 +133,16 @@ class HandoverEditForm(forms.Form):
         for name in (*Handover.Section.values, *EDIT_FIELD_NAMES):
             initial[f"base_{name}"] = base_text(initial[name])
         initial.update(overrides or {})
-        super().__init__(*args, initial=initial, **kwargs)
+        super().__init__(*args, **{**kwargs, "initial": initial})
         for name in (*Handover.Section.values, *EDIT_FIELD_NAMES):
             self.fields[f"base_{name}"] = forms.CharField(required=False, widget=forms.HiddenInput, strip=False)
         if handover.status != Handover.Status.DRAFT:
             # an active handover always says what is safe to do next
             self.fields["next_action"].required = True
         generated = set(handover.generated_sections or [])
-        self.fields["confirm"].choices = [(k, v) for k, v in Handover.Section.choices if k in generated]
+        confirm = self.fields["confirm"]
+        assert isinstance(confirm, forms.ChoiceField)
+        confirm.choices = [(k, v) for k, v in Handover.Section.choices if k in generated]
         self.generated = generated
 
 
@@ -151,7 +153,9 @@ class HandoverCreateForm(forms.Form):
 
     def __init__(self, *args: Any, choices: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["runs"].choices = choices
+        runs = self.fields["runs"]
+        assert isinstance(runs, forms.ChoiceField)
+        runs.choices = choices
 
 
 class ReasonForm(forms.Form):

@@ -8,9 +8,9 @@ person (a unique constraint); delivery happens after commit.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.urls import reverse
 
+from handover.core.people import Person
 from handover.handovers.models import Handover
 from handover.notifications.services import notify
 from handover.notifications.told import Told
@@ -18,7 +18,7 @@ from handover.notifications.told import Told
 
 def handover_message(handover: Handover) -> str:
     """The plain text announcing ``handover``: status and its three sections (redacted by ``notify``)."""
-    owner = handover.escalation_owner.get_username() if handover.escalation_owner_id else "nobody yet"
+    owner = handover.escalation_owner.get_username() if handover.escalation_owner is not None else "nobody yet"
     lines = [f"Escalation owner: {owner}.", f"Status: {handover.get_status_display()}"]
     if handover.status == Handover.Status.RECOVERING and handover.reopen_reason:
         lines.append(f"Reopened: {handover.reopen_reason}")
@@ -40,7 +40,7 @@ def handover_message(handover: Handover) -> str:
     return "\n".join(lines)
 
 
-def handover_notifications_create(*, handover: Handover, reason: str, recipient: AbstractBaseUser | None) -> list[Told]:
+def handover_notifications_create(*, handover: Handover, reason: str, recipient: Person | None) -> list[Told]:
     """Tell ``recipient`` (the escalation owner) about ``handover``; returns who was told how.
 
     ``reason``: ``handed_over`` (event ``handed_over``) or ``reopened_<n>`` (event ``escalation``, once

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import zoneinfo
 from datetime import UTC, datetime
+from typing import Any
 
 from handover.handovers.evidence import JobEvidence, RunEvidence
 from handover.handovers.models import Handover
@@ -295,7 +296,7 @@ def prefill_next_action(*, job: JobEvidence, runs: list[RunEvidence]) -> str:
 
 def prefill_affected(*, job: JobEvidence, runs: list[RunEvidence]) -> str:
     """Affected tenants (from the runs) and records; users are for a person to name."""
-    tenants = {}
+    tenants: dict[str, Any] = {}
     for evidence in runs:
         tenant = evidence.run.tenant
         tenants.setdefault(tenant.slug, (tenant.name, []))[1].append(evidence.run.environment)

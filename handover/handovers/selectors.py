@@ -10,26 +10,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+from uuid import UUID
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet
 
+from handover.core.people import Person
 from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
 from handover.handovers.staleness import Staleness, evidence_annotations, evidence_changes, run_evidence_snapshot
 from runs.attempts.business_state import BUSINESS_STATE_FACTS, business_state_annotations
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem
-from runs.permissions import run_visibility_filter
+from runs.permissions import is_admin, run_visibility_filter
 from runs.timeline.models import TimelineEvent
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 
 
 def handover_visibility_filter(*, user: User) -> Q:
     """A Q object limiting handovers to those whose every run ``user`` may see."""
     if not user.is_authenticated:
         return Q(pk__in=[])
-    if user.is_superuser:
+    if is_admin(user):
         return Q()
     hidden = HandoverRun.objects.filter(handover=OuterRef("pk")).exclude(
         run_visibility_filter(user=user, prefix="run__")
@@ -41,7 +43,7 @@ def handover_list(
     *,
     user: User,
     status: str | None = None,
-    escalation_owner: AbstractBaseUser | None = None,
+    escalation_owner: Person | None = None,
     is_open: bool | None = None,
     run: Run | None = None,
     search: str | None = None,
@@ -106,7 +108,7 @@ def handover_list_state(*, handovers: QuerySet[Handover]) -> tuple[object, ...]:
     return (totals["count"], totals["updated"], newest_event["newest"])
 
 
-def handover_get(*, user: User, public_id: object) -> Handover | None:
+def handover_get(*, user: User, public_id: UUID | str) -> Handover | None:
     """One handover ``user`` may see, with everything its page shows prefetched; None when missing or hidden.
 
     Loaded: job (and who paused it), owners and lifecycle actors; its runs with tenant, target,
@@ -181,7 +183,7 @@ def handover_generated_staleness(*, handover: Handover) -> Staleness:
     return evidence_changes(recorded=handover.generated_evidence or {}, current=current, labels=labels)
 
 
-def run_get_brief(*, user: User, public_id: object) -> Run | None:
+def run_get_brief(*, user: User, public_id: UUID | str) -> Run | None:
     """One run ``user`` may see, with job (and who paused it), tenant and target; None otherwise. Queries: one."""
     return (
         Run.objects.filter(run_visibility_filter(user=user), public_id=public_id)

@@ -13,12 +13,12 @@ from collections.abc import Iterable, Mapping
 from datetime import date, datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition
+from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
 from handover.handovers.closing import handover_closing_missing
 from handover.handovers.evidence import handover_evidence
@@ -69,7 +69,7 @@ EVENT_KINDS = {
 }
 
 
-def _name(user: AbstractBaseUser | None) -> str:
+def _name(user: Person | None) -> str:
     return user.get_username() if user is not None else "the system"
 
 
@@ -100,7 +100,7 @@ def handover_event_record(
     handover: Handover,
     kind: TimelineEventKind,
     summary: str,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     data: dict[str, Any] | None = None,
     occurred_at: datetime | None = None,
 ) -> int:
@@ -119,7 +119,7 @@ def handover_event_record(
             kind=kind,
             summary=summary,
             occurred_at=occurred_at,
-            actor_user=actor,
+            actor=actor,
             data=payload,
         )
         written += 1
@@ -130,7 +130,7 @@ def handover_event_record(
 # Create, edit, confirm, refresh
 
 
-def handover_create(*, actor: AbstractBaseUser, runs: Iterable[Run]) -> Handover:
+def handover_create(*, actor: Person, runs: Iterable[Run]) -> Handover:
     """Draft a handover for ``runs`` (one or several runs of one job), pre-filled from the evidence.
 
     Each run is linked with its latest attempt (the execution the handover is about). The generated
@@ -211,7 +211,7 @@ def _evidence_of(run_evidence: Iterable[Any]) -> dict[str, Any]:
 
 
 def _field_value(value: Any) -> Any:
-    if isinstance(value, AbstractBaseUser):
+    if isinstance(value, Person):
         return value.get_username()
     return value
 
@@ -221,14 +221,14 @@ def handover_texts(handover: Handover) -> dict[str, Any]:
     texts: dict[str, Any] = {s: getattr(handover, s) for s in Handover.Section.values}
     for name in EDITABLE_FIELDS:
         value = getattr(handover, name)
-        texts[name] = value.get_username() if isinstance(value, AbstractBaseUser) else value
+        texts[name] = value.get_username() if isinstance(value, Person) else value
     return texts
 
 
 def handover_update(
     *,
     handover: Handover,
-    actor: AbstractBaseUser,
+    actor: Person,
     sections: Mapping[str, str] | None = None,
     confirm: Iterable[str] = (),
     fields: Mapping[str, Any] | None = None,
@@ -347,7 +347,7 @@ def handover_generated_preview(*, handover: Handover) -> dict[str, str]:
     return {s: _clean(texts.get(s, getattr(handover, s))) for s in handover.generated_sections or []}
 
 
-def handover_refresh_generated(*, handover: Handover, actor: AbstractBaseUser | None = None) -> Handover:
+def handover_refresh_generated(*, handover: Handover, actor: Person | None = None) -> Handover:
     """Generate the still-generated sections again from the current evidence (e.g. after a ledger load).
 
     Records the evidence the text now comes from (``generated_evidence``), so it is no longer stale.
@@ -403,7 +403,7 @@ def handover_transition(
     *,
     handover: Handover,
     action: str,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     reason: str = "",
     data: dict[str, Any] | None = None,
 ) -> Transitioned[Handover]:
@@ -464,7 +464,7 @@ def handover_transition(
     )
 
 
-def handover_hand_over(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
+def handover_hand_over(*, handover: Handover, actor: Person) -> Handover:
     """Hand a draft over: it needs an escalation owner, who is told by e-mail (and chat) after commit.
 
     Raises InvalidTransition (409) without an escalation owner or when it is not a draft (a
@@ -484,12 +484,12 @@ def handover_hand_over(*, handover: Handover, actor: AbstractBaseUser) -> Handov
     return moved
 
 
-def handover_start_recovery(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
+def handover_start_recovery(*, handover: Handover, actor: Person) -> Handover:
     """Mark a handed-over handover as ``recovering`` (someone works on getting the output right)."""
     return handover_transition(handover=handover, action="start_recovery", actor=actor).obj
 
 
-def handover_verify(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
+def handover_verify(*, handover: Handover, actor: Person) -> Handover:
     """Move to ``verifying`` and schedule the next-run check of each run's target.
 
     Uses ``runs.checks.scheduling.next_run_check_schedule`` (the first fire time after now; one check per
@@ -524,7 +524,7 @@ def handover_resolve(*, handover: Handover) -> Handover:
         return handover_transition(handover=handover, action="resolve", actor=None).obj
 
 
-def handover_close(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
+def handover_close(*, handover: Handover, actor: Person) -> Handover:
     """Close ``handover``: a person's act, refused with the list of what is missing.
 
     Allowed from ``verifying`` and ``resolved`` when the closing conditions hold
@@ -545,7 +545,7 @@ def handover_close(*, handover: Handover, actor: AbstractBaseUser) -> Handover:
         return handover_transition(handover=current, action="close", actor=actor).obj
 
 
-def handover_reopen(*, handover: Handover, actor: AbstractBaseUser | None, reason: str) -> Handover:
+def handover_reopen(*, handover: Handover, actor: Person | None, reason: str) -> Handover:
     """Reopen a verifying, resolved or closed handover: back to ``recovering``, with a reason.
 
     ``actor`` None means the system (a failed next-run check). Raises DomainError (400) without a
@@ -559,9 +559,7 @@ def handover_reopen(*, handover: Handover, actor: AbstractBaseUser | None, reaso
 # Residual exceptions
 
 
-def _require_write(
-    actor: AbstractBaseUser | None, *, handover: Handover | None = None, runs: list[Run] | None = None
-) -> None:
+def _require_write(actor: Person | None, *, handover: Handover | None = None, runs: list[Run] | None = None) -> None:
     """Refuse a person who may not act on every run of the handover (Forbidden, 403); the system (None) may."""
     if actor is None:
         return
@@ -577,7 +575,7 @@ def _require_editable(handover: Handover) -> None:
         raise InvalidTransition("The handover is closed: reopen it before changing its residual exceptions.")
 
 
-def _check_owner(owner: AbstractBaseUser | None, runs: list[Run]) -> None:
+def _check_owner(owner: Person | None, runs: list[Run]) -> None:
     if owner is None:
         return
     if not owner.is_active:
@@ -592,11 +590,11 @@ def _check_owner(owner: AbstractBaseUser | None, runs: list[Run]) -> None:
 def residual_exception_create(
     *,
     handover: Handover,
-    actor: AbstractBaseUser,
+    actor: Person,
     description: str,
     record_ids: Iterable[str] = (),
     run: Run | None = None,
-    owner: AbstractBaseUser | None = None,
+    owner: Person | None = None,
     due_date: date | None = None,
 ) -> ResidualException:
     """Record what is knowingly left over, covering the ledger items named by ``record_ids``.
@@ -662,8 +660,8 @@ def residual_exception_create(
 def residual_exception_update(
     *,
     exception: ResidualException,
-    actor: AbstractBaseUser,
-    owner: AbstractBaseUser | None,
+    actor: Person,
+    owner: Person | None,
     due_date: date | None,
     description: str | None = None,
     base_version: int | None = None,
@@ -685,7 +683,7 @@ def residual_exception_update(
     if not text:
         raise DomainError("Describe what is left over.", errors={"description": ["This field is required."]})
     before = {
-        "owner": exception.owner.get_username() if exception.owner_id else None,
+        "owner": exception.owner.get_username() if exception.owner is not None else None,
         "due_date": exception.due_date.isoformat() if exception.due_date else None,
         "description": exception.description,
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -19,6 +20,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
+from handover.core.people import signed_in
 from handover.core.polling import list_page
 from handover.handovers.closing import handover_closing_conditions
 from handover.handovers.export import handover_markdown, handover_sections
@@ -70,14 +72,14 @@ from runs.permissions import may_act_on_runs, run_controls, run_visibility_filte
 PAGE_SIZE = 50
 
 
-def _visible(request: HttpRequest, id: object) -> Handover:
+def _visible(request: HttpRequest, id: UUID | str) -> Handover:
     handover = handover_get(user=request.user, public_id=id)
     if handover is None:
         raise Http404("No such handover")
     return handover
 
 
-def _writable(request: HttpRequest, id: object) -> Handover:
+def _writable(request: HttpRequest, id: UUID | str) -> Handover:
     handover = _visible(request, id)
     if not may_act_on_runs(user=request.user, runs=handover_runs(handover)):
         raise PermissionDenied("You may read this handover but not change it.")
@@ -124,8 +126,8 @@ def handover_list_view(request: HttpRequest) -> HttpResponse:
 @login_required
 def handover_mine_view(request: HttpRequest) -> HttpResponse:
     """The handovers whose escalation owner is the viewer, open ones and newest first (polled like the list)."""
-    handovers = handover_list(user=request.user, escalation_owner=request.user, is_open=True)
-    closed = handover_list(user=request.user, escalation_owner=request.user, is_open=False)
+    handovers = handover_list(user=request.user, escalation_owner=signed_in(request.user), is_open=True)
+    closed = handover_list(user=request.user, escalation_owner=signed_in(request.user), is_open=False)
     return list_page(
         request,
         template="handover/handovers/handover_list.html",
@@ -181,7 +183,7 @@ def handover_new_view(request: HttpRequest) -> HttpResponse:
         if not may_act_on_runs(user=request.user, runs=chosen):
             raise PermissionDenied("Only support on the runs' tenants, or the job's technical owner.")
         try:
-            handover = handover_create(actor=request.user, runs=chosen)
+            handover = handover_create(actor=signed_in(request.user), runs=chosen)
         except DomainError as exc:
             messages.error(request, exc.detail)
         else:
@@ -394,7 +396,7 @@ def _edit_save(
 ) -> Handover:
     return handover_update(
         handover=handover,
-        actor=request.user,  # type: ignore[arg-type]
+        actor=signed_in(request.user),
         sections={s: v for s, v in mine.items() if s in Handover.Section.values},
         confirm=confirm,
         fields={name: v for name, v in mine.items() if name in EDITABLE_FIELDS},
@@ -420,16 +422,16 @@ def handover_action_view(request: HttpRequest, id: str, action: str) -> HttpResp
         if action == "reopen":
             form = ReasonForm(request.POST)
             if not form.is_valid():  # blank or too long: the form says which
-                messages.error(request, " ".join(form.errors["reason"]))
+                messages.error(request, " ".join(str(e) for e in form.errors["reason"]))
                 return redirect("handover:handover-detail", id=handover.public_id)
-            handover_reopen(handover=handover, actor=request.user, reason=form.cleaned_data["reason"])
+            handover_reopen(handover=handover, actor=signed_in(request.user), reason=form.cleaned_data["reason"])
             messages.success(request, "Reopened: back to recovering.")
         elif action == "confirm-all":
-            handover_update(handover=handover, actor=request.user, confirm=handover.generated_sections or [])
+            handover_update(handover=handover, actor=signed_in(request.user), confirm=handover.generated_sections or [])
             messages.success(request, "Generated text confirmed as it is.")
         elif action in ACTIONS:
             verb, done = ACTIONS[action]
-            verb(handover=handover, actor=request.user)
+            verb(handover=handover, actor=signed_in(request.user))
             if action == "hand-over":
                 told = told_for(event="handed_over", dedup_key=f"handover:{handover.public_id}:handed_over")
                 done += " " + told_sentence(
@@ -454,7 +456,7 @@ def residual_exception_add_view(request: HttpRequest, id: str) -> HttpResponse:
         try:
             exception = residual_exception_create(
                 handover=handover,
-                actor=request.user,
+                actor=signed_in(request.user),
                 description=data["description"],
                 record_ids=data["record_ids"],
                 owner=data["owner"],
@@ -465,7 +467,7 @@ def residual_exception_add_view(request: HttpRequest, id: str) -> HttpResponse:
         except DomainError as exc:
             messages.error(request, exc.detail)
     else:
-        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        messages.error(request, "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()))
     return redirect("handover:handover-detail", id=handover.public_id)
 
 
@@ -482,7 +484,7 @@ def residual_exception_edit_view(request: HttpRequest, id: str, exception_id: st
         try:
             residual_exception_update(
                 exception=exception,
-                actor=request.user,
+                actor=signed_in(request.user),
                 owner=form.cleaned_data["owner"],
                 due_date=form.cleaned_data["due_date"],
                 base_version=form.cleaned_data["version"],
@@ -491,7 +493,7 @@ def residual_exception_edit_view(request: HttpRequest, id: str, exception_id: st
         except DomainError as exc:
             messages.error(request, exc.detail)
     else:
-        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        messages.error(request, "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()))
     return redirect("handover:handover-detail", id=handover.public_id)
 
 

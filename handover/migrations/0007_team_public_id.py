@@ -15,7 +15,7 @@ def fill_public_ids(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("handover", "0006_notifications_teams_apprise_targets"),
+        ('handover', '0006_notifications_teams_apprise_targets'),
     ]
 
     operations = [

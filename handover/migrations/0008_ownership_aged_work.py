@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('handover', '0007_team_public_id'),
-        ('runs', '0022_timeline_kinds_aged_work_ownership'),
+        ('runs', '0024_timeline_kinds_aged_work_ownership'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Count, Max, Prefetch, Q, QuerySet, Sum
 
+from handover.core.people import Person
 from handover.notifications.models import AppriseTarget, Notification, NotificationDelivery, Team
 
 
-def notification_unread_count(*, user: AbstractBaseUser | AnonymousUser) -> int:
+def notification_unread_count(*, user: Person | AnonymousUser) -> int:
     """How many of the person's in-app notifications are unread."""
     return Notification.objects.filter(recipient_id=user.pk, in_app=True, read_at__isnull=True).count()
 
 
 def notification_list(
     *,
-    user: AbstractBaseUser | AnonymousUser,
+    user: Person | AnonymousUser,
     unread: bool | None = None,
     event: str | None = None,
     job_key: str | None = None,
@@ -42,7 +43,7 @@ def notification_list(
     )
 
 
-def notification_filter_choices(*, user: AbstractBaseUser | AnonymousUser) -> dict[str, list[str]]:
+def notification_filter_choices(*, user: Person | AnonymousUser) -> dict[str, list[str]]:
     """What the inbox's filters offer: the events, job keys and tenant slugs of the person's notifications.
 
     ``{"events": [...], "jobs": [...], "tenants": [...]}``, each sorted, empty values left out. Queries: one.
@@ -61,7 +62,7 @@ def notification_filter_choices(*, user: AbstractBaseUser | AnonymousUser) -> di
     return {"events": sorted(events), "jobs": sorted(jobs - {""}), "tenants": sorted(tenants - {""})}
 
 
-def notification_list_state(*, user: AbstractBaseUser | AnonymousUser) -> tuple[object, ...]:
+def notification_list_state(*, user: Person | AnonymousUser) -> tuple[object, ...]:
     """A fingerprint of the person's inbox for its ETag: count, unread count, newest, newest read, newest sent.
 
     Any new notification, any marking read and any delivery sent or failed changes it. Queries: one.
@@ -77,12 +78,12 @@ def notification_list_state(*, user: AbstractBaseUser | AnonymousUser) -> tuple[
     return tuple(totals.values())
 
 
-def apprise_target_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[AppriseTarget]:
+def apprise_target_list(*, user: Person | AnonymousUser) -> QuerySet[AppriseTarget]:
     """The person's own chat/push targets."""
     return AppriseTarget.objects.filter(user_id=int(user.pk or 0)).order_by("pk")
 
 
-def team_list_of(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
+def team_list_of(*, user: Person | AnonymousUser) -> QuerySet[Team]:
     """The teams the person belongs to, with their targets (masked)."""
     return Team.objects.filter(members__pk=int(user.pk or 0)).prefetch_related("apprise_targets").order_by("name")
 

@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -29,6 +28,7 @@ from django.utils import timezone
 
 from handover.core.errors import DomainError
 from handover.core.links import absolute_url
+from handover.core.people import Person
 from handover.core.rows import row_insert_unless_conflict
 from handover.notifications.apprise_targets import (
     TargetNotAllowed,
@@ -62,7 +62,7 @@ class DeliveryTransientError(Exception):
 # --- who gets what ------------------------------------------------------------------------------------
 
 
-def notification_channels(*, user: AbstractBaseUser, event: str) -> list[str]:
+def notification_channels(*, user: Person, event: str) -> list[str]:
     """The channels ``user`` wants ``event`` on (their preferences over the defaults), in-app first.
 
     Chat is on by default (for the events that ask a person to act) only when the person or one of
@@ -75,7 +75,7 @@ def notification_channels(*, user: AbstractBaseUser, event: str) -> list[str]:
     return channels
 
 
-def notification_email_address(*, user: AbstractBaseUser) -> str:
+def notification_email_address(*, user: Person) -> str:
     """Where e-mail to ``user`` goes: their verified notification address; an address an admin set (no
     change made by the person yet) counts as verified; empty when there is none."""
     row = NotificationEmail.objects.filter(user_id=user.pk).first()
@@ -84,7 +84,7 @@ def notification_email_address(*, user: AbstractBaseUser) -> str:
     return str(getattr(user, "email", "") or "")
 
 
-def apprise_targets_for(*, user: AbstractBaseUser) -> list[AppriseTarget]:
+def apprise_targets_for(*, user: Person) -> list[AppriseTarget]:
     """The person's own chat/push targets; without any, those of the teams they belong to."""
     own = list(AppriseTarget.objects.filter(user_id=user.pk).order_by("pk"))
     if own:
@@ -102,7 +102,7 @@ def email_mask(address: str) -> str:
 def notify(
     *,
     event: str,
-    recipients: Iterable[AbstractBaseUser],
+    recipients: Iterable[Person],
     dedup_key: str,
     subject: str,
     body: str = "",
@@ -204,10 +204,10 @@ def notify(
 
 
 def _enqueue(ids: list[int]) -> None:
-    from handover.notifications.tasks import notification_deliver
+    from handover.notifications import tasks as notification_tasks
 
     for pk in ids:
-        notification_deliver.delay(pk)
+        notification_tasks.notification_deliver.delay(pk)
 
 
 # --- sending ------------------------------------------------------------------------------------------
@@ -353,7 +353,7 @@ def notification_deliveries_lost(*, older_than: timedelta = timedelta(minutes=2)
 # --- reading ------------------------------------------------------------------------------------------
 
 
-def notification_mark_read(*, user: AbstractBaseUser, public_ids: Iterable[object] | None = None) -> int:
+def notification_mark_read(*, user: Person, public_ids: Iterable[object] | None = None) -> int:
     """Mark the person's unread in-app notifications read (all, or those named); returns how many changed."""
     rows = Notification.objects.filter(recipient_id=user.pk, read_at__isnull=True)
     if public_ids is not None:
@@ -364,7 +364,7 @@ def notification_mark_read(*, user: AbstractBaseUser, public_ids: Iterable[objec
 # --- preferences, addresses, targets -----------------------------------------------------------------
 
 
-def notification_preferences_set(*, user: AbstractBaseUser, choices: dict[tuple[str, str], bool]) -> None:
+def notification_preferences_set(*, user: Person, choices: dict[tuple[str, str], bool]) -> None:
     """Store the person's choices per (event, channel); a choice equal to the default removes its row."""
     with transaction.atomic():
         for (event, channel), enabled in choices.items():
@@ -381,7 +381,7 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def notification_email_change(*, user: AbstractBaseUser, password: str, address: str) -> str:
+def notification_email_change(*, user: Person, password: str, address: str) -> str:
     """Start changing the person's notification address: needs their password; mails a verification link.
 
     Raises DomainError for a wrong password. Until the link is followed, e-mail keeps going to the
@@ -409,7 +409,7 @@ def notification_email_change(*, user: AbstractBaseUser, password: str, address:
     return path
 
 
-def notification_email_verify(*, token: str, user: AbstractBaseUser) -> NotificationEmail:
+def notification_email_verify(*, token: str, user: Person) -> NotificationEmail:
     """Follow a verification link: the pending address becomes the verified one (and the account's e-mail).
 
     Raises DomainError for an unknown, used or expired token, or one of another account (``user`` is
@@ -435,7 +435,7 @@ def notification_email_verify(*, token: str, user: AbstractBaseUser) -> Notifica
     return row
 
 
-def notification_email_set_verified(*, user: AbstractBaseUser, address: str) -> NotificationEmail:
+def notification_email_set_verified(*, user: Person, address: str) -> NotificationEmail:
     """Set a verified address without a mail (an admin's or the demo's act, e.g. ``load_demo``)."""
     row, _ = NotificationEmail.objects.update_or_create(
         user=user,
@@ -446,7 +446,7 @@ def notification_email_set_verified(*, user: AbstractBaseUser, address: str) -> 
 
 
 def apprise_target_add(
-    *, url: str, user: AbstractBaseUser | None = None, team: Team | None = None, label: str = ""
+    *, url: str, user: Person | None = None, team: Team | None = None, label: str = ""
 ) -> AppriseTarget:
     """Store a chat/push URL for a person or a team after the checks (``target_check``), encrypted.
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404
 from django.utils import timezone
 from django_filters import ChoiceFilter, UUIDFilter
@@ -24,6 +23,7 @@ from handover.core.errors import DomainError
 from handover.core.filters import StrictBooleanFilter, StrictFilterSet, StrictQueryMixin
 from handover.core.links import absolute_url
 from handover.core.parsers import JSONParser
+from handover.core.people import Person
 from handover.core.serializers import ProblemSerializer
 from handover.notifications.models import Team
 from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
@@ -187,7 +187,7 @@ def _job_payload(job: Job) -> dict[str, Any]:
 def _resolve(data: dict[str, Any], row: JobOwnership | TargetOwnership | None) -> tuple[Team | None, Any]:
     """The team and person the input names, fields left out keeping the row's. Raises DomainError."""
     team = row.team if row is not None else None
-    person: AbstractBaseUser | None = row.escalation_owner if row is not None else None
+    person: Person | None = row.escalation_owner if row is not None else None
     if "team" in data:
         team = None
         if data["team"] is not None:
@@ -203,9 +203,9 @@ def _resolve(data: dict[str, Any], row: JobOwnership | TargetOwnership | None) -
     return team, person
 
 
-def _person(request: Request) -> AbstractBaseUser:
+def _person(request: Request) -> Person:
     """The authenticated caller (the API's default permission refuses anonymous requests)."""
-    return cast(AbstractBaseUser, request.user)
+    return cast(Person, request.user)
 
 
 def _visible_job(request: Request, id: str) -> Job:

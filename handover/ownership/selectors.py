@@ -24,11 +24,12 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 
+from handover.core.people import Person
 from handover.handovers.models import Handover, HandoverRun
 from handover.handovers.selectors import handover_visibility_filter
 from handover.notifications.models import Team
@@ -39,7 +40,7 @@ from runs.catalog.models import Job, JobTarget
 from runs.checks.models import NextRunCheck
 from runs.permissions import is_admin, job_list_owned, run_visibility_filter, tenant_list_visible
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 Kind = AgedWorkEscalation.Kind
 KIND_LIMIT = 500  # per kind and call: the oldest first
 STALLED_HANDOVER_STATUSES = (Handover.Status.DRAFT, Handover.Status.HANDED_OVER, Handover.Status.RECOVERING)
@@ -62,7 +63,7 @@ class Owner:
     own ownership named at least one of them."""
 
     team: Team | None = None
-    escalation_owner: AbstractBaseUser | None = None
+    escalation_owner: Person | None = None
     from_target: bool = False
 
     @property

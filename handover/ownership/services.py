@@ -15,13 +15,13 @@ from datetime import datetime
 from typing import Any, cast
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from guardian.shortcuts import get_users_with_perms
 
 from handover.core.errors import DomainError, Forbidden, NotFound
+from handover.core.people import Person
 from handover.core.rows import row_insert_unless_conflict
 from handover.handovers.models import Handover
 from handover.handovers.selectors import handover_visibility_filter
@@ -45,12 +45,12 @@ from runs.timeline.services import timeline_event_record
 logger = logging.getLogger(__name__)
 
 
-def _require_manage(*, actor: AbstractBaseUser, job: Job) -> None:
+def _require_manage(*, actor: Person, job: Job) -> None:
     if not may_manage_job_ownership(user=actor, job=job):
         raise Forbidden("Only the job's technical owners and admins name its owning team and escalation owner.")
 
 
-def _check_person(person: AbstractBaseUser | None) -> None:
+def _check_person(person: Person | None) -> None:
     if person is not None and not person.is_active:
         raise DomainError(
             "The escalation owner must be an active person.",
@@ -58,16 +58,16 @@ def _check_person(person: AbstractBaseUser | None) -> None:
         )
 
 
-def _words(team: Team | None, person: AbstractBaseUser | None) -> str:
+def _words(team: Team | None, person: Person | None) -> str:
     return f"team {team.name if team else '(none)'}, escalation owner {person.get_username() if person else '(none)'}"
 
 
 def job_ownership_set(
     *,
-    actor: AbstractBaseUser,
+    actor: Person,
     job: Job,
     team: Team | None,
-    escalation_owner: AbstractBaseUser | None,
+    escalation_owner: Person | None,
     at: datetime | None = None,
 ) -> JobOwnership:
     """Name ``job``'s owning team and escalation owner (None clears either); returns the row.
@@ -95,7 +95,7 @@ def job_ownership_set(
             kind=TimelineEvent.Kind.OWNERSHIP_CHANGED,
             summary=f"Job ownership set: {_words(team, escalation_owner)}",
             occurred_at=at,
-            actor_user=actor,
+            actor=actor,
             data={"team": team.name if team else None, "escalation_owner": after[1]},
         )
     return row
@@ -103,10 +103,10 @@ def job_ownership_set(
 
 def target_ownership_set(
     *,
-    actor: AbstractBaseUser,
+    actor: Person,
     target: JobTarget,
     team: Team | None,
-    escalation_owner: AbstractBaseUser | None,
+    escalation_owner: Person | None,
     at: datetime | None = None,
 ) -> TargetOwnership:
     """Name ``target``'s own owning team and escalation owner (None falls back to the job's); returns the row.
@@ -136,7 +136,7 @@ def target_ownership_set(
             kind=TimelineEvent.Kind.OWNERSHIP_CHANGED,
             summary=f"Ownership of {target.tenant.slug} · {target.environment} set: {_words(team, escalation_owner)}",
             occurred_at=at,
-            actor_user=actor,
+            actor=actor,
             data={"team": team.name if team else None, "escalation_owner": after[1], "target": str(target.public_id)},
         )
     return row
@@ -165,7 +165,7 @@ class SweepResult:
     taken: int = 0
 
 
-def _may_see(person: AbstractBaseUser, item: AgedItem) -> bool:
+def _may_see(person: Person, item: AgedItem) -> bool:
     """Whether ``person`` sees the item itself (a team grants no permission: a member who does not see a
     tenant's run is not told about it). Queries: one, or the guardian checks."""
     if item.kind == AgedWorkEscalation.Kind.STALLED_HANDOVER:
@@ -177,10 +177,10 @@ def _may_see(person: AbstractBaseUser, item: AgedItem) -> bool:
     return item.run_id is not None and Run.objects.filter(run_visibility_filter(user=person), pk=item.run_id).exists()
 
 
-def _recipients(item: AgedItem) -> list[AbstractBaseUser]:
+def _recipients(item: AgedItem) -> list[Person]:
     """The owning team's members and the escalation owner who may see the item; with none of them, the
     job's technical owners."""
-    people: list[AbstractBaseUser] = []
+    people: list[Person] = []
     if item.owner.team is not None:
         people += list(item.owner.team.members.filter(is_active=True).order_by("pk"))
     if item.owner.escalation_owner is not None:

@@ -10,12 +10,12 @@ from typing import cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 
 from handover.core.errors import DomainError
+from handover.core.people import Person
 from handover.ownership.forms import OwnershipForm
 from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
 from handover.ownership.selectors import (
@@ -35,9 +35,9 @@ from runs.catalog.selectors import job_get
 from runs.permissions import may_manage_job_ownership
 
 
-def _person(request: HttpRequest) -> AbstractBaseUser:
+def _person(request: HttpRequest) -> Person:
     """The signed-in person (the views are ``login_required``)."""
-    return cast(AbstractBaseUser, request.user)
+    return cast(Person, request.user)
 
 
 def _initial(row: JobOwnership | TargetOwnership | None) -> dict[str, object]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
@@ -21,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from handover.core.filters import StrictQueryMixin
+from handover.core.people import Person
 from handover.core.serializers import ProblemSerializer
 from handover.handovers.api import MarkdownRenderer
 from handover.handovers.models import Handover
@@ -96,9 +96,9 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
             kwargs["context"]["summaries"] = problem_summaries(user=self.request.user, problems=args[0])
         return super().get_serializer(*args, **kwargs)
 
-    def _person(self) -> AbstractBaseUser:
+    def _person(self) -> Person:
         """The signed-in caller (the API's default permission admits authenticated people only)."""
-        return cast(AbstractBaseUser, self.request.user)
+        return cast(Person, self.request.user)
 
     def get_object(self) -> Problem:
         problem = problem_get(user=self.request.user, public_id=self.kwargs["id"])

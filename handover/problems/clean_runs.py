@@ -20,17 +20,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import DateTimeField, Q
 from django.db.models.functions import Coalesce
 
+from handover.core.people import Person
 from handover.problems.models import Problem
 from runs.attempts.business_state import run_business_state, run_business_state_annotate
 from runs.attempts.models import Run
 from runs.catalog.models import Job, Tenant
 from runs.permissions import run_visibility_filter
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 FINISHED = frozenset({Run.Status.SUCCEEDED, Run.Status.FAILED, Run.Status.MISSED})
 
 

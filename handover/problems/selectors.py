@@ -14,9 +14,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from handover.core.people import Person
 from handover.handovers.models import Handover
 from handover.handovers.selectors import handover_visibility_filter
 from handover.problems.clean_runs import CleanRuns, problem_clean_runs, problem_target_runs
@@ -25,7 +26,7 @@ from runs.attempts.business_state import run_business_state, run_business_state_
 from runs.attempts.models import Run
 from runs.permissions import is_admin, run_visibility_filter
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 
 
 def problem_visibility_filter(*, user: User) -> Q:

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition, NotFound
+from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
 from handover.handovers.models import Handover
 from handover.notifications.models import Team
@@ -39,7 +39,7 @@ EDITABLE_FIELDS = ("title", "defect_ref", "description", "owning_team", "clean_r
 STATUS_WORDS = dict(Problem.Status.choices)
 
 
-def _name(user: AbstractBaseUser | None) -> str:
+def _name(user: Person | None) -> str:
     return user.get_username() if user is not None else "the system"
 
 
@@ -53,7 +53,7 @@ def problem_event_record(
     problem: Problem,
     kind: str,
     summary: str,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     handover: Handover | None = None,
     from_status: str = "",
     to_status: str = "",
@@ -69,7 +69,7 @@ def problem_event_record(
         problem=problem,
         kind=kind,
         summary=redact_text(summary)[:500],
-        actor=actor,  # type: ignore[misc]  # the project's user model (an AbstractBaseUser)
+        actor=actor,  # type: ignore[misc]  # the project's user model (an Person)
         handover=handover,
         from_status=from_status,
         to_status=to_status,
@@ -90,7 +90,7 @@ def problem_linked_runs(problem: Problem) -> list[Run]:
     )
 
 
-def may_write_problem(*, user: AbstractBaseUser, problem: Problem) -> bool:
+def may_write_problem(*, user: Person, problem: Problem) -> bool:
     """Whether ``user`` may edit, link to, unlink from and move ``problem`` (module docstring)."""
     runs = problem_linked_runs(problem)
     if runs:
@@ -98,14 +98,14 @@ def may_write_problem(*, user: AbstractBaseUser, problem: Problem) -> bool:
     return may_act_on_any_run(user=user, runs=[]) or (problem.created_by_id == user.pk and may_act_anywhere(user=user))
 
 
-def _require_write(actor: AbstractBaseUser | None, problem: Problem) -> None:
+def _require_write(actor: Person | None, problem: Problem) -> None:
     if actor is not None and not may_write_problem(user=actor, problem=problem):
         raise Forbidden(
             "Only support of a linked tenant, the technical owners of a linked job and admins change this problem."
         )
 
 
-def _require_handover_write(actor: AbstractBaseUser, handover: Handover) -> None:
+def _require_handover_write(actor: Person, handover: Handover) -> None:
     runs = list(Run.objects.filter(handover_links__handover=handover).select_related("tenant", "job"))
     if not may_act_on_runs(user=actor, runs=runs):
         raise Forbidden(
@@ -122,7 +122,7 @@ def _check_clean_runs(value: int) -> int:
     return value
 
 
-def _link(*, problem: Problem, handover: Handover, actor: AbstractBaseUser, now: datetime) -> ProblemHandover:
+def _link(*, problem: Problem, handover: Handover, actor: Person, now: datetime) -> ProblemHandover:
     link, created = ProblemHandover.objects.get_or_create(
         problem=problem, handover=handover, defaults={"linked_by": actor, "linked_at": now}
     )
@@ -141,7 +141,7 @@ def _link(*, problem: Problem, handover: Handover, actor: AbstractBaseUser, now:
 
 def problem_create(
     *,
-    actor: AbstractBaseUser,
+    actor: Person,
     title: str,
     defect_ref: str = "",
     description: str = "",
@@ -171,7 +171,7 @@ def problem_create(
             defect_ref=_clean(defect_ref)[:500],
             description=_clean(description),
             owning_team=owning_team,
-            created_by=actor,  # type: ignore[misc]  # the project's user model (an AbstractBaseUser)
+            created_by=actor,  # type: ignore[misc]  # the project's user model (an Person)
             status_changed_at=now,
             **({"clean_runs_required": required} if required is not None else {}),
         )
@@ -198,7 +198,7 @@ def _shown(value: Any) -> Any:
 def problem_update(
     *,
     problem: Problem,
-    actor: AbstractBaseUser,
+    actor: Person,
     title: str = UNSET,
     defect_ref: str = UNSET,
     description: str = UNSET,
@@ -251,7 +251,7 @@ def problem_update(
     return current
 
 
-def problem_link_handover(*, problem: Problem, handover: Handover, actor: AbstractBaseUser) -> ProblemHandover:
+def problem_link_handover(*, problem: Problem, handover: Handover, actor: Person) -> ProblemHandover:
     """Link ``handover`` to ``problem`` (linking it twice changes nothing).
 
     Refused: Forbidden (403) unless ``actor`` may write the problem (or, for a problem with no link yet,
@@ -267,7 +267,7 @@ def problem_link_handover(*, problem: Problem, handover: Handover, actor: Abstra
         return _link(problem=current, handover=handover, actor=actor, now=timezone.now())
 
 
-def problem_unlink_handover(*, problem: Problem, handover: Handover, actor: AbstractBaseUser) -> Problem:
+def problem_unlink_handover(*, problem: Problem, handover: Handover, actor: Person) -> Problem:
     """Remove the link between ``problem`` and ``handover``.
 
     Raises NotFound (404) when they are not linked, Forbidden (403) as for linking, InvalidTransition
@@ -294,7 +294,7 @@ def problem_unlink_handover(*, problem: Problem, handover: Handover, actor: Abst
     return current
 
 
-def _stamps(action: str, now: datetime, actor: AbstractBaseUser | None) -> dict[str, Any]:
+def _stamps(action: str, now: datetime, actor: Person | None) -> dict[str, Any]:
     if action == "deploy_fix":
         return {"fix_deployed_at": now, "verified_at": None}
     if action == "verify":
@@ -310,7 +310,7 @@ def problem_transition(
     *,
     problem: Problem,
     action: str,
-    actor: AbstractBaseUser | None,
+    actor: Person | None,
     reason: str = "",
 ) -> Transitioned[Problem]:
     """Move ``problem`` by ``action`` (a key of ``Problem.TRANSITIONS``) with a guarded UPDATE.

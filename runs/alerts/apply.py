@@ -84,7 +84,7 @@ def alert_apply(*, alert: Alert, record: ParsedAlert, key: IntegrationKey, setti
     every reason found (job not registered, tenant not available to the key, no window, garbled
     convention fields). Runs in one transaction holding the alert's row lock, so a sweep and a
     request cannot apply the same alert twice. Returns the alert with its outcome. (A post's new
-    alerts are applied in the transaction that records them: ``_alert_ingest``.)
+    alerts are applied in the transaction that records them: ``_alert_receive``.)
     """
     with transaction.atomic():
         locked = Alert.objects.select_for_update().filter(pk=alert.pk, outcome=Alert.Outcome.PENDING).first()
@@ -543,6 +543,7 @@ def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_
         ident = record_identity(record, ctx, need_window=True, received_at=received_at)
         if ident.problems:
             return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join(ident.problems))
+        assert ident.window_start is not None and ident.window_end is not None  # need_window: no problem, a window
         attempt = (
             Attempt.objects.filter(
                 run__job=ident.job,

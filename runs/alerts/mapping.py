@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, InvalidTransition
+from handover.core.people import Person
 from runs.alerts.correlation import record_correlates
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.parsers.base import AlertKind, FormatError, ParsedAlert
@@ -334,7 +334,7 @@ def integration_custom_create(
     mapping: Any,
     samples: Sequence[Sample] = (),
     is_active: bool = True,
-    created_by: AbstractBaseUser | None = None,
+    created_by: Person | None = None,
 ) -> Integration:
     """Create a ``custom`` integration with a mapping that compiles and maps every given sample.
 
@@ -368,7 +368,7 @@ def integration_custom_create_with_key(
     tenants: Iterable[Tenant] = (),
     all_tenants: bool = False,
     label: str = "",
-    created_by: AbstractBaseUser | None = None,
+    created_by: Person | None = None,
 ) -> tuple[Integration, IssuedKey]:
     """Create a custom integration and issue its first key, in one transaction (both or neither).
 
@@ -393,7 +393,7 @@ def integration_custom_update(
     samples: Sequence[Sample] = (),
     require_samples: bool = False,
     is_active: bool | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
 ) -> Integration:
     """Change a custom integration's name, activity or mapping (a mapping only once it compiles and maps).
 
@@ -462,7 +462,7 @@ class ReprocessSummary:
 
 
 def integration_reprocess_unmatched(
-    *, integration: Integration, actor: AbstractBaseUser | None = None, limit: int = REPROCESS_BATCH
+    *, integration: Integration, actor: Person | None = None, limit: int = REPROCESS_BATCH
 ) -> ReprocessSummary:
     """Re-parse and re-apply the integration's ``unmatched`` original alerts, oldest first (at most ``limit``).
 

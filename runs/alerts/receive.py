@@ -217,7 +217,7 @@ def _delivery_process(
         return
     todo = [(index, record) for index, record in enumerate(parsed.alerts) if index not in recorded]
     for start in range(0, len(todo), CHUNK_ALERTS):
-        result.alerts.extend(_alerts_ingest(delivery, todo[start : start + CHUNK_ALERTS], ctx))
+        result.alerts.extend(_alerts_receive(delivery, todo[start : start + CHUNK_ALERTS], ctx))
     result.response = dict(parsed.response)
     _delivery_set_outcome(delivery, Delivery.Outcome.PROCESSED, notes=_json_safe(parsed.notes))
 
@@ -389,7 +389,7 @@ def _delivery_finish_received(pk: int) -> bool:
     return True
 
 
-def _alerts_ingest(
+def _alerts_receive(
     delivery: Delivery, chunk: list[tuple[int, ParsedAlert | InvalidItem]], ctx: PostContext
 ) -> list[Alert]:
     """Record and apply ``chunk`` (records with their index in the post) in one transaction.
@@ -400,7 +400,7 @@ def _alerts_ingest(
     """
     try:
         with transaction.atomic():
-            alerts = [_alert_ingest(delivery, index, record, ctx) for index, record in chunk]
+            alerts = [_alert_receive(delivery, index, record, ctx) for index, record in chunk]
             runner_reports_write(ctx)
             return alerts
     except DatabaseError as exc:
@@ -414,14 +414,14 @@ def _alerts_ingest(
     for index, record in chunk:
         try:
             with transaction.atomic():
-                alerts.append(_alert_ingest(delivery, index, record, ctx))
+                alerts.append(_alert_receive(delivery, index, record, ctx))
                 runner_reports_write(ctx)
         finally:
             ctx.runner_reports.clear()
     return alerts
 
 
-def _alert_ingest(delivery: Delivery, index: int, record: ParsedAlert | InvalidItem, ctx: PostContext) -> Alert:
+def _alert_receive(delivery: Delivery, index: int, record: ParsedAlert | InvalidItem, ctx: PostContext) -> Alert:
     """Record one parsed record and, when it is a new original, apply it (inside the caller's transaction);
     a new duplicate repairs an unmatched original or keeps changed details (``alert_duplicate_apply``).
 

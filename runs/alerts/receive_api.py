@@ -190,9 +190,9 @@ class AlertIngestView(APIView):
         },
     )
     def post(self, request: Request, source: str) -> Response:
-        return self._ingest(request, source)
+        return self._receive(request, source)
 
-    def _ingest(self, request: Request, source: str, *, url_key: str | None = None, method: str = "POST") -> Response:
+    def _receive(self, request: Request, source: str, *, url_key: str | None = None, method: str = "POST") -> Response:
         """Authenticate, refuse or store one post (or opted-in GET), and answer with each alert's outcome.
 
         ``url_key``: the key from the address (``/k/<key>/``); only URL keys are looked up then, only
@@ -283,12 +283,12 @@ class AlertIngestView(APIView):
             response.content_type = "application/problem+json"
         return response
 
-    def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    def http_method_not_allowed(self, request: Request, *args: Any, **kwargs: Any) -> Response:  # type: ignore[override]  # DRF passes its Request
         """405 for another method on a real source; 404 when the address names no source at all
         (``GET /api/v1/alerts/not-a-uuid/`` is no alert, and no source either)."""
         if get_adapter(str(kwargs.get("source", ""))) is None:
             return problem_response(problem(404, "Not found", "There is nothing at this address."))
-        return super().http_method_not_allowed(request, *args, **kwargs)  # type: ignore[no-any-return]
+        return super().http_method_not_allowed(request, *args, **kwargs)
 
     def _rate_limited(self, key: IntegrationKey, source: str, network: str) -> Response | None:
         """429 with Retry-After when the key is over its rate; nothing is stored (the sender retries)."""
@@ -440,7 +440,7 @@ class AlertIngestUrlKeyView(AlertIngestView):
         responses=_URL_KEY_RESPONSES,
     )
     def post(self, request: Request, source: str, key: str) -> Response:  # type: ignore[override]
-        return self._ingest(request, source, url_key=key)
+        return self._receive(request, source, url_key=key)
 
     @extend_schema(
         operation_id="alerts_ingest_url_key_get",
@@ -455,4 +455,4 @@ class AlertIngestUrlKeyView(AlertIngestView):
         responses=_URL_KEY_RESPONSES,
     )
     def get(self, request: Request, source: str, key: str) -> Response:
-        return self._ingest(request, source, url_key=key, method="GET")
+        return self._receive(request, source, url_key=key, method="GET")

@@ -32,7 +32,7 @@ from runs.catalog.models import Job, Tenant
 
 _NOT_DISPLAYED = frozenset({"problems", "dedup_key"})
 _DISPLAYED_FIELDS = [f.name for f in dataclasses.fields(ParsedAlert) if f.name not in _NOT_DISPLAYED]
-_EMPTY = (None, "", [], {})
+_EMPTY: tuple[object, ...] = (None, "", [], {})
 
 
 def _display_value(value: Any) -> Any:
@@ -82,6 +82,8 @@ def column_integer_range(model: type[models.Model], name: str) -> tuple[int, int
     """The range an integer column holds on every supported database: PostgreSQL's, which Django's base
     operations list per field type (SQLite would take 64 bits, so a post must not depend on the database)."""
     field = model._meta.get_field(name)
+    if not isinstance(field, models.Field):
+        raise TypeError(f"{model.__name__}.{name} is not a column")
     return BaseDatabaseOperations.integer_field_ranges[field.get_internal_type()]
 
 

@@ -6,24 +6,24 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import overload
+from uuid import UUID
 
 from django.db.models import Count, Q, QuerySet
 
 from runs.alerts.models import Alert, Delivery
 from runs.catalog.models import Integration
-from runs.permissions import User, run_visibility_filter, tenant_list_visible
+from runs.permissions import User, is_admin, is_staff, run_visibility_filter, tenant_list_visible
 
 
 def alert_list(*, user: User, outcome: str | None = None, source: str | None = None) -> QuerySet[Alert]:
     """Alerts visible to ``user``: those linked to a visible run, plus unlinked ones naming a
     visible tenant; admins (staff) see every unlinked alert, since they register jobs and reprocess."""
     alerts = Alert.objects.all()
-    if not (user.is_authenticated and user.is_superuser):
+    if not is_admin(user):
         tenants = tenant_list_visible(user=user)
         unlinked = (
-            Q(run__isnull=True)
-            if user.is_authenticated and user.is_staff
-            else Q(run__isnull=True, tenant_slug__in=tenants.values("slug"))
+            Q(run__isnull=True) if is_staff(user) else Q(run__isnull=True, tenant_slug__in=tenants.values("slug"))
         )
         alerts = alerts.filter(Q(run__isnull=False) & run_visibility_filter(user=user, prefix="run__") | unlinked)
     if outcome:
@@ -60,8 +60,20 @@ class InboxAlerts:
     def __len__(self) -> int:
         return self.count()
 
-    def __getitem__(self, key: slice) -> list[Alert]:
-        if not isinstance(key, slice) or key.step not in (None, 1):
+    @overload
+    def __getitem__(self, key: int) -> Alert: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> list[Alert]: ...
+
+    def __getitem__(self, key: int | slice) -> Alert | list[Alert]:
+        """A plain slice (one query per part it touches), or one alert by its position."""
+        if isinstance(key, int):
+            found = self[key : key + 1] if key >= 0 else []
+            if not found:
+                raise IndexError(key)
+            return found[0]
+        if key.step not in (None, 1):
             raise TypeError("InboxAlerts supports plain slices only (as Paginator takes them)")
         total = self.count()
         start, stop, _ = key.indices(total)
@@ -118,14 +130,14 @@ def alert_inbox(*, user: User) -> tuple[InboxAlerts, dict[str, int]]:
     return InboxAlerts(parts=parts), counts
 
 
-def alert_get(*, user: User, public_id: object) -> Alert | None:
+def alert_get(*, user: User, public_id: UUID | str) -> Alert | None:
     """One alert visible to ``user`` (None when missing or not visible)."""
     return alert_list(user=user).filter(public_id=public_id).first()
 
 
 def integration_list(*, user: User) -> QuerySet[Integration]:
     """Integrations with key and delivery counts; admins (staff) only, others see none."""
-    if not (user.is_authenticated and user.is_staff):
+    if not (is_staff(user)):
         return Integration.objects.none()
     return Integration.objects.annotate(
         key_count=Count("keys", filter=Q(keys__revoked_at__isnull=True), distinct=True),

@@ -43,7 +43,7 @@ class AlertSerializer(serializers.ModelSerializer[Alert]):
         read_only_fields = fields
 
     def get_duplicate_of(self, alert: Alert) -> str | None:
-        return str(alert.duplicate_of.public_id) if alert.duplicate_of_id else None
+        return str(alert.duplicate_of.public_id) if alert.duplicate_of is not None else None
 
 
 class IngestAlertResultSerializer(serializers.Serializer[dict[str, object]]):

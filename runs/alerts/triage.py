@@ -6,11 +6,11 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings as django_settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from handover.core.errors import InvalidTransition
+from handover.core.people import Person
 from runs.alerts.apply import alert_apply, alert_finish, original_reapply
 from runs.alerts.context import PostContext, runner_reports_write
 from runs.alerts.models import Alert
@@ -23,7 +23,7 @@ from runs.alerts.redaction import redact_text
 logger = logging.getLogger(__name__)
 
 
-def alert_reprocess(*, alert: Alert, actor: AbstractBaseUser | None = None) -> Alert:
+def alert_reprocess(*, alert: Alert, actor: Person | None = None) -> Alert:
     """Parse a stored body again and re-apply an ``unmatched`` or ``pending`` original alert.
 
     Used after registering a job or fixing a mapping. The body applied is the newest one of the
@@ -90,7 +90,7 @@ def alert_reprocess(*, alert: Alert, actor: AbstractBaseUser | None = None) -> A
     return result
 
 
-def alert_ignore(*, alert: Alert, actor: AbstractBaseUser, reason: str) -> Alert:
+def alert_ignore(*, alert: Alert, actor: Person, reason: str) -> Alert:
     """A person's dismissal of an ``unmatched`` alert, with a reason. Raises ``InvalidTransition``."""
     if not reason.strip():
         raise InvalidTransition("Say why the alert is ignored.")

@@ -5,15 +5,16 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
-from handover.core.views import form_post
+from handover.core.people import signed_in
+from handover.core.views import form_post, is_htmx
 from runs.alerts.forms import AlertIgnoreForm
-from runs.alerts.models import Delivery
+from runs.alerts.models import Alert, Delivery
 from runs.alerts.receive import delivery_reprocess
 from runs.alerts.selectors import (
     alert_get,
@@ -31,8 +32,8 @@ def alert_inbox_view(request: HttpRequest) -> HttpResponse:
     """Alert outcomes at a glance: counts (failed posts too), then original alerts with the unmatched ones
     first; admins also see the latest rejected and failed posts (a post names no tenant)."""
     alerts, counts = alert_inbox(user=request.user)
-    page = Paginator(alerts, 50).get_page(request.GET.get("page"))
-    polled = bool(request.htmx)  # django-htmx's middleware sets it
+    page: Page[Alert] = Paginator(alerts, 50).get_page(request.GET.get("page"))
+    polled = is_htmx(request)  # django-htmx's middleware sets it
     template = "runs/alerts/_inbox_rows.html" if polled else "runs/alerts/alert_inbox.html"
     order = ["unmatched", "pending", "accepted", "duplicate", "rejected", "ignored"]
     context = {
@@ -71,7 +72,7 @@ def alert_reprocess_view(request: HttpRequest, id: str) -> HttpResponse:
     if alert is None:
         raise Http404("No such alert")
     try:
-        alert = alert_reprocess(alert=alert, actor=request.user)
+        alert = alert_reprocess(alert=alert, actor=signed_in(request.user))
         messages.success(request, f"Reprocessed: {alert.outcome}. {alert.reason}".strip())
     except DomainError as exc:
         messages.error(request, exc.detail)
@@ -89,7 +90,7 @@ def alert_ignore_view(request: HttpRequest, id: str) -> HttpResponse:
         request,
         AlertIgnoreForm(request.POST),
         invalid="Say why the alert needs no action.",
-        act=lambda data: alert_ignore(alert=alert, actor=request.user, reason=data["reason"]),
+        act=lambda data: alert_ignore(alert=alert, actor=signed_in(request.user), reason=data["reason"]),
         success=lambda _: "Alert ignored.",
         done=redirect("runs:alert-detail", id=alert.public_id),
     )
@@ -103,7 +104,7 @@ def delivery_reprocess_view(request: HttpRequest, id: str) -> HttpResponse:
     if delivery is None:
         raise Http404("No such failed delivery")
     try:
-        delivery = delivery_reprocess(delivery=delivery, actor=request.user)
+        delivery = delivery_reprocess(delivery=delivery, actor=signed_in(request.user))
     except DomainError as exc:
         messages.error(request, exc.detail)
     else:

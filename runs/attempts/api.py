@@ -74,7 +74,7 @@ class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
     def _attempt(self, attempt_id: UUID) -> Attempt:
         """The run's attempt the caller corrects: 404 when not visible, 403 when only readable (before the body)."""
         run = self.get_object()
-        attempt_correction_require(user=self.request.user, run=run)  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
+        attempt_correction_require(actor=self.request.user, run=run)  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
         attempts = Attempt.objects.select_related("run__job", "run__tenant")
         attempt = attempts.filter(run=run, public_id=attempt_id).first()
         if attempt is None:

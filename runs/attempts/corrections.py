@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition
+from handover.core.people import Person
 from runs.alerts.identity import run_get_or_create
 from runs.alerts.models import Alert
 from runs.alerts.redaction import redact_text
@@ -36,18 +36,16 @@ class AttemptCorrectionDenied(Forbidden):
     """The person may see the run but not correct its attempts (auditors, business owners)."""
 
 
-def attempt_correction_require(*, user: AbstractBaseUser, run: Run) -> None:
-    """Check that ``user`` may correct ``run``'s attempts; return None when they may.
+def attempt_correction_require(*, actor: Person, run: Run) -> None:
+    """Check that ``actor`` may correct ``run``'s attempts; return None when they may.
 
     Raises NotFound (404) for a run the person may not see, AttemptCorrectionDenied (403) for one
     they may only read. Queries: the guardian checks, plus one when refused.
     """
-    require_act_on_run(user=user, run=run, what="correct a run's attempts", error=AttemptCorrectionDenied)
+    require_act_on_run(user=actor, run=run, what="correct a run's attempts", error=AttemptCorrectionDenied)
 
 
-def attempt_duplicate_trigger_explain(
-    *, attempt: Attempt, actor: AbstractBaseUser, reason: str, evidence_ref: str
-) -> Attempt:
+def attempt_duplicate_trigger_explain(*, attempt: Attempt, actor: Person, reason: str, evidence_ref: str) -> Attempt:
     """A person explains a duplicate trigger: the reason and a reference to the evidence.
 
     ``reason`` and ``evidence_ref`` (at most 300 characters: a ticket, a log link, a scheduler's
@@ -59,7 +57,7 @@ def attempt_duplicate_trigger_explain(
     (400) for a missing reason or evidence reference, InvalidTransition (409) when the attempt is
     not a duplicate trigger or is already explained. Returns the attempt, reloaded.
     """
-    attempt_correction_require(user=actor, run=attempt.run)
+    attempt_correction_require(actor=actor, run=attempt.run)
     reason, evidence_ref = redact_text(reason.strip()), redact_text(evidence_ref.strip())
     errors: dict[str, list[str]] = {}
     if not reason:
@@ -95,7 +93,7 @@ def attempt_duplicate_trigger_explain(
             summary=f"Duplicate trigger of attempt {locked.number} ({locked.execution_id}) explained by "
             f"{actor.get_username()}: {reason} (evidence: {evidence_ref})",
             occurred_at=now,
-            actor_user=actor,
+            actor=actor,
             data={"evidence_ref": evidence_ref},
         )
     attempt.refresh_from_db()
@@ -106,7 +104,7 @@ def _utc_text(at: datetime) -> str:
     return f"{at.astimezone(UTC):%Y-%m-%d %H:%M}Z"
 
 
-def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBaseUser, reason: str) -> Attempt:
+def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: Person, reason: str) -> Attempt:
     """Move an attempt flagged late, slot inferred or with a hint onto another slot of its target.
 
         ``slot``: an aware datetime, a fire time of the schedule in force for the run's target (the
@@ -125,7 +123,7 @@ def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBas
         attempt, reloaded.
     """
     run = attempt.run
-    attempt_correction_require(user=actor, run=run)
+    attempt_correction_require(actor=actor, run=run)
     reason = redact_text(reason.strip())
     if not reason:
         raise DomainError("Say why the attempt belongs to another slot.", errors={"reason": ["required"]})
@@ -220,7 +218,7 @@ def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBas
                 kind=TimelineEvent.Kind.ATTEMPT_REPLACED,
                 summary=words,
                 occurred_at=now,
-                actor_user=actor,
+                actor=actor,
                 data=data,
             )
         run_status_refresh(run=destination)
@@ -229,7 +227,7 @@ def attempt_replace_slot(*, attempt: Attempt, slot: datetime, actor: AbstractBas
     return attempt
 
 
-def run_refire_explain(*, run: Run, actor: AbstractBaseUser, reason: str, evidence_ref: str) -> Run:
+def run_refire_explain(*, run: Run, actor: Person, reason: str, evidence_ref: str) -> Run:
     """A person explains the re-fires of a run: an alert that fired again, after its resolve, on an
     execution the payload named before (docs/slots.md, "Alert instances").
 
@@ -251,7 +249,7 @@ def run_refire_explain(*, run: Run, actor: AbstractBaseUser, reason: str, eviden
     )
 
 
-def run_conflicting_report_explain(*, run: Run, actor: AbstractBaseUser, reason: str, evidence_ref: str) -> Run:
+def run_conflicting_report_explain(*, run: Run, actor: Person, reason: str, evidence_ref: str) -> Run:
     """A person explains the conflicting reports of a run: alerts that named no execution of their own
     and said something else about a run that had succeeded (docs/slots.md). Until then the run's business
     state is ``attention``.
@@ -275,7 +273,7 @@ def run_conflicting_report_explain(*, run: Run, actor: AbstractBaseUser, reason:
 def _run_flag_explain(
     *,
     run: Run,
-    actor: AbstractBaseUser,
+    actor: Person,
     reason: str,
     evidence_ref: str,
     pending: Callable[[QuerySet[Run]], QuerySet[Run]],
@@ -285,7 +283,7 @@ def _run_flag_explain(
 ) -> Run:
     """Check and record an explanation of a run flag (see ``run_refire_explain``): ``pending`` finds the
     runs still flagged, ``explained_kind`` is the event written, ``noun`` and ``why_missing`` word it."""
-    attempt_correction_require(user=actor, run=run)
+    attempt_correction_require(actor=actor, run=run)
     reason, evidence_ref = redact_text(reason.strip()), redact_text(evidence_ref.strip())
     errors: dict[str, list[str]] = {}
     if not reason:
@@ -306,7 +304,7 @@ def _run_flag_explain(
             kind=explained_kind,
             summary=f"{noun} explained by {actor.get_username()}: {reason} (evidence: {evidence_ref})",
             occurred_at=timezone.now(),
-            actor_user=actor,
+            actor=actor,
             data={"evidence_ref": evidence_ref},
         )
     return locked

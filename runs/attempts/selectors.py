@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from django.db.models import Count, IntegerField, Max, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
@@ -113,7 +115,7 @@ def _attempt_count() -> Subquery:
     return Subquery(per_run, output_field=IntegerField())
 
 
-def run_get(*, user: User, public_id: object) -> Run | None:
+def run_get(*, user: User, public_id: UUID | str) -> Run | None:
     """One run visible to ``user`` with its attempts (by number) and timeline (in order) prefetched.
 
     Returns None when it does not exist or may not be seen (callers answer 404 either way).

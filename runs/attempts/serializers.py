@@ -142,7 +142,7 @@ class RunListSerializer(serializers.ModelSerializer[Run]):
 class RunDetailSerializer(RunListSerializer):
     attempts = AttemptSerializer(many=True, read_only=True)
     timeline = TimelineEventSerializer(many=True, read_only=True)
-    attempt_count = serializers.SerializerMethodField()
+    attempt_count = serializers.SerializerMethodField()  # type: ignore[assignment]  # the detail counts what it lists (DRF lets a subclass redeclare a field)
 
     class Meta(RunListSerializer.Meta):
         fields = [*RunListSerializer.Meta.fields, "attempts", "timeline"]

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from handover.core.errors import InvalidTransition
+from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
 from runs.alerts.models import Alert
 from runs.attempts.models import Attempt, Run
@@ -462,7 +462,7 @@ def attempt_transition(
     at: datetime | None = None,
     details: AttemptReport | None = None,
     reason: str = "",
-    actor_user: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     alert: Alert | None = None,
     actor_integration: Integration | None = None,
     occurred_at: datetime | None = None,
@@ -473,7 +473,7 @@ def attempt_transition(
 
     If the attempt already has ``status``, it is returned with ``moved`` False (idempotent);
     otherwise ``InvalidTransition`` (HTTP 409) names the current status. ``abandoned`` needs
-    ``reason`` and ``actor_user``. Refreshes the run's status. Runs in its own transaction (or the
+    ``reason`` and ``actor``. Refreshes the run's status. Runs in its own transaction (or the
     caller's). Moving to ``running`` records any overlap with an earlier run
     (``attempt_overlap_record``). Returns ``Transitioned(attempt, moved)``.
     """
@@ -494,9 +494,9 @@ def attempt_transition(
             if value:
                 values[name] = value
     if target == Attempt.Status.ABANDONED:
-        if not reason or actor_user is None:
+        if not reason or actor is None:
             raise InvalidTransition("Abandoning an attempt needs a person and a reason.")
-        values.update(abandon_reason=reason, abandoned_by=actor_user, ended_at=attempt.ended_at or now)
+        values.update(abandon_reason=reason, abandoned_by=actor, ended_at=attempt.ended_at or now)
 
     def record(moved: Attempt, before: str) -> None:
         timeline_event_record(
@@ -507,7 +507,7 @@ def attempt_transition(
             kind=ATTEMPT_EVENT_KINDS[Attempt.Status(target)],
             summary=_attempt_summary(moved, target) + (f" — {reason}" if reason else ""),
             occurred_at=occurred_at or now,
-            actor_user=actor_user,
+            actor=actor,
             actor_integration=actor_integration,
             data=data,
         )
@@ -526,7 +526,7 @@ def attempt_transition(
     )
 
 
-def attempt_abandon(*, attempt: Attempt, actor: AbstractBaseUser, reason: str) -> Attempt:
+def attempt_abandon(*, attempt: Attempt, actor: Person, reason: str) -> Attempt:
     """A person's decision that an attempt will never report: ``abandoned`` with the reason.
 
     Refused unless ``actor`` may act on the run (``runs.permissions.require_act_on_run``: NotFound 404
@@ -534,4 +534,4 @@ def attempt_abandon(*, attempt: Attempt, actor: AbstractBaseUser, reason: str) -
     attempt that ended, or without a reason. Returns the attempt.
     """
     require_act_on_run(user=actor, run=attempt.run, what="abandon a run's attempts")
-    return attempt_transition(attempt=attempt, status=Attempt.Status.ABANDONED, reason=reason, actor_user=actor).obj
+    return attempt_transition(attempt=attempt, status=Attempt.Status.ABANDONED, reason=reason, actor=actor).obj

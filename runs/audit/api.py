@@ -13,6 +13,7 @@ from handover.core.serializers import ProblemSerializer
 from runs.audit.filters import AuditEventFilterSet
 from runs.audit.models import AuditEvent
 from runs.audit.selectors import audit_event_list, audit_is_readable
+from runs.catalog.models import Job, Tenant
 
 
 class CanReadAudit(permissions.BasePermission):
@@ -25,8 +26,12 @@ class CanReadAudit(permissions.BasePermission):
 class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
     id = serializers.UUIDField(source="public_id", read_only=True)
     actor = serializers.CharField(source="actor_name", read_only=True, help_text="username; empty for the system")
-    tenants = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
-    job = serializers.SlugRelatedField(slug_field="key", read_only=True, allow_null=True)
+    tenants: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+        slug_field="slug", many=True, read_only=True
+    )
+    job: serializers.SlugRelatedField[Job] = serializers.SlugRelatedField(
+        slug_field="key", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = AuditEvent

@@ -13,15 +13,19 @@ import logging
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin import ModelAdmin
 from django.contrib.admin.actions import delete_selected
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import Model, QuerySet
 from django.db.models.signals import m2m_changed, post_delete, post_save
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
+from handover.core.people import Person
 from runs.audit.services import audit_current_actor, audit_is_explicit, audit_record
 from runs.catalog.models import Job, Tenant
 
@@ -55,7 +59,7 @@ def _permission_changed(row: UserObjectPermission | GroupObjectPermission, grant
     role = ROLE_BY_CODENAME.get(codename, codename)
     tenants, job = _scope(obj)
     where = f"{type(obj).__name__.lower()} {obj}" if obj is not None else f"object {row.object_pk}"
-    holder_name = holder.get_username() if hasattr(holder, "get_username") else f"group {holder}"
+    holder_name = holder.get_username() if isinstance(holder, Person) else f"group {holder}"
     audit_record(
         actor=audit_current_actor(),
         action="role_grant" if granted else "role_revoke",
@@ -132,13 +136,14 @@ def admin_entry_saved(sender: Any, instance: LogEntry, created: bool, **kwargs: 
         except Exception:  # the object is gone or its model was removed: keep the entry without scope
             obj = None
     tenants, job = _scope(obj)
-    label = instance.content_type.model if instance.content_type else "object"
+    content_type = instance.content_type  # the stubs type the foreign key loosely
+    label = str(content_type.model) if isinstance(content_type, ContentType) else "object"
     message = instance.get_change_message()
     # People and groups carry site-wide powers (staff, superuser, group permissions): every
     # tenant's auditors may read those edits.
-    site_wide = bool(instance.content_type and instance.content_type.app_label == "auth")
+    site_wide = isinstance(content_type, ContentType) and content_type.app_label == "auth"
     audit_record(
-        actor=instance.user,
+        actor=instance.user if isinstance(instance.user, Person) else None,
         action="admin_edit",
         is_all_tenants=site_wide,
         summary=f"{FLAG_WORDS.get(instance.action_flag, 'Edited')} {label} {instance.object_repr}"
@@ -150,7 +155,9 @@ def admin_entry_saved(sender: Any, instance: LogEntry, created: bool, **kwargs: 
     )
 
 
-def audited_delete_selected(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
+def audited_delete_selected(
+    modeladmin: ModelAdmin[Any], request: HttpRequest, queryset: QuerySet[Any]
+) -> TemplateResponse | None:
     """Django's bulk delete, audited: above one object Django writes its log entries in bulk,
     which sends no signal, so the deletion is recorded here (one event per object)."""
     confirmed = bool(request.POST.get("post"))
@@ -160,7 +167,7 @@ def audited_delete_selected(modeladmin: Any, request: HttpRequest, queryset: Que
         label = queryset.model._meta.model_name
         for pk, text, tenants, job in doomed:
             audit_record(
-                actor=request.user,  # type: ignore[arg-type]
+                actor=request.user if isinstance(request.user, Person) else None,
                 action="admin_edit",
                 summary=f"Deleted {label} {text} (bulk)",
                 tenants=tenants,

@@ -7,7 +7,7 @@ from django.db.models import Q, QuerySet
 from runs.audit.models import AuditEvent
 from runs.catalog.manage_selectors import User
 from runs.catalog.models import JobTarget
-from runs.permissions import tenant_list_audited
+from runs.permissions import is_admin, is_staff, tenant_list_audited
 
 
 def audit_event_list(*, user: User, action: str | None = None) -> QuerySet[AuditEvent]:
@@ -20,7 +20,7 @@ def audit_event_list(*, user: User, action: str | None = None) -> QuerySet[Audit
     events = AuditEvent.objects.all()
     if not user.is_authenticated:
         return events.none()
-    if not (user.is_staff or user.is_superuser):
+    if not (is_staff(user) or is_admin(user)):
         audited = list(tenant_list_audited(user=user).values_list("pk", flat=True))
         if not audited:
             return events.none()
@@ -39,6 +39,6 @@ def audit_is_readable(*, user: User) -> bool:
     """Whether ``user`` may open the audit trail at all: admins and auditors of some tenant."""
     if not user.is_authenticated:
         return False
-    if user.is_staff or user.is_superuser:
+    if is_staff(user) or is_admin(user):
         return True
     return tenant_list_audited(user=user).exists()

@@ -15,20 +15,20 @@ from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import models
 from django.utils import timezone
 
+from handover.core.people import Person
 from runs.alerts.redaction import redact_text
 from runs.audit.models import AuditEvent
 from runs.catalog.models import IntegrationKey, Job, Tenant
 
-_actor: ContextVar[AbstractBaseUser | None] = ContextVar("handover_audit_actor", default=None)
+_actor: ContextVar[Person | None] = ContextVar("handover_audit_actor", default=None)
 _explicit: ContextVar[bool] = ContextVar("handover_audit_explicit", default=False)
 
 
 @contextmanager
-def audit_actor(user: AbstractBaseUser | None) -> Iterator[None]:
+def audit_actor(user: Person | None) -> Iterator[None]:
     """Within the block, writes caught by the audit receivers are attributed to ``user``.
 
     ``None`` keeps whoever acts already (the request's person, else the system).
@@ -53,7 +53,7 @@ def audit_request_actor(user: object) -> Iterator[None]:
         _actor.reset(token)
 
 
-def audit_current_actor() -> AbstractBaseUser | None:
+def audit_current_actor() -> Person | None:
     """The person the current request acts as (None outside a request: the system or the shell)."""
     user = _actor.get()
     if user is None or not getattr(user, "is_authenticated", False):
@@ -78,13 +78,13 @@ def audit_is_explicit() -> bool:
 
 def audit_record(
     *,
-    actor: AbstractBaseUser | None,
+    actor: Person | None,
     action: str,
     summary: str,
     tenants: Iterable[Tenant] = (),
     is_all_tenants: bool = False,
     job: Job | None = None,
-    subject: AbstractBaseUser | None = None,
+    subject: Person | None = None,
     obj: models.Model | None = None,
     object_ref: str = "",
     data: dict[str, Any] | None = None,
@@ -122,7 +122,7 @@ def audit_record(
 
 
 def audit_key_change(
-    *, key: IntegrationKey, actor: AbstractBaseUser | None, action: str, grace_ended_at: datetime | None = None
+    *, key: IntegrationKey, actor: Person | None, action: str, grace_ended_at: datetime | None = None
 ) -> AuditEvent:
     """Record a key's creation, rotation or revocation: by prefix, never the secret.
 

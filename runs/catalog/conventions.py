@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from handover.core.errors import DomainError
+from handover.core.people import Person
 from runs.alerts.parsers.registry import get_adapter
 from runs.audit.services import audit_record
 from runs.catalog.models import Integration
@@ -57,7 +57,7 @@ def _clean(key: str, value: Any) -> tuple[Any, str | None]:
 
 
 def integration_conventions_update(
-    *, integration: Integration, actor: AbstractBaseUser | None, values: dict[str, Any]
+    *, integration: Integration, actor: Person | None, values: dict[str, Any]
 ) -> Integration:
     """Set some of an integration's conventions; an empty value (None, "", []) returns a key to its default.
 

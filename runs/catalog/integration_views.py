@@ -7,7 +7,6 @@ import json
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
-from django.contrib.auth.models import AbstractBaseUser
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -16,6 +15,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from handover.core.errors import DomainError
 from handover.core.one_time import one_time_pop, one_time_stash
+from handover.core.people import Person, signed_in
+from handover.core.views import is_htmx
 from runs.alerts.mapping import (
     MappingInvalid,
     Sample,
@@ -139,7 +140,7 @@ def integration_conventions_view(request: HttpRequest, id: str) -> HttpResponse:
     try:
         integration_conventions_update(
             integration=integration,
-            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            actor=request.user if isinstance(request.user, Person) else None,
             values=values,
         )
     except DomainError as exc:
@@ -218,7 +219,7 @@ def integration_create_view(request: HttpRequest) -> HttpResponse:
                 tenants=data["key_tenants"],
                 all_tenants=data["key_all_tenants"],
                 label=data["key_label"],
-                created_by=request.user,
+                created_by=signed_in(request.user),
             )
         except DomainError as exc:
             for path, errors in (exc.errors or {"__all__": [exc.detail]}).items():
@@ -244,7 +245,7 @@ def integration_key_create_view(request: HttpRequest, id: str) -> HttpResponse:
         return _key_issued(request, integration)
     form = IntegrationKeyCreateForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
         return redirect("runs:integration-detail", id=integration.public_id)
     data = form.cleaned_data
     try:
@@ -253,7 +254,7 @@ def integration_key_create_view(request: HttpRequest, id: str) -> HttpResponse:
             tenants=data["key_tenants"],
             all_tenants=data["key_all_tenants"],
             label=data["key_label"],
-            created_by=request.user,
+            created_by=signed_in(request.user),
             kind=data.get("key_kind") or IntegrationKey.Kind.HEADER,
         )
     except DomainError as exc:
@@ -275,7 +276,7 @@ def integration_transport_view(request: HttpRequest, id: str) -> HttpResponse:
     try:
         integration_transport_update(
             integration=integration,
-            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            actor=request.user if isinstance(request.user, Person) else None,
             allow_get=data["allow_get"],
             decoder_kind=data["decoder_kind"],
             item_types=[t for t in data["item_types"].split(",") if t.strip()],
@@ -368,10 +369,14 @@ def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
         context.update(preview=None, json_error=exc.detail)
     else:
         context["preview"] = mapping_preview(mapping=mapping, samples=samples)
-        if data.get("action") == "save" and not request.htmx:
+        if data.get("action") == "save" and not is_htmx(request):
             try:
                 integration_custom_update(
-                    integration=integration, mapping=mapping, samples=samples, require_samples=True, actor=request.user
+                    integration=integration,
+                    mapping=mapping,
+                    samples=samples,
+                    require_samples=True,
+                    actor=signed_in(request.user),
                 )
             except DomainError as exc:
                 context["save_errors"] = exc.errors or {"": [exc.detail]}
@@ -380,7 +385,7 @@ def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
                     request, f"Mapping saved: {len(samples)} sample(s) map. Reprocess unmatched alerts now."
                 )
                 return redirect("runs:integration-detail", id=integration.public_id)
-    if request.htmx:
+    if is_htmx(request):
         return render(request, "runs/catalog/_integration_mapping_result.html", context)
     return render(
         request, "runs/catalog/integration_mapping.html", context, status=400 if context.get("save_errors") else 200
@@ -405,7 +410,7 @@ def integration_mapping_export_view(request: HttpRequest, id: str) -> HttpRespon
 def integration_reprocess_view(request: HttpRequest, id: str) -> HttpResponse:
     """Admins: reprocess this integration's unmatched alerts with its settings as they are now."""
     integration = get_object_or_404(integration_list(user=request.user), public_id=id)
-    summary = integration_reprocess_unmatched(integration=integration, actor=request.user)
+    summary = integration_reprocess_unmatched(integration=integration, actor=signed_in(request.user))
     messages.success(request, summary.sentence())
     for failure in summary.failures[:5]:
         messages.warning(request, failure)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404
 from drf_spectacular.utils import (
@@ -29,6 +28,7 @@ from rest_framework.response import Response
 
 from handover.core.errors import InvalidTransition
 from handover.core.filters import StrictQueryMixin
+from handover.core.people import Person, signed_in
 from handover.core.serializers import ProblemSerializer
 from runs.alerts.decoders import DECODERS
 from runs.alerts.filters import RefusedRequestFilterSet
@@ -66,7 +66,9 @@ class IsAdmin(permissions.BasePermission):
 
 class IntegrationKeySerializer(serializers.ModelSerializer[IntegrationKey]):
     id = serializers.UUIDField(source="public_id", read_only=True)
-    tenants = serializers.SlugRelatedField(slug_field="slug", many=True, read_only=True)
+    tenants: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+        slug_field="slug", many=True, read_only=True
+    )
 
     class Meta:
         model = IntegrationKey
@@ -150,7 +152,7 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
     def get_endpoint(self, integration: Integration) -> str:
         return f"/api/v1/alerts/{integration.source}/"
 
-    @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})  # type: ignore[misc]
+    @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
     def get_mapping(self, integration: Integration) -> dict[str, Any] | None:
         """The mapping of a custom integration (``runs/alerts/parsers/custom/``); null for built-in sources."""
         if integration.source != SOURCE:
@@ -183,7 +185,7 @@ class IntegrationDetailSerializer(IntegrationSerializer):
         rows = refused_request_summary(integration=integration)
         return RefusedRequestSerializer(rows, many=True).data  # type: ignore[return-value]
 
-    @extend_schema(responses=DeliverySummarySerializer(many=True))  # type: ignore[misc]
+    @extend_schema(responses=DeliverySummarySerializer(many=True))
     def get_recent_deliveries(self, integration: Integration) -> list[dict[str, Any]]:
         return DeliverySummarySerializer(delivery_list_recent(integration=integration), many=True).data  # type: ignore[return-value]
 
@@ -233,7 +235,7 @@ class IntegrationKeyCreateInputSerializer(serializers.Serializer[dict[str, Any]]
 
     tenants = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list)
     all_tenants = serializers.BooleanField(default=False)
-    label = serializers.CharField(max_length=100, required=False, default="", allow_blank=True)
+    label = serializers.CharField(max_length=100, required=False, default="", allow_blank=True)  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs["tenants"] and not attrs["all_tenants"]:
@@ -280,7 +282,7 @@ class MappingImportInputSerializer(serializers.Serializer[dict[str, Any]]):
 
     format = serializers.CharField(required=False, allow_blank=True)
     name = serializers.CharField(required=False, allow_blank=True, help_text="ignored on import")
-    source = serializers.CharField(required=False, allow_blank=True, help_text="ignored on import")
+    source = serializers.CharField(required=False, allow_blank=True, help_text="ignored on import")  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
     mapping = MappingObjectField()
     samples = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=MAX_SAMPLES)
 
@@ -301,14 +303,14 @@ class MappingTestInputSerializer(serializers.Serializer[dict[str, Any]]):
 class MappingExportSerializer(serializers.Serializer[dict[str, Any]]):
     format = serializers.CharField()
     name = serializers.CharField()
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
     mapping = MappingObjectField()
 
 
 class MappedFieldSerializer(serializers.Serializer[Any]):
     name = serializers.CharField()
     spec = serializers.CharField(help_text="the expression or template as written; empty when unmapped")
-    source = serializers.ChoiceField(choices=["mapping", "default", "unmapped"])
+    source = serializers.ChoiceField(choices=["mapping", "default", "unmapped"])  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
     found = serializers.CharField(help_text="what the expression found, as text (JSON for objects)")
     value = serializers.CharField(source="shown", help_text="what it became: times in UTC ISO 8601")
     error = serializers.CharField(help_text="why this field keeps the record from mapping")
@@ -323,7 +325,7 @@ class MappedRecordSerializer(serializers.Serializer[Any]):
     warnings = serializers.ListField(child=serializers.CharField())
     placement = serializers.ListField(child=serializers.CharField(), help_text="job, tenant and window it lands in")
     dedup_key = serializers.CharField()
-    fields = MappedFieldSerializer(many=True)
+    fields = MappedFieldSerializer(many=True)  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
 
 
 class MappingTestResultSerializer(serializers.Serializer[Any]):
@@ -373,10 +375,10 @@ class IntegrationCreatedSerializer(IntegrationDetailSerializer):
         fields = [*IntegrationDetailSerializer.Meta.fields, "issued_key"]
         read_only_fields = fields
 
-    @extend_schema_field(IssuedKeySerializer(allow_null=True))  # type: ignore[misc]
+    @extend_schema_field(IssuedKeySerializer(allow_null=True))
     def get_issued_key(self, integration: Integration) -> dict[str, Any] | None:
         issued = self.context.get("issued_key")
-        return IssuedKeySerializer(issued).data if issued else None  # type: ignore[return-value]
+        return IssuedKeySerializer(issued).data if issued else None
 
 
 class RefusedBySourceSerializer(serializers.Serializer[Any]):
@@ -545,7 +547,7 @@ class IntegrationViewSet(
                 tenants=key["tenant_rows"],
                 all_tenants=key["all_tenants"],
                 label=key["label"],
-                created_by=request.user,
+                created_by=signed_in(request.user),
             )
         else:
             integration = integration_custom_create(
@@ -553,7 +555,7 @@ class IntegrationViewSet(
                 mapping=values["mapping"],
                 samples=_samples(values["samples"]),
                 is_active=values["is_active"],
-                created_by=request.user,
+                created_by=signed_in(request.user),
             )
         return self._detail(integration, status.HTTP_201_CREATED, issued_key=issued)
 
@@ -582,7 +584,7 @@ class IntegrationViewSet(
             mapping=values.get("mapping"),
             samples=_samples(values["samples"]),
             is_active=values.get("is_active"),
-            actor=request.user,
+            actor=signed_in(request.user),
         )
         return self._detail(integration)
 
@@ -643,7 +645,7 @@ class IntegrationViewSet(
                 integration=integration,
                 mapping=values["mapping"],
                 samples=_samples(values["samples"]),
-                actor=request.user,
+                actor=signed_in(request.user),
             )
         return Response(MappingExportSerializer(integration_mapping_export(integration=integration)).data)
 
@@ -658,7 +660,7 @@ class IntegrationViewSet(
     @action(detail=True, methods=["post"])
     def reprocess(self, request: Request, id: str) -> Response:
         integration = self.get_object()
-        summary = integration_reprocess_unmatched(integration=integration, actor=request.user)
+        summary = integration_reprocess_unmatched(integration=integration, actor=signed_in(request.user))
         return Response(ReprocessResultSerializer(summary).data)
 
     @extend_schema(
@@ -681,7 +683,7 @@ class IntegrationViewSet(
             tenants=values["tenant_rows"],
             all_tenants=values["all_tenants"],
             label=values["label"],
-            created_by=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            created_by=request.user if isinstance(request.user, Person) else None,
             kind=values["kind"],
         )
         body = IssuedKeySerializer(issued, context={"request": request}).data
@@ -703,7 +705,7 @@ class IntegrationViewSet(
         values = data.validated_data
         integration = integration_transport_update(
             integration=integration,
-            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            actor=request.user if isinstance(request.user, Person) else None,
             allow_get=values["allow_get"],
             decoder_kind=values["decoder"],
             item_types=values["item_types"],
@@ -780,7 +782,7 @@ class IntegrationViewSet(
         data.is_valid(raise_exception=True)
         integration = integration_conventions_update(
             integration=integration,
-            actor=request.user if isinstance(request.user, AbstractBaseUser) else None,
+            actor=request.user if isinstance(request.user, Person) else None,
             values=data.validated_data["values"],
         )
         return self._detail(integration)

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition
+from handover.core.people import Person
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.signatures import ALGORITHMS, ENCODINGS, SCHEMES
 from runs.audit.services import audit_record
@@ -43,7 +43,7 @@ _REDACT_NAME = re.compile(r"^[\w.\-]{1,100}$")
 MAX_ROTATION_GRACE_SECONDS = 7 * 24 * 3600
 
 
-def integration_key_rotate(*, key: IntegrationKey, actor: AbstractBaseUser | None, grace_seconds: int = 0) -> IssuedKey:
+def integration_key_rotate(*, key: IntegrationKey, actor: Person | None, grace_seconds: int = 0) -> IssuedKey:
     """Issue a new key with the old key's integration, label and tenant binding; revoke the old one.
 
     ``grace_seconds`` (0 to 7 days) keeps the old key working that long, so senders can switch
@@ -128,7 +128,7 @@ def source_can_sign(source: str) -> bool:
 def integration_security_update(
     *,
     integration: Integration,
-    actor: AbstractBaseUser | None,
+    actor: Person | None,
     redact_names: list[str],
     signing_secret_env: str = "",
     signature_header: str = "",

@@ -5,22 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import QuerySet
 from guardian.models import UserObjectPermission
 
+from handover.core.people import Person
 from runs.audit.receivers import ROLE_BY_CODENAME
 from runs.catalog.models import Integration, IntegrationKey, Job, Tenant
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 
 
 @dataclass(frozen=True)
 class RoleHolding:
     """One role one person holds on one tenant or job."""
 
-    user: AbstractBaseUser
+    user: Person
     role: str
     obj: Tenant | Job
 
@@ -53,7 +54,7 @@ def role_holding_list() -> list[RoleHolding]:
     return sorted(holdings, key=lambda h: (h.user.get_username().casefold(), h.kind, str(h.obj), h.role))
 
 
-def person_list_active() -> QuerySet[AbstractBaseUser]:
+def person_list_active() -> QuerySet[Person]:
     """People who can sign in, by username (the grant form's choices)."""
     return get_user_model().objects.filter(is_active=True).order_by("username")
 

@@ -47,7 +47,7 @@ def role_grant_view(request: HttpRequest) -> HttpResponse:
     form = RoleGrantForm(request.POST)
     if not form.is_valid():
         for field, errors in form.errors.items():
-            messages.error(request, f"{field}: {' '.join(errors)}")
+            messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
         return redirect("manage:role-list")
     user, role, target = form.cleaned_data["user"], form.cleaned_data["role"], form.target()
     try:

@@ -184,6 +184,7 @@ class Job(TimeStampedModel):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     pause_reason = models.TextField(blank=True)
+    resumed_at = models.DateTimeField(null=True, blank=True, help_text="when its last pause ended")
 
     class Meta:
         permissions = [("act_as_technical_owner", "Technical owner: classify repeat safety, approve technically")]
@@ -247,6 +248,14 @@ class JobTarget(TimeStampedModel):
     reports_successes = models.BooleanField(default=True)
     is_active = models.BooleanField(default=True)
     active_from = models.DateTimeField(null=True, blank=True, help_text="no slot before this instant")
+    # A target's pause (its tenant's part of the job; runs/catalog/pause.py): no replay is dispatched for
+    # it and the missed-run sweep skips it; fire times before ``resumed_at`` are never counted missed.
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    pause_reason = models.TextField(blank=True)
+    resumed_at = models.DateTimeField(null=True, blank=True, help_text="when its last pause ended")
 
     class Meta:
         constraints = [
@@ -254,7 +263,12 @@ class JobTarget(TimeStampedModel):
                 fields=["job", "tenant", "environment"],
                 name="runs_jobtarget_unique",
                 violation_error_code="duplicate_target",
-            )
+            ),
+            models.CheckConstraint(
+                condition=Q(paused_at__isnull=True) | ~Q(pause_reason=""),
+                name="runs_jobtarget_pause_has_reason",
+                violation_error_code="pause_reason_required",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from runs.catalog.models import Job
+from runs.catalog.models import Job, JobTarget
 
 
 class JobPauseSerializer(serializers.ModelSerializer[Job]):
@@ -29,3 +29,31 @@ class JobPauseInputSerializer(serializers.Serializer[dict[str, Any]]):
 
 class JobResumeInputSerializer(serializers.Serializer[dict[str, Any]]):
     note = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+
+
+class TargetPauseSerializer(serializers.ModelSerializer[JobTarget]):
+    """A target's pause: its job, tenant and environment, whether it is paused, since when, by whom, why."""
+
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    job = serializers.CharField(source="job.key", read_only=True)
+    tenant = serializers.CharField(source="tenant.slug", read_only=True)
+    is_paused = serializers.SerializerMethodField()
+    paused_by = serializers.CharField(source="paused_by.username", read_only=True, allow_null=True, default=None)
+
+    class Meta:
+        model = JobTarget
+        fields = [
+            "id",
+            "job",
+            "tenant",
+            "environment",
+            "is_paused",
+            "paused_at",
+            "paused_by",
+            "pause_reason",
+            "resumed_at",
+        ]
+        read_only_fields = fields
+
+    def get_is_paused(self, target: JobTarget) -> bool:
+        return target.paused_at is not None

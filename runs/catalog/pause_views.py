@@ -1,6 +1,11 @@
-"""Pausing and resuming a job from the browser (support on a tenant of the job, or its technical owner)."""
+"""Pausing and resuming a job (its technical owners, admins) or one target of it (support on its tenant
+too) from the browser. The refusals come from the services (runs/catalog/pause.py): a Forbidden
+becomes a 403 page, a NotFound a 404; the page shows only the forms the person may use."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -9,13 +14,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
 
-from handover.core.errors import DomainError
-from runs.catalog.models import Job
-from runs.catalog.pause import job_pause, job_resume
+from handover.core.errors import DomainError, Forbidden, NotFound
+from handover.core.people import signed_in
+from runs.catalog.models import Job, JobTarget
+from runs.catalog.pause import job_pause, job_resume, target_pause, target_resume
 from runs.catalog.pause_forms import JobPauseForm, JobResumeForm
-from runs.catalog.selectors import job_get
-from runs.permissions import may_pause_job
+from runs.catalog.selectors import job_get, target_get, target_list_visible
+from runs.permissions import may_pause_job, may_pause_target
 
 
 def _job(request: HttpRequest, id: str) -> Job:
@@ -32,27 +39,46 @@ def _back(request: HttpRequest, default: str) -> str:
     return default
 
 
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """A service's refusal as the page's: Forbidden -> 403, NotFound -> 404."""
+    try:
+        yield
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from exc
+    except NotFound as exc:
+        raise Http404(exc.detail) from exc
+
+
 @login_required
 def job_pause_view(request: HttpRequest, id: str) -> HttpResponse:
-    """Show the job's pause state; POST pauses it with a reason (written on the job's timeline)."""
+    """Show the job's pause state and its targets'; POST pauses the job with a reason (on the job's timeline)."""
     job = _job(request, id)
-    may_pause = may_pause_job(user=request.user, job=job)
     form = JobPauseForm(request.POST or None)
     if request.method == "POST":
-        if not may_pause:
-            raise PermissionDenied("Only the job's technical owners and admins pause the whole job.")
-        if form.is_valid():
-            try:
-                job_pause(job=job, actor=request.user, reason=form.cleaned_data["reason"])
-                messages.success(request, f"{job.key} is paused: replays are blocked until it is resumed.")
-            except DomainError as exc:
-                messages.error(request, exc.detail)
-            return redirect(_back(request, request.path))
+        reason = form.cleaned_data["reason"] if form.is_valid() else ""  # the service says what is missing
+        try:
+            with _refusals():
+                job_pause(job=job, actor=signed_in(request.user), reason=reason)
+            messages.success(request, f"{job.key} is paused: replays are blocked until it is resumed.")
+        except DomainError as exc:
+            messages.error(request, exc.detail)
+        return redirect(_back(request, request.path))
     job = Job.objects.select_related("paused_by").get(pk=job.pk)
+    targets = list(target_list_visible(user=request.user, job=job).select_related("paused_by"))
+    rows = [(t, may_pause_target(user=request.user, target=t)) for t in targets]
     return render(
         request,
         "runs/catalog/job_pause.html",
-        {"job": job, "form": form, "resume_form": JobResumeForm(), "may_pause": may_pause, "next": _back(request, "")},
+        {
+            "job": job,
+            "form": form,
+            "resume_form": JobResumeForm(),
+            "target_form": JobPauseForm(prefix="target"),
+            "may_pause": may_pause_job(user=request.user, job=job),
+            "target_rows": rows,
+            "next": _back(request, ""),
+        },
     )
 
 
@@ -62,10 +88,47 @@ def job_resume_view(request: HttpRequest, id: str) -> HttpResponse:
     job = _job(request, id)
     if request.method != "POST":
         return redirect("handover:job-pause", id=job.public_id)
-    if not may_pause_job(user=request.user, job=job):
-        raise PermissionDenied("Only the job's technical owners and admins resume the whole job.")
     form = JobResumeForm(request.POST)
     note = form.cleaned_data["note"] if form.is_valid() else ""
-    job_resume(job=job, actor=request.user, note=note)
+    with _refusals():
+        job_resume(job=job, actor=signed_in(request.user), note=note)
     messages.success(request, f"{job.key} is running again.")
     return redirect(_back(request, reverse("handover:job-pause", kwargs={"id": job.public_id})))
+
+
+def _target_post(request: HttpRequest, id: str, act: Callable[[JobTarget], str]) -> HttpResponse:
+    target = target_get(user=request.user, public_id=id)
+    if target is None:
+        raise Http404("No such target")
+    try:
+        with _refusals():
+            messages.success(request, act(target))
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+    return redirect(_back(request, reverse("handover:job-pause", kwargs={"id": target.job.public_id})))
+
+
+@login_required
+@require_POST
+def target_pause_view(request: HttpRequest, id: str) -> HttpResponse:
+    """POST: pause one target (its tenant's part of the job) with a reason; back to the job's pause page."""
+    form = JobPauseForm(request.POST, prefix="target")
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+
+    def act(target: JobTarget) -> str:
+        target_pause(target=target, actor=signed_in(request.user), reason=reason)
+        return f"{target.job.key} for {target.tenant.slug} ({target.environment}) is paused."
+
+    return _target_post(request, id, act)
+
+
+@login_required
+@require_POST
+def target_resume_view(request: HttpRequest, id: str) -> HttpResponse:
+    """POST: resume a paused target; back to the job's pause page."""
+
+    def act(target: JobTarget) -> str:
+        target_resume(target=target, actor=signed_in(request.user), note=request.POST.get("note", "")[:2000])
+        return f"{target.job.key} for {target.tenant.slug} ({target.environment}) is running again."
+
+    return _target_post(request, id, act)

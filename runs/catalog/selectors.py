@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
 
 from django.db.models import Count, F, Prefetch, Q, QuerySet
 
@@ -11,13 +13,13 @@ from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Job, JobTarget, RunnerCredential, SideEffect
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import missed_slots
-from runs.permissions import User, job_list_owned, tenant_list_visible
+from runs.permissions import User, is_admin, job_list_owned, tenant_list_visible
 
 
 def target_list_visible(*, user: User, job: Job | None = None) -> QuerySet[JobTarget]:
     """Active and inactive targets ``user`` may see (optionally of one job), with job and tenant joined."""
     targets = JobTarget.objects.all()
-    if not (user.is_authenticated and user.is_superuser):
+    if not is_admin(user):
         tenants = tenant_list_visible(user=user).values("pk")
         jobs = job_list_owned(user=user).values("pk")
         targets = targets.filter(Q(tenant__in=tenants) | Q(job__in=jobs))
@@ -26,11 +28,16 @@ def target_list_visible(*, user: User, job: Job | None = None) -> QuerySet[JobTa
     return targets.select_related("job", "tenant").order_by("job__key", "tenant__slug_key", "environment")
 
 
+def target_get(*, user: User, public_id: UUID | str) -> JobTarget | None:
+    """One target ``user`` may see, with job, tenant and who paused it joined (None when missing or not visible)."""
+    return target_list_visible(user=user).select_related("paused_by").filter(public_id=public_id).first()
+
+
 def job_list_visible(*, user: User) -> QuerySet[Job]:
     """Jobs ``user`` owns technically, or that run for a tenant they hold a role on."""
     if not user.is_authenticated:
         return Job.objects.none()
-    if user.is_superuser:
+    if is_admin(user):
         return Job.objects.order_by("key")
     tenants = tenant_list_visible(user=user).values("pk")
     jobs = job_list_owned(user=user).values("pk")
@@ -45,7 +52,7 @@ def job_list_visible(*, user: User) -> QuerySet[Job]:
     )
 
 
-def job_get(*, user: User, public_id: object) -> Job | None:
+def job_get(*, user: User, public_id: UUID | str) -> Job | None:
     """One job ``user`` may see (None when missing or not visible)."""
     return job_list_visible(user=user).filter(public_id=public_id).first()
 
@@ -106,7 +113,7 @@ def target_outage_list(*, target: JobTarget, now: datetime, days: int = 30, limi
 
     cron = target.schedule_override or job.schedule
     zone = target.timezone_override or job.timezone
-    policies = {
+    policies: dict[str, Any] = {
         "dst_gap": target.dst_gap_override or job.dst_gap_policy,
         "dst_overlap": target.dst_overlap_override or job.dst_overlap_policy,
     }

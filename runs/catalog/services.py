@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings as django_settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.urls import reverse
@@ -16,6 +15,7 @@ from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
 from handover.core.errors import Conflict, DomainError
+from handover.core.people import Person
 from runs.alerts.parsers.registry import get_adapter
 from runs.audit.services import audit_actor, audit_key_change, audit_record
 from runs.catalog.authentication import generate_secret
@@ -120,7 +120,7 @@ def integration_key_create(
     integration: Integration,
     tenants: Iterable[Tenant] = (),
     all_tenants: bool = False,
-    created_by: AbstractBaseUser | None = None,
+    created_by: Person | None = None,
     label: str = "",
     action: str = "key_create",
     kind: str = IntegrationKey.Kind.HEADER,
@@ -165,7 +165,7 @@ def integration_key_url(*, source: str, key: str, base_url: str | None = None) -
 
 
 def integration_key_revoke(
-    *, key: IntegrationKey, actor: AbstractBaseUser | None = None, at: datetime | None = None
+    *, key: IntegrationKey, actor: Person | None = None, at: datetime | None = None
 ) -> IntegrationKey:
     """Revoke a key now, or at ``at`` (UTC; a rotation's grace period); from then posts with it get 401.
 
@@ -191,7 +191,7 @@ def integration_key_revoke(
 
 
 def runner_credential_create(
-    *, job: Job, created_by: AbstractBaseUser | None = None, label: str = ""
+    *, job: Job, created_by: Person | None = None, label: str = ""
 ) -> tuple[RunnerCredential, str]:
     """Issue a runner credential for ``job``; returns the row and the secret (``rc_…``, shown once).
 
@@ -216,9 +216,7 @@ def runner_credential_create(
     return record, secret.key
 
 
-def runner_credential_revoke(
-    *, credential: RunnerCredential, actor: AbstractBaseUser | None = None
-) -> RunnerCredential:
+def runner_credential_revoke(*, credential: RunnerCredential, actor: Person | None = None) -> RunnerCredential:
     """Revoke a runner credential now: from then its claims and reports answer 401.
 
     Idempotent: a credential already revoked keeps its time and nothing is recorded. Side effects: the
@@ -256,7 +254,7 @@ def runner_credential_record_use(*, credential: RunnerCredential) -> None:
     ).update(last_used_at=now)
 
 
-def role_grant(*, user: AbstractBaseUser, role: str, obj: Tenant | Job, actor: AbstractBaseUser | None = None) -> None:
+def role_grant(*, user: Person, role: str, obj: Tenant | Job, actor: Person | None = None) -> None:
     """Grant a role (``support``, ``business_owner``, ``auditor`` on a tenant; ``technical_owner`` on a job).
 
     Raises ``DomainError`` for a role that does not fit the object. Side effects: the guardian
@@ -271,7 +269,7 @@ def role_grant(*, user: AbstractBaseUser, role: str, obj: Tenant | Job, actor: A
         assign_perm(table[role], user, obj)
 
 
-def role_revoke(*, user: AbstractBaseUser, role: str, obj: Tenant | Job, actor: AbstractBaseUser | None = None) -> None:
+def role_revoke(*, user: Person, role: str, obj: Tenant | Job, actor: Person | None = None) -> None:
     """Take a role back. No error when the person did not hold it (then nothing is audited).
 
     Side effects: the permission row deleted and an AuditEvent (``role_revoke``), as for ``role_grant``.

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Count, Q, QuerySet
 
+from handover.core.people import Person
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.parsers.custom.parser import SOURCE as CUSTOM_SOURCE
 from runs.alerts.parsers.registry import available_sources, get_adapter
@@ -28,7 +29,7 @@ from runs.catalog.conventions import integration_conventions
 from runs.catalog.keys import source_can_sign
 from runs.catalog.models import Integration
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 RECENT_DELIVERIES = 25
 SUMMARY_MAX_CHARS = 600
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from handover.core.errors import DomainError
+from handover.core.people import Person
 from runs.alerts.decoders import decoder_problem
 from runs.audit.services import audit_record
 from runs.catalog.models import Integration
@@ -43,7 +43,7 @@ def integration_transport(*, integration: Integration) -> IntegrationTransport:
 def integration_transport_update(
     *,
     integration: Integration,
-    actor: AbstractBaseUser | None,
+    actor: Person | None,
     allow_get: bool,
     decoder_kind: str = "json",
     item_types: list[str] | None = None,

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 
 from handover.core.fields import BlankAsNullChoiceField, BoundedDateTimeField
 from handover.core.filters import StrictQueryMixin
+from handover.core.people import Person, signed_in
 from handover.core.serializers import ProblemSerializer
 from runs.attempts.selectors import run_get
 from runs.catalog.selectors import target_list_visible
@@ -54,10 +55,18 @@ class NextRunCheckSerializer(serializers.ModelSerializer[NextRunCheck]):
     failure_reason = BlankAsNullChoiceField(
         choices=NextRunCheck.FailureReason.choices, help_text="why the check failed; null unless failed"
     )
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
-    confirmed_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
-    waived_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
-    waiver_owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    created_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    confirmed_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    waived_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    waiver_owner: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = NextRunCheck
@@ -202,13 +211,14 @@ class NextRunCheckViewSet(
                 raise ValidationError({"run": ["No job target expects this run: name a target instead."]})
             target = run.target
         else:
-            target = target_list_visible(user=request.user).filter(public_id=values["target"]).first()
-            if target is None:
+            named = target_list_visible(user=request.user).filter(public_id=values["target"]).first()
+            if named is None:
                 raise ValidationError({"target": ["No such target."]})
+            target = named
         if not may_act_on_target(user=request.user, target=target):
             raise PermissionDenied("Only support on this tenant or the job's technical owner may create checks.")
         check, created = next_run_check_schedule(
-            target=target, after=values.get("after") or timezone.now(), recovered_run=run, actor=request.user
+            target=target, after=values.get("after") or timezone.now(), recovered_run=run, actor=signed_in(request.user)
         )
         return self._respond(check, status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -235,7 +245,11 @@ class NextRunCheckViewSet(
         values = data.validated_data
         owner = get_user_model().objects.filter(username=values["owner"]).first()
         check = next_run_check_waive(
-            check=check, actor=request.user, owner=owner, checkpoint=values["checkpoint"], reason=values["reason"]
+            check=check,
+            actor=signed_in(request.user),
+            owner=owner,
+            checkpoint=values["checkpoint"],
+            reason=values["reason"],
         )
         return self._respond(check)
 
@@ -259,5 +273,5 @@ class NextRunCheckViewSet(
         self._authorise(check)
         data = NextRunCheckConfirmInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        check = next_run_check_confirm(check=check, actor=request.user, note=data.validated_data["note"])
+        check = next_run_check_confirm(check=check, actor=signed_in(request.user), note=data.validated_data["note"])
         return self._respond(check)

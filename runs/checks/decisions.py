@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, date
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from handover.core.errors import DomainError, Forbidden, InvalidTransition
+from handover.core.people import Person
 from runs.checks.evaluation import next_run_check_evaluate
 from runs.checks.events import check_event_record
 from runs.checks.facts import check_change, next_run_check_facts
@@ -22,8 +22,8 @@ from runs.timeline.models import TimelineEvent
 def next_run_check_waive(
     *,
     check: NextRunCheck,
-    actor: AbstractBaseUser,
-    owner: AbstractBaseUser | None,
+    actor: Person,
+    owner: Person | None,
     checkpoint: date | None,
     reason: str,
 ) -> NextRunCheck:
@@ -68,7 +68,7 @@ def next_run_check_waive(
     )
 
 
-def next_run_check_confirm(*, check: NextRunCheck, actor: AbstractBaseUser, note: str) -> NextRunCheck:
+def next_run_check_confirm(*, check: NextRunCheck, actor: Person, note: str) -> NextRunCheck:
     """Confirm that a next run without a ledger re-emitted nothing, then settle the check.
 
     Only a check awaiting confirmation (scheduled, an in-time success found, no ledger) can be

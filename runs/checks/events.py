@@ -6,8 +6,7 @@ import zoneinfo
 from datetime import UTC, datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
-
+from handover.core.people import Person
 from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_build, timeline_events_record
@@ -28,7 +27,7 @@ def check_event_build(
     kind: TimelineEventKind,
     summary: str,
     occurred_at: datetime,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     data: dict[str, Any] | None = None,
 ) -> TimelineEvent:
     """A check's (unsaved) timeline event: on the recovered run's timeline, else job-level with the tenant."""
@@ -40,7 +39,7 @@ def check_event_build(
         kind=kind,
         summary=summary,
         occurred_at=occurred_at,
-        actor_user=actor,
+        actor=actor,
         data={"check": str(check.public_id), "expected_at": check.expected_at.isoformat(), **(data or {})},
     )
 

@@ -110,7 +110,7 @@ def run_evidence(run_ids: Iterable[int]) -> dict[int, _RunEvidence]:
         Run.objects.filter(pk__in=ids)
         .annotate(
             success_attempt_id=Subquery(_qualifying_successes(OuterRef("pk")).values("pk")[:1]),
-            success_at=Subquery(_qualifying_successes(OuterRef("pk")).values("success_at")[:1]),
+            success_at=Subquery(_qualifying_successes(OuterRef("pk")).values("success_at")[:1]),  # type: ignore[misc]  # an annotation of the subquery; the plugin sees only model fields
             has_ledger=_ledger_exists(OuterRef("pk")),
             duplicate_trigger_number=Subquery(_unexplained_duplicate_triggers(OuterRef("pk")).values("number")[:1]),
         )

@@ -43,7 +43,9 @@ def run_sweep_missed(
 ) -> int:
     """Create one ``missed`` run for each fire time of a success-reporting target that never reported.
 
-    Targets: active, ``reports_successes``, job not paused. A fire time is missed when its deadline
+    Targets: active, ``reports_successes``, neither the target nor its job paused
+    (runs/catalog/pause.py); fire times before the target's or the job's last resume are not
+    missed. A fire time is missed when its deadline
     (fire time + grace) has passed and no run has its scheduled time or its window. The walk
     starts at the target's creation when it never reported, else at the newer of its creation and
     the older of (its latest scheduled run, now minus ``lookback_seconds``, default
@@ -60,7 +62,9 @@ def run_sweep_missed(
         else getattr(settings, "HANDOVER_MISSED_RUN_LOOKBACK_SECONDS", MISSED_RUN_LOOKBACK_SECONDS)
     )
     targets = list(
-        JobTarget.objects.filter(is_active=True, reports_successes=True, job__paused_at__isnull=True)
+        JobTarget.objects.filter(
+            is_active=True, reports_successes=True, paused_at__isnull=True, job__paused_at__isnull=True
+        )
         .select_related("job", "tenant")
         .order_by("id")
     )
@@ -98,6 +102,9 @@ def _target_sweep_missed(target: JobTarget, now: datetime, last: datetime | None
         start = max(min(last, now - lookback), target.created_at)
     if schedule.active_from is not None:  # Slot rule 6: no slot before the target is active
         start = max(start, schedule.active_from - MICROSECOND)
+    for resumed_at in (target.resumed_at, target.job.resumed_at):  # a pause's fire times are not missed
+        if resumed_at is not None:
+            start = max(start, resumed_at)
     if start >= horizon_end:
         return 0
     slots = fire_times_between(sched, start, horizon_end, cap)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from handover.core.errors import DomainError, Forbidden
+from handover.core.people import Person
 from runs.attempts.models import Run
 from runs.catalog.models import JobTarget
 from runs.checks.events import check_event_record, local_text, utc_text
@@ -48,7 +48,7 @@ def next_run_check_schedule(
     after: datetime,
     requested_by: CheckRequester | None = None,
     recovered_run: Run | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
 ) -> tuple[NextRunCheck, bool]:
     """Create the check of ``target``'s first fire time strictly after ``after`` (aware, any zone).
 

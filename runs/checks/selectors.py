@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
+from uuid import UUID
 
 from django.db.models import Q, QuerySet
 
 from runs.attempts.models import Run
 from runs.checks.models import NextRunCheck
-from runs.permissions import User, job_list_owned, tenant_list_visible
+from runs.permissions import User, is_admin, job_list_owned, tenant_list_visible
 
 
 def check_visibility_filter(*, user: User) -> Q:
     """A Q object limiting next-run checks to targets ``user`` may see."""
-    if user.is_authenticated and user.is_superuser:
+    if is_admin(user):
         return Q()
     tenants = tenant_list_visible(user=user).values("pk")
     jobs = job_list_owned(user=user).values("pk")
@@ -38,7 +39,7 @@ def check_list(
     if tenant:
         checks = checks.filter(target__tenant__slug_key=tenant.casefold())
     if target:
-        checks = checks.filter(target__public_id=target)
+        checks = checks.filter(target__public_id=str(target))
     return checks.select_related(
         "target__job",
         "target__tenant",
@@ -53,7 +54,7 @@ def check_list(
     ).order_by("deadline_at", "id")
 
 
-def check_get(*, user: User, public_id: object) -> NextRunCheck | None:
+def check_get(*, user: User, public_id: UUID | str) -> NextRunCheck | None:
     """One next-run check ``user`` may see (None when missing or not visible)."""
     return check_list(user=user).filter(public_id=public_id).first()
 

@@ -193,7 +193,7 @@ def _record_late_successes(now: datetime) -> int:
                 failed_at__gte=now - LATE_SUCCESS_LOOKBACK,
             )
         )
-        .filter(found_run_id__isnull=False)
+        .filter(found_run_id__isnull=False)  # type: ignore[misc]  # an annotation (checks_with_next_run) the plugin cannot see
         .select_related("target__job", "target__tenant", "recovered_run")
     )
     evidence = run_evidence(row.found_run_id for row in rows)  # type: ignore[attr-defined]

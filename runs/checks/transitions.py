@@ -9,11 +9,12 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from handover.core.errors import InvalidTransition
+from handover.core.people import Person
 from runs.checks.events import check_event_build
 from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent
@@ -27,6 +28,14 @@ CHECK_EVENT_KINDS = {
 }
 
 
+def _concrete_field(name: str) -> Field[Any, Any]:
+    """The NextRunCheck column ``name`` (a concrete field, never a relation's reverse side)."""
+    column = NextRunCheck._meta.get_field(name)
+    if not isinstance(column, Field):
+        raise TypeError(f"{name} is not a column of NextRunCheck")
+    return column
+
+
 def checks_update_each(
     rows: Sequence[NextRunCheck], names: Iterable[str], *, statuses: Iterable[str], without_evidence: bool = False
 ) -> int:
@@ -38,7 +47,7 @@ def checks_update_each(
     row to compile; one ``QuerySet.update`` per row costs a round trip and a compile each.
     """
     meta = NextRunCheck._meta
-    fields = [meta.get_field(name) for name in sorted(set(names))]
+    fields = [_concrete_field(name) for name in sorted(set(names))]
     quote = connection.ops.quote_name
     allowed = [str(status) for status in statuses]
     in_allowed = f"IN ({', '.join(['%s'] * len(allowed))})"
@@ -54,7 +63,10 @@ def checks_update_each(
             # One statement for the batch: the rows to write joined in from a VALUES list (each
             # column cast, since VALUES of parameters are untyped).
             columns = ", ".join(quote(f.column) for f in fields)
-            sets = ", ".join(f"{quote(f.column)} = v.{quote(f.column)}::{f.cast_db_type(connection)}" for f in fields)
+            casts = [f.cast_db_type(connection) for f in fields]  # type: ignore[attr-defined]  # Django has it; the stubs lack it
+            sets = ", ".join(
+                f"{quote(f.column)} = v.{quote(f.column)}::{cast}" for f, cast in zip(fields, casts, strict=True)
+            )
             row_sql = f"({', '.join(['%s'] * (len(fields) + 1))})"
             cursor.execute(
                 f"UPDATE {table} AS t SET {sets} FROM (VALUES {', '.join([row_sql] * len(values))})"
@@ -92,7 +104,7 @@ def next_run_check_transition(
     action: str,
     changes: Sequence[CheckChange],
     at: datetime | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
 ) -> list[NextRunCheck]:
     """Move checks along ``NextRunCheck.TRANSITIONS`` (``pass``, ``fail``, ``waive``): the only status writer.
 
@@ -162,7 +174,7 @@ def check_transition_one(
     action: str,
     summary: str,
     values: dict[str, Any] | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     data: dict[str, Any] | None = None,
     at: datetime | None = None,
 ) -> NextRunCheck:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
+from handover.core.people import signed_in
 from handover.core.views import form_post
 from runs.catalog.selectors import target_list_visible
 from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
@@ -119,7 +120,7 @@ def check_create_view(request: HttpRequest) -> HttpResponse:
     if not may_act_on_target(user=request.user, target=target):
         raise PermissionDenied("Only support on this tenant or the job's technical owner may create checks.")
     try:
-        check, created = next_run_check_schedule(target=target, after=timezone.now(), actor=request.user)
+        check, created = next_run_check_schedule(target=target, after=timezone.now(), actor=signed_in(request.user))
     except DomainError as exc:
         messages.error(request, exc.detail)
         return redirect("runs:check-list")
@@ -148,7 +149,7 @@ def check_waive_view(request: HttpRequest, id: str) -> HttpResponse:
         invalid="Give a checkpoint date, a reason and the owner's username.",
         act=lambda data: next_run_check_waive(
             check=check,
-            actor=request.user,
+            actor=signed_in(request.user),
             owner=get_user_model().objects.filter(username=data["owner"]).first(),
             checkpoint=data["checkpoint"],
             reason=data["reason"],
@@ -167,7 +168,7 @@ def check_confirm_view(request: HttpRequest, id: str) -> HttpResponse:
         request,
         NextRunCheckConfirmForm(request.POST),
         invalid="Say how duplicates were checked.",
-        act=lambda data: next_run_check_confirm(check=check, actor=request.user, note=data["note"]),
+        act=lambda data: next_run_check_confirm(check=check, actor=signed_in(request.user), note=data["note"]),
         success=lambda confirmed: f"Confirmed: the check is {confirmed.status}.",
         done=redirect("runs:check-detail", id=check.public_id),
     )

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.test import Client
 
+from handover.core.people import Person
 from runs.alerts.models import Delivery
 from runs.alerts.parsers.registry import available_sources
 from runs.catalog.services import (
@@ -31,7 +32,7 @@ from runs.catalog.services import (
 )
 
 ALERTS_DIR = Path(__file__).resolve().parent / "alerts"
-DEMO_JOB = {
+DEMO_JOB: dict[str, Any] = {
     "key": "nightly-invoice-export",
     "defaults": {
         "name": "Nightly invoice export",
@@ -95,7 +96,7 @@ def demo_load(
     *,
     log: Callable[[str], None] = lambda _: None,
     reset_passwords: bool = False,
-    person_ready: Callable[[AbstractBaseUser, str], object] = lambda _user, _address: None,
+    person_ready: Callable[[Person, str], object] = lambda _user, _address: None,
 ) -> DemoReport:
     """Register the demo job, tenants, targets, integrations and users; post every story once.
 
@@ -165,9 +166,9 @@ def _post_fixtures(client: Client, report: DemoReport, log: Callable[[str], None
         if Delivery.objects.filter(integration=integration, key__label="demo").exists():
             report.skipped_sources.append(source)
             continue
-        tenants = [tenant_get_or_create(slug=s)[0] for s in SOURCE_TENANTS.get(source, [])]
-        tenants.append(tenant_get_or_create(slug=UNICODE_TENANT)[0])
-        issued = integration_key_create(integration=integration, tenants=tenants, label="demo")
+        key_tenants = [tenant_get_or_create(slug=s)[0] for s in SOURCE_TENANTS.get(source, [])]
+        key_tenants.append(tenant_get_or_create(slug=UNICODE_TENANT)[0])
+        issued = integration_key_create(integration=integration, tenants=key_tenants, label="demo")
         report.posts[source] = []
         for path in sorted(folder.glob("*.json")):
             response = client.post(
@@ -211,7 +212,7 @@ def demo_ledger_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
         return LoadFile(kind=kind, content=(LEDGER_DIR / name).read_bytes(), file_name=name)
 
     work_item_loads_create(
-        user=person,
+        actor=person,
         run=run,
         files=[
             upload("population", "population.csv"),
@@ -219,7 +220,7 @@ def demo_ledger_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
             upload("destination", "destination.csv"),
         ],
     )
-    work_item_loads_create(user=person, run=run, files=[upload("provider_lookup", "provider-lookup.csv")])
+    work_item_loads_create(actor=person, run=run, files=[upload("provider_lookup", "provider-lookup.csv")])
     run.refresh_from_db()
     log(
         f"  ledger: {run.eligible_count} eligible, {run.completed_count} completed, {run.unresolved_count} "

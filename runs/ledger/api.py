@@ -26,6 +26,7 @@ from handover.core.fields import BlankAsNullChoiceField
 from handover.core.filters import StrictQueryMixin
 from handover.core.pagination import DefaultPagination, page_number_read
 from handover.core.parsers import FormParser, MultiPartParser
+from handover.core.people import Person
 from handover.core.serializers import ProblemSerializer
 from runs.attempts.models import Run
 from runs.ledger.common import run_ledger_require_writer
@@ -130,7 +131,9 @@ class WorkItemSerializer(serializers.ModelSerializer[WorkItem]):
     evidence_kind = BlankAsNullChoiceField(
         choices=WorkItem.EvidenceKind.choices, help_text="where the outcome comes from; null before any evidence"
     )
-    evidence_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    evidence_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
     evidence_summary = serializers.CharField(read_only=True)
     destination_load = serializers.UUIDField(
         source="destination_load.public_id",
@@ -197,7 +200,9 @@ class WorkItemChangeSerializer(serializers.ModelSerializer[WorkItemChange]):
     """One entry of an item's history: a person's change or a provider lookup."""
 
     record_id = serializers.CharField(source="work_item.record_id", read_only=True)
-    changed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    changed_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
     load = serializers.UUIDField(source="load.public_id", read_only=True, allow_null=True, default=None)
 
     class Meta:
@@ -246,7 +251,9 @@ class WorkItemLoadSerializer(serializers.ModelSerializer[WorkItemLoad]):
     """One uploaded file and what became of it; ``progress`` is live while it is pending or running."""
 
     id = serializers.UUIDField(source="public_id", read_only=True)
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
     confirmed_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
@@ -363,7 +370,9 @@ class RunLedgerSerializer(serializers.ModelSerializer[Run]):
     failure_class = BlankAsNullChoiceField(
         choices=Run.FailureClass.choices, help_text="confirmed by a person; null until then"
     )
-    failure_class_confirmed_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    failure_class_confirmed_by: serializers.SlugRelatedField[Person] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = Run
@@ -443,7 +452,7 @@ def _writable_run(request: Request, run_id: object) -> Run:
     400 that tells them what the write would have needed.
     """
     run = _run(request, run_id)
-    run_ledger_require_writer(user=request.user, run=run)
+    run_ledger_require_writer(actor=request.user, run=run)
     return run
 
 
@@ -524,7 +533,7 @@ class WorkItemChangeView(StrictQueryMixin, APIView):
         run = _writable_run(request, id)
         data = WorkItemChangeInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        item = work_item_change(user=request.user, run=run, **data.validated_data)
+        item = work_item_change(actor=request.user, run=run, **data.validated_data)
         return Response(WorkItemSerializer(item).data)
 
 
@@ -545,7 +554,7 @@ class WorkItemVerifyView(StrictQueryMixin, APIView):
         run = _writable_run(request, id)
         data = WorkItemVerifyInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        item = work_item_verify(user=request.user, run=run, **data.validated_data)
+        item = work_item_verify(actor=request.user, run=run, **data.validated_data)
         return Response(WorkItemSerializer(item).data)
 
 
@@ -598,7 +607,7 @@ class WorkItemLoadListCreateView(StrictQueryMixin, generics.ListAPIView[WorkItem
         ]
         try:
             loads = work_item_loads_create(
-                user=request.user,
+                actor=request.user,
                 run=run,
                 files=files,
                 file_format=values["format"],
@@ -647,7 +656,7 @@ class WorkItemLoadRetryView(StrictQueryMixin, APIView):
         if load is None:
             raise Http404
         load.run = run
-        load = work_item_load_retry(user=request.user, load=load)
+        load = work_item_load_retry(actor=request.user, load=load)
         return Response(WorkItemLoadSerializer(load).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -682,7 +691,7 @@ class WorkItemLoadConfirmView(StrictQueryMixin, APIView):
             raise Http404
         load.run = run
         try:
-            load = work_item_load_confirm(user=request.user, load=load, **data.validated_data)
+            load = work_item_load_confirm(actor=request.user, load=load, **data.validated_data)
         except LedgerVersionConflict as exc:
             body = problem(
                 exc.status,
@@ -721,7 +730,7 @@ class WorkItemLoadDiscardView(StrictQueryMixin, APIView):
         if load is None:
             raise Http404
         load.run = run
-        load = work_item_load_discard(user=request.user, load=load, **data.validated_data)
+        load = work_item_load_discard(actor=request.user, load=load, **data.validated_data)
         return Response(WorkItemLoadSerializer(load).data)
 
 
@@ -742,7 +751,7 @@ class WorkItemDuplicateExplainView(StrictQueryMixin, APIView):
         run = _writable_run(request, id)
         data = WorkItemDuplicateExplainInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        item = work_item_duplicate_explain(user=request.user, run=run, **data.validated_data)
+        item = work_item_duplicate_explain(actor=request.user, run=run, **data.validated_data)
         return Response(WorkItemSerializer(item).data)
 
 
@@ -771,7 +780,7 @@ class RunFailureClassConfirmView(StrictQueryMixin, APIView):
         run = _writable_run(request, id)
         data = RunFailureClassConfirmInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        run = run_failure_class_confirm(user=request.user, run=run, **data.validated_data)
+        run = run_failure_class_confirm(actor=request.user, run=run, **data.validated_data)
         return Response(RunLedgerSerializer(run).data)
 
 

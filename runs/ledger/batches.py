@@ -147,7 +147,7 @@ def work_item_load_run(*, load_id: int) -> WorkItemLoad:
                 run=run,
                 kind=TimelineEvent.Kind.WORK_ITEMS_VERIFIED if only else TimelineEvent.Kind.WORK_ITEMS_LOADED,
                 summary=_batch_summary(loads, counts, totals, confirmation),
-                actor_user=first.created_by,
+                actor=first.created_by,
                 data={
                     "batch": str(first.batch),
                     "loads": [
@@ -294,7 +294,11 @@ def _batch_fail(
     """Mark a batch's loads failed, outside the rolled-back transaction, and publish it to the progress bar."""
     for load in loads:
         is_culprit = culprit is None or load.pk == culprit.pk
-        message = error if is_culprit else f"Not loaded: {culprit.file_name or culprit.kind} in the same upload failed."
+        message = (
+            error
+            if is_culprit or culprit is None
+            else f"Not loaded: {culprit.file_name or culprit.kind} in the same upload failed."
+        )
         fields: dict[str, Any] = {
             "status": WorkItemLoad.Status.FAILED,
             "finished_at": timezone.now(),
@@ -350,7 +354,7 @@ def _batch_await(loads: list[WorkItemLoad], run: Run, found: WeakeningFound) -> 
             f"{names} would weaken {preview['total']:,} records ({found.counts_text()}): nothing applied; "
             "it waits for a person's confirmation."
         ),
-        actor_user=loads[0].created_by,
+        actor=loads[0].created_by,
         data={
             "batch": str(loads[0].batch),
             "loads": [str(ld.public_id) for ld in loads],

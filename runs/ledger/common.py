@@ -3,16 +3,17 @@ and a load's progress published through the cache (outside the load's transactio
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
 
 from handover.core.errors import Forbidden
+from handover.core.people import Person
 from runs.attempts.models import Run
 from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
 from runs.ledger.selectors import LOAD_PROGRESS_KEY
 from runs.permissions import require_act_on_run
 
-User = AbstractBaseUser | AnonymousUser
+User = Person | AnonymousUser
 STAGE = "runs_ledger_stage"
 ITEM = WorkItem._meta.db_table
 CHANGE = WorkItemChange._meta.db_table
@@ -26,14 +27,14 @@ class LedgerPermissionDenied(Forbidden):
     """The person may see the run but not change its ledger (auditors, business owners)."""
 
 
-def run_ledger_require_writer(*, user: User, run: Run) -> None:
-    """Check that ``user`` may change ``run``'s work ledger; return None when they may.
+def run_ledger_require_writer(*, actor: User, run: Run) -> None:
+    """Check that ``actor`` may change ``run``'s work ledger; return None when they may.
 
     Raises NotFound (404) for a run the person may not see, LedgerPermissionDenied (403) for one they
     may only read. The API calls it before it reads a request body, so a reader learns nothing from
     a 400; every writing service calls it again. Queries: the guardian checks, plus one when refused.
     """
-    require_act_on_run(user=user, run=run, what="change a run's work ledger", error=LedgerPermissionDenied)
+    require_act_on_run(user=actor, run=run, what="change a run's work ledger", error=LedgerPermissionDenied)
 
 
 def load_progress_publish(load: WorkItemLoad, phase: str, percent: int, message: str = "") -> None:

@@ -39,7 +39,7 @@ def _batch_for_update(load: WorkItemLoad) -> list[WorkItemLoad]:
     )
 
 
-def work_item_load_confirm(*, user: User, load: WorkItemLoad, reason: str, ledger_version: int) -> WorkItemLoad:
+def work_item_load_confirm(*, actor: User, load: WorkItemLoad, reason: str, ledger_version: int) -> WorkItemLoad:
     """Apply a load that waits for confirmation, accepting its weakenings; returns the load as it is now.
 
     ``reason`` (required) says why the weakenings are right; it becomes the history note of every
@@ -53,7 +53,7 @@ def work_item_load_confirm(*, user: User, load: WorkItemLoad, reason: str, ledge
     Raises NotFound / LedgerPermissionDenied, DomainError (no reason) and InvalidTransition (the
     load does not wait for confirmation).
     """
-    run_ledger_require_writer(user=user, run=load.run)
+    run_ledger_require_writer(actor=actor, run=load.run)
     reason = reason.strip()
     if not reason:
         raise DomainError("Say why these records may be weakened.", errors={"reason": ["required"]})
@@ -67,7 +67,7 @@ def work_item_load_confirm(*, user: User, load: WorkItemLoad, reason: str, ledge
         fields: dict[str, object] = {"status": WorkItemLoad.Status.PENDING}
         if not stale:
             fields |= {
-                "confirmed_by": user,
+                "confirmed_by": actor,
                 "confirmed_at": now,
                 "confirmed_version": ledger_version,
                 "confirm_reason": reason,
@@ -85,13 +85,13 @@ def work_item_load_confirm(*, user: User, load: WorkItemLoad, reason: str, ledge
     return current
 
 
-def work_item_load_discard(*, user: User, load: WorkItemLoad, reason: str) -> WorkItemLoad:
+def work_item_load_discard(*, actor: User, load: WorkItemLoad, reason: str) -> WorkItemLoad:
     """Decline a load that waits for confirmation: it is kept ``discarded`` with the reason, nothing applied.
 
     Writes one ``work_items_load_discarded`` timeline event. Raises DomainError (no reason) and
     InvalidTransition (the load does not wait for confirmation). Returns the load.
     """
-    run_ledger_require_writer(user=user, run=load.run)
+    run_ledger_require_writer(actor=actor, run=load.run)
     reason = reason.strip()
     if not reason:
         raise DomainError("Say why the load is discarded.", errors={"reason": ["required"]})
@@ -112,7 +112,7 @@ def work_item_load_discard(*, user: User, load: WorkItemLoad, reason: str) -> Wo
             run=run,
             kind=TimelineEvent.Kind.WORK_ITEMS_LOAD_DISCARDED,
             summary=f"{', '.join(ld.label for ld in batch)} discarded, nothing applied: {reason}",
-            actor_user=user,  # type: ignore[arg-type]
+            actor=actor,  # type: ignore[arg-type]
             data={"batch": str(load.batch), "loads": [str(ld.public_id) for ld in batch]},
         )
     for ld in batch:

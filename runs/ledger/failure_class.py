@@ -96,14 +96,14 @@ def run_failure_class_suggest(*, run: Run, totals: RunTotals | None = None, acto
     return run
 
 
-def run_failure_class_confirm(*, user: User, run: Run, failure_class: str, note: str = "") -> Run:
+def run_failure_class_confirm(*, actor: User, run: Run, failure_class: str, note: str = "") -> Run:
     """Record a person's confirmation of the run's failure class, with a ``failure_class_confirmed`` event.
 
     ``failure_class``: one of ``Run.FailureClass``. A class other than the suggestion needs a
     ``note`` saying why. Raises NotFound / LedgerPermissionDenied (see ``work_item_load_create``),
     DomainError (400) for an unknown class or a missing note. Returns the run.
     """
-    run_ledger_require_writer(user=user, run=run)
+    run_ledger_require_writer(actor=actor, run=run)
     if failure_class not in Run.FailureClass.values:
         raise DomainError(
             f"{failure_class!r} is not a failure class ({', '.join(Run.FailureClass.values)}).",
@@ -120,7 +120,10 @@ def run_failure_class_confirm(*, user: User, run: Run, failure_class: str, note:
             )
         now = timezone.now()
         Run.objects.filter(pk=run.pk).update(
-            failure_class=failure_class, failure_class_confirmed_by=user, failure_class_confirmed_at=now, updated_at=now
+            failure_class=failure_class,
+            failure_class_confirmed_by=actor,
+            failure_class_confirmed_at=now,
+            updated_at=now,
         )
         summary = f"Failure class confirmed: {FAILURE_CLASS_WORDS[failure_class].lower()}"
         if locked.failure_class_suggested and locked.failure_class_suggested != failure_class:
@@ -132,7 +135,7 @@ def run_failure_class_confirm(*, user: User, run: Run, failure_class: str, note:
             run=locked,
             kind=TimelineEvent.Kind.FAILURE_CLASS_CONFIRMED,
             summary=summary,
-            actor_user=user,  # type: ignore[arg-type]
+            actor=actor,  # type: ignore[arg-type]
             data={
                 "failure_class": failure_class,
                 "previous": locked.failure_class,
@@ -140,5 +143,5 @@ def run_failure_class_confirm(*, user: User, run: Run, failure_class: str, note:
                 "note": note,
             },
         )
-    run.failure_class, run.failure_class_confirmed_by, run.failure_class_confirmed_at = failure_class, user, now  # type: ignore[assignment]
+    run.failure_class, run.failure_class_confirmed_by, run.failure_class_confirmed_at = failure_class, actor, now  # type: ignore[assignment]
     return run

@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition, NotFound
+from handover.core.people import signed_in
 from runs.attempts.models import Run
 from runs.ledger.common import User, run_ledger_require_writer
 from runs.ledger.failure_class import run_failure_class_suggest
@@ -23,7 +24,7 @@ def _item_for_update(run: Run, record_id: str) -> WorkItem:
 
 
 def _item_outcome_set(
-    *, item: WorkItem, run: Run, user: User, kind: str, outcome: str, evidence_kind: str, evidence_ref: str, note: str
+    *, item: WorkItem, run: Run, actor: User, kind: str, outcome: str, evidence_kind: str, evidence_ref: str, note: str
 ) -> str:
     """Give the locked item its new outcome and evidence and keep the change in its history; returns the old outcome."""
     previous = item.outcome
@@ -32,7 +33,7 @@ def _item_outcome_set(
     item.evidence_kind = evidence_kind
     item.evidence_ref = evidence_ref
     item.evidence_note = note
-    item.evidence_by = user  # type: ignore[assignment]
+    item.evidence_by = signed_in(actor)
     item.evidence_at = now
     item.save(update_fields=["outcome", "evidence_kind", "evidence_ref", "evidence_note", "evidence_by", "evidence_at"])
     WorkItemChange.objects.create(
@@ -44,14 +45,14 @@ def _item_outcome_set(
         evidence_kind=evidence_kind,
         evidence_ref=evidence_ref,
         note=note,
-        changed_by=user,
+        changed_by=signed_in(actor),
         changed_at=now,
     )
     return previous
 
 
 def work_item_change(
-    *, user: User, run: Run, record_id: str, outcome: str, note: str, evidence_ref: str = ""
+    *, actor: User, run: Run, record_id: str, outcome: str, note: str, evidence_ref: str = ""
 ) -> WorkItem:
     """Change one item's outcome by a person's decision (manual evidence), keeping its history.
 
@@ -61,7 +62,7 @@ def work_item_change(
     LedgerPermissionDenied, DomainError (unknown outcome, missing note) and InvalidTransition (the
     item already has that outcome). Returns the item.
     """
-    run_ledger_require_writer(user=user, run=run)
+    run_ledger_require_writer(actor=actor, run=run)
     if outcome not in WorkItem.Outcome.values:
         raise DomainError(f"{outcome!r} is not an outcome.", errors={"outcome": ["unknown outcome"]})
     note = note.strip()
@@ -75,7 +76,7 @@ def work_item_change(
         previous = _item_outcome_set(
             item=item,
             run=run,
-            user=user,
+            actor=actor,
             kind=WorkItemChange.Kind.CHANGE,
             outcome=outcome,
             evidence_kind=WorkItem.EvidenceKind.MANUAL,
@@ -88,15 +89,15 @@ def work_item_change(
             run=run,
             kind=TimelineEvent.Kind.WORK_ITEM_CHANGED,
             summary=f"{item.record_id}: {previous} → {outcome} (by a person: {note})",
-            actor_user=user,  # type: ignore[arg-type]
+            actor=actor,  # type: ignore[arg-type]
             data={"record_id": item.record_id, "from": previous, "to": outcome, "totals": totals.as_dict()},
         )
-        run_failure_class_suggest(run=run, totals=totals, actor=user)
+        run_failure_class_suggest(run=run, totals=totals, actor=actor)
     return item
 
 
 def work_item_verify(
-    *, user: User, run: Run, record_id: str, found: bool, reference: str = "", note: str = ""
+    *, actor: User, run: Run, record_id: str, found: bool, reference: str = "", note: str = ""
 ) -> WorkItem:
     """Record a provider lookup for one uncertain (or unverified) item: found → completed, not found → absent.
 
@@ -105,7 +106,7 @@ def work_item_verify(
     totals and the failure-class suggestion. Raises NotFound, LedgerPermissionDenied, DomainError
     (found without reference) and InvalidTransition (the item is not uncertain or unverified).
     """
-    run_ledger_require_writer(user=user, run=run)
+    run_ledger_require_writer(actor=actor, run=run)
     reference = reference.strip()[:300]
     if found and not reference:
         raise DomainError(
@@ -122,7 +123,7 @@ def work_item_verify(
         previous = _item_outcome_set(
             item=item,
             run=run,
-            user=user,
+            actor=actor,
             kind=WorkItemChange.Kind.VERIFY,
             outcome=outcome,
             evidence_kind=WorkItem.EvidenceKind.PROVIDER_LOOKUP,
@@ -136,15 +137,15 @@ def work_item_verify(
             run=run,
             kind=TimelineEvent.Kind.WORK_ITEM_VERIFIED,
             summary=f"{item.record_id}: provider lookup {verdict} → {outcome}",
-            actor_user=user,  # type: ignore[arg-type]
+            actor=actor,  # type: ignore[arg-type]
             data={"record_id": item.record_id, "from": previous, "to": outcome, "reference": reference},
         )
-        run_failure_class_suggest(run=run, totals=totals, actor=user)
+        run_failure_class_suggest(run=run, totals=totals, actor=actor)
     return item
 
 
 def work_item_duplicate_explain(
-    *, user: User, run: Run, record_id: str, reason: str, evidence_ref: str = ""
+    *, actor: User, run: Run, record_id: str, reason: str, evidence_ref: str = ""
 ) -> WorkItem:
     """Explain one possible duplicate: the only way its flag is cleared (docs/work-ledger.md "Loads").
 
@@ -156,7 +157,7 @@ def work_item_duplicate_explain(
     ledger version). Raises NotFound, LedgerPermissionDenied, DomainError (no reason or
     reference, reference too long) and InvalidTransition (the item is not a possible duplicate).
     """
-    run_ledger_require_writer(user=user, run=run)
+    run_ledger_require_writer(actor=actor, run=run)
     reason, evidence_ref = reason.strip(), evidence_ref.strip()
     errors: dict[str, list[str]] = {}
     if not reason:
@@ -176,7 +177,7 @@ def work_item_duplicate_explain(
         WorkItem.objects.filter(pk=item.pk).update(
             is_possible_duplicate=False,
             duplicate_explained_at=now,
-            duplicate_explained_by=user,
+            duplicate_explained_by=actor,
             duplicate_explanation=reason,
             duplicate_evidence_ref=evidence_ref,
         )
@@ -189,7 +190,7 @@ def work_item_duplicate_explain(
             evidence_kind=WorkItem.EvidenceKind.MANUAL,
             evidence_ref=evidence_ref,
             note=reason,
-            changed_by=user,  # type: ignore[misc]  # a signed-in person (run_ledger_require_writer refused anyone else)
+            changed_by=actor,  # type: ignore[misc]  # a signed-in person (run_ledger_require_writer refused anyone else)
             changed_at=now,
         )
         totals = run_totals_refresh(run=run)
@@ -198,7 +199,7 @@ def work_item_duplicate_explain(
             run=run,
             kind=TimelineEvent.Kind.WORK_ITEM_DUPLICATE_EXPLAINED,
             summary=f"{item.record_id}: possible duplicate explained ({evidence_ref}): {reason}",
-            actor_user=user,  # type: ignore[arg-type]
+            actor=actor,  # type: ignore[arg-type]
             data={"record_id": item.record_id, "evidence_ref": evidence_ref, "totals": totals.as_dict()},
         )
     item.refresh_from_db()

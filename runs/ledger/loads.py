@@ -14,6 +14,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition
+from handover.core.people import signed_in
 from runs.attempts.models import Run
 from runs.ledger import files as ledger_files
 from runs.ledger.batches import work_item_load_run
@@ -39,7 +40,7 @@ class LoadFile:
 
 def work_item_loads_create(
     *,
-    user: User,
+    actor: User,
     run: Run,
     files: list[LoadFile],
     file_format: str = WorkItemLoad.Format.AUTO,
@@ -69,7 +70,7 @@ def work_item_loads_create(
     LedgerInputError from a synchronous load (the loads are kept ``failed`` with the file, line
     and column; no item changed). Returns the loads in application order.
     """
-    run_ledger_require_writer(user=user, run=run)
+    run_ledger_require_writer(actor=actor, run=run)
     if not files:
         raise DomainError("Upload at least one file.", errors={"file": ["required"]})
     kinds = [f.kind for f in files]
@@ -124,7 +125,7 @@ def work_item_loads_create(
                 content=zlib.compress(upload.content, 1),
                 size_bytes=len(upload.content),
                 sha256=hashlib.sha256(upload.content).hexdigest(),
-                created_by=user,
+                created_by=signed_in(actor),
                 created_at=now,
             )
             for upload in ordered
@@ -151,7 +152,7 @@ def work_item_batch_start(*, loads: list[WorkItemLoad]) -> list[WorkItemLoad]:
 
 def work_item_load_create(
     *,
-    user: User,
+    actor: User,
     run: Run,
     kind: str,
     content: bytes,
@@ -163,7 +164,7 @@ def work_item_load_create(
 ) -> WorkItemLoad:
     """Store and load one file (``work_item_loads_create`` with a batch of one); returns its load."""
     (load,) = work_item_loads_create(
-        user=user,
+        actor=actor,
         run=run,
         files=[LoadFile(kind=kind, content=content, file_name=file_name)],
         file_format=file_format,
@@ -178,20 +179,20 @@ def _enqueue(load_id: int) -> None:
     """Queue the batch of ``load_id`` once the current transaction commits."""
 
     def enqueue() -> None:
-        from runs.ledger.tasks import work_item_load_run as task
+        from runs.ledger import tasks as ledger_tasks
 
-        task.delay(load_id)
+        ledger_tasks.work_item_load_run.delay(load_id)
 
     transaction.on_commit(enqueue)
 
 
-def work_item_load_retry(*, user: User, load: WorkItemLoad) -> WorkItemLoad:
+def work_item_load_retry(*, actor: User, load: WorkItemLoad) -> WorkItemLoad:
     """Queue a batch that failed unexpectedly once more (its bytes were kept); enqueues the task on commit.
 
     Raises InvalidTransition (409) for a load that is not ``failed`` or whose bytes were dropped
     (bad input: fix the file and upload it again).
     """
-    run_ledger_require_writer(user=user, run=load.run)
+    run_ledger_require_writer(actor=actor, run=load.run)
     with transaction.atomic():
         changed = (
             WorkItemLoad.objects.filter(batch=load.batch, status=WorkItemLoad.Status.FAILED)

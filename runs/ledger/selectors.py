@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from uuid import UUID
 
 from django.db.models import Case, Q, QuerySet, Value, When
 
@@ -15,7 +16,7 @@ from runs.permissions import User, run_visibility_filter
 LOAD_PROGRESS_KEY = "runs:ledger-load:{}"
 
 
-def run_get_for_ledger(*, user: User, public_id: object) -> Run | None:
+def run_get_for_ledger(*, user: User, public_id: UUID | str) -> Run | None:
     """One run visible to ``user`` with its job and tenant, nothing prefetched (the ledger endpoints).
 
     Returns None when it does not exist or may not be seen. Queries: one.
@@ -175,7 +176,7 @@ def work_item_load_list(*, run: Run) -> QuerySet[WorkItemLoad]:
     )
 
 
-def work_item_load_get(*, run: Run, public_id: object) -> WorkItemLoad | None:
+def work_item_load_get(*, run: Run, public_id: UUID | str) -> WorkItemLoad | None:
     """One load of ``run`` (None when it is not this run's), without the stored bytes."""
     return work_item_load_list(run=run).filter(public_id=public_id).first()
 

@@ -16,7 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
-from handover.core.views import form_post
+from handover.core.views import form_post, is_htmx
 from runs.attempts.business_state import BUSINESS_STATE_FACTS
 from runs.attempts.models import Run
 from runs.ledger.confirmations import (
@@ -193,12 +193,12 @@ def work_item_load_create_view(request: HttpRequest, id: str) -> HttpResponse:
     run = _ledger_run(request, id)
     form = WorkItemLoadForm(request.POST, request.FILES)
     if not form.is_valid():
-        _say(messages.error, request, " ".join(e for errors in form.errors.values() for e in errors))
+        _say(messages.error, request, " ".join(str(e) for errors in form.errors.values() for e in errors))
         return _to_ledger(run)
     data = form.cleaned_data
     try:
         loads = work_item_loads_create(
-            user=request.user,
+            actor=request.user,
             run=run,
             files=[
                 LoadFile(kind=kind, content=data[kind].read(), file_name=data[kind].name or kind)
@@ -245,7 +245,7 @@ def work_item_load_progress_view(request: HttpRequest, id: str, load_id: str) ->
         "runs/ledger/_ledger_load_progress.html",
         {"run": run, "load": load, "progress": work_item_load_progress(load=load)},
     )
-    if request.htmx and load.status == WorkItemLoad.Status.COMMITTED and request.GET.get("polling") == "1":
+    if is_htmx(request) and load.status == WorkItemLoad.Status.COMMITTED and request.GET.get("polling") == "1":
         response["HX-Refresh"] = "true"  # the totals, bar and table changed: show the new page
     return response
 
@@ -259,7 +259,7 @@ def work_item_change_view(request: HttpRequest, id: str) -> HttpResponse:
         request,
         WorkItemChangeForm(request.POST),
         invalid="Give the record id, the new outcome and why.",
-        act=lambda data: work_item_change(user=request.user, run=run, **data),
+        act=lambda data: work_item_change(actor=request.user, run=run, **data),
         success=lambda item: f"{item.record_id} is now {item.outcome}.",
         done=_to_ledger(run),
         extra_tags=LEDGER_MESSAGE_TAG,
@@ -275,7 +275,7 @@ def work_item_verify_view(request: HttpRequest, id: str) -> HttpResponse:
         request,
         WorkItemVerifyForm(request.POST),
         invalid="Give the record id and whether the provider found it.",
-        act=lambda data: work_item_verify(user=request.user, run=run, **data),
+        act=lambda data: work_item_verify(actor=request.user, run=run, **data),
         success=lambda item: f"{item.record_id} verified: {item.outcome}.",
         done=_to_ledger(run),
         extra_tags=LEDGER_MESSAGE_TAG,
@@ -291,7 +291,7 @@ def run_failure_class_confirm_view(request: HttpRequest, id: str) -> HttpRespons
         request,
         RunFailureClassForm(request.POST),
         invalid="Choose a failure class.",
-        act=lambda data: run_failure_class_confirm(user=request.user, run=run, **data),
+        act=lambda data: run_failure_class_confirm(actor=request.user, run=run, **data),
         success=lambda _: "Failure class confirmed.",
         done=_to_ledger(run),
         extra_tags=LEDGER_MESSAGE_TAG,
@@ -330,7 +330,7 @@ def work_item_load_confirm_view(request: HttpRequest, id: str, load_id: str) -> 
         _say(messages.error, request, "Say why these records may be weakened.")
         return _to_ledger(run)
     try:
-        load = work_item_load_confirm(user=request.user, load=load, **form.cleaned_data)
+        load = work_item_load_confirm(actor=request.user, load=load, **form.cleaned_data)
     except LedgerVersionConflict as exc:
         _say(messages.error, request, exc.detail)
         return _to_ledger(run)
@@ -354,7 +354,7 @@ def work_item_load_discard_view(request: HttpRequest, id: str, load_id: str) -> 
         request,
         WorkItemLoadDiscardForm(request.POST),
         invalid="Say why the load is discarded.",
-        act=lambda data: work_item_load_discard(user=request.user, load=load, **data),
+        act=lambda data: work_item_load_discard(actor=request.user, load=load, **data),
         success=lambda ld: f"{ld.label} discarded; nothing was applied.",
         done=_to_ledger(run),
         extra_tags=LEDGER_MESSAGE_TAG,
@@ -388,7 +388,7 @@ def work_item_duplicate_explain_view(request: HttpRequest, id: str) -> HttpRespo
         request,
         WorkItemDuplicateExplainForm(request.POST),
         invalid="Give the record id, why it is not a duplicate and the evidence reference (at most 300 characters).",
-        act=lambda data: work_item_duplicate_explain(user=request.user, run=run, **data),
+        act=lambda data: work_item_duplicate_explain(actor=request.user, run=run, **data),
         success=lambda item: f"{item.record_id}: possible duplicate explained.",
         done=redirect(back) if safe else _to_ledger(run),
         extra_tags="" if safe else LEDGER_MESSAGE_TAG,

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
-
+from handover.core.people import Person
 from runs.ledger.common import CHANGE, ITEM, STAGE
 from runs.ledger.staging import is_postgres
 
@@ -37,7 +36,7 @@ _CLEARED = "(b.b_dup AND NOT w.is_possible_duplicate)"
 class Confirmation:
     """A person's confirmation of a load's weakenings: who, why, when."""
 
-    user: AbstractBaseUser
+    user: Person
     reason: str
     at: datetime
 

@@ -22,6 +22,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from handover.core.durations import seconds_in_words
+from runs.attempts.models import Attempt
 
 register = template.Library()
 
@@ -83,7 +84,7 @@ class _Burst:
         return self.x0 + (self.x1 - self.x0) * (when - self.start).total_seconds() / self.seconds
 
 
-def _rows(run: object, attempts: Iterable[object]) -> list[_Row]:
+def _rows(run: object, attempts: Iterable[Attempt]) -> list[_Row]:
     rows = []
     scheduled_for = getattr(run, "scheduled_for", None)
     for attempt in sorted(attempts, key=lambda a: a.number):
@@ -335,7 +336,7 @@ def _description(rows: Sequence[_Row]) -> str:
 
 
 @register.simple_tag
-def attempts_time_axis(run: object, attempts: Iterable[object]) -> SafeString:
+def attempts_time_axis(run: object, attempts: Iterable[Attempt]) -> SafeString:
     """The attempts of ``run`` on a time axis as an inline ``<svg>``; empty when none reported a time."""
     rows = _rows(run, attempts)
     if not any(r.times for r in rows):

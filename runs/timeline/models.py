@@ -52,6 +52,8 @@ class TimelineEventKind(models.TextChoices):
     HANDOVER_VERIFYING = "handover_verifying", "Handover verifying"
     JOB_PAUSED = "job_paused", "Job paused"
     JOB_RESUMED = "job_resumed", "Job resumed"
+    TARGET_PAUSED = "target_paused", "Target paused"
+    TARGET_RESUMED = "target_resumed", "Target resumed"
     MANUAL_REPLAY_UNAPPROVED = "manual_replay_unapproved", "Manual replay unapproved"
     MISSED_REPORTED = "missed_reported", "Missed (reported)"
     MISSED_STREAK_CLOSED = "missed_streak_closed", "Missed streak closed"

@@ -28,8 +28,8 @@ class TimelineEventSerializer(serializers.ModelSerializer[TimelineEvent]):
         read_only_fields = fields
 
     def get_actor(self, event: TimelineEvent) -> str:
-        if event.actor_user_id:
+        if event.actor_user is not None:
             return event.actor_user.get_username()
-        if event.actor_integration_id:
+        if event.actor_integration is not None:
             return event.actor_integration.name
         return "system"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from handover.core.people import Person
 from runs.alerts.models import Alert
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt, Run
@@ -25,7 +25,7 @@ def timeline_event_build(
     run: Run | None = None,
     attempt: Attempt | None = None,
     alert: Alert | None = None,
-    actor_user: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     actor_integration: Integration | None = None,
     data: dict[str, Any] | None = None,
 ) -> TimelineEvent:
@@ -40,7 +40,7 @@ def timeline_event_build(
         tenant = run.tenant
     actor_kind = (
         TimelineEvent.ActorKind.PERSON
-        if actor_user is not None
+        if actor is not None
         else TimelineEvent.ActorKind.INTEGRATION
         if actor_integration is not None
         else TimelineEvent.ActorKind.SYSTEM
@@ -56,7 +56,7 @@ def timeline_event_build(
         occurred_at=occurred_at or now,
         recorded_at=now,
         actor_kind=actor_kind,
-        actor_user=actor_user,
+        actor_user=actor,
         actor_integration=actor_integration,
         data=data or {},
     )
@@ -72,7 +72,7 @@ def timeline_event_record(
     run: Run | None = None,
     attempt: Attempt | None = None,
     alert: Alert | None = None,
-    actor_user: AbstractBaseUser | None = None,
+    actor: Person | None = None,
     actor_integration: Integration | None = None,
     data: dict[str, Any] | None = None,
 ) -> TimelineEvent:
@@ -90,7 +90,7 @@ def timeline_event_record(
         run=run,
         attempt=attempt,
         alert=alert,
-        actor_user=actor_user,
+        actor=actor,
         actor_integration=actor_integration,
         data=data,
     )

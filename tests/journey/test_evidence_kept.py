@@ -64,7 +64,7 @@ def eleven(support: Any) -> Run:
     eligible = [f"INV-{n}" for n in range(1, 11)]
     first = ["INV-1,d1", "INV-2,d2", "INV-3,d3", "INV-4,d4", "INV-5,d5", "INV-5,d5b", "X-1,dx"]
     work_item_loads_create(
-        user=support,
+        actor=support,
         run=run,
         files=[
             LoadFile(kind="population", content=csv("record_id", *eligible), file_name="population.csv"),
@@ -72,7 +72,7 @@ def eleven(support: Any) -> Run:
         ],
     )
     work_item_loads_create(
-        user=support,
+        actor=support,
         run=run,
         files=[LoadFile("provider_lookup", csv("record_id,found", "INV-6,no", "INV-7,no"), "lookup.csv")],
     )

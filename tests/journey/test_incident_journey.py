@@ -34,11 +34,11 @@ from django.contrib.auth import get_user_model
 from django.core import mail
 from playwright.sync_api import APIRequestContext, Page, Playwright, expect
 
-from approvals.replays.tasks import replay_sweep
+from approvals.replays import tasks as replay_tasks
 from handover.accounts.preferences import user_preference_set
 from handover.env import env
+from handover.handovers import tasks as handover_tasks
 from handover.handovers.models import Handover
-from handover.handovers.tasks import handover_sweep_verifying
 from runs.alerts.models import Alert
 from runs.attempts.models import Run
 from runs.catalog.models import Job, RunnerCredential, SideEffect
@@ -50,8 +50,8 @@ from runs.catalog.services import (
     role_grant,
     tenant_get_or_create,
 )
+from runs.checks import tasks as check_tasks
 from runs.checks.models import NextRunCheck
-from runs.checks.tasks import next_run_check_sweep
 from runs.ledger.models import WorkItem, WorkItemChange
 from runs.timeline.models import TimelineEvent
 
@@ -557,7 +557,7 @@ def test_incident_journey_from_first_alert_to_closed_handover(
         page.goto(run_url)
         upload(page, {"destination": "destination-1005-after-replay.csv"}, complete=True)
         expect(ledger.locator(".ledger-headline")).to_contain_text("Reconciled")
-        assert replay_sweep()["completed"] == 1  # the beat's tick, as its task function
+        assert replay_tasks.replay_sweep()["completed"] == 1  # the beat's tick, as its task function
         page.goto(replay_url)
         expect(page.locator("h1")).to_contain_text("completed")
         shot(page, "replay-completed", focus=page.get_by_role("heading", name="Dispatch and delivery log"))
@@ -619,7 +619,7 @@ def test_incident_journey_from_first_alert_to_closed_handover(
         nxt = post_alert(api, world.alert_key, (ALERTS / "04-next-run-ok.json").read_bytes())
         assert nxt["alerts"][0]["outcome"] == "accepted"
         clock.move_to(berlin("2026-11-29 02:14:00"))
-        swept = next_run_check_sweep()  # the beat's tick: the success is in time, but the run has no ledger
+        swept = check_tasks.next_run_check_sweep()  # the beat's tick: the success is in time, but the run has no ledger
         assert (swept["due"], swept["passed"], swept["awaiting_confirmation"]) == (1, 0, 1)
         check.refresh_from_db()
         assert check.status == "scheduled" and check.evidence_attempt is not None
@@ -640,7 +640,7 @@ def test_incident_journey_from_first_alert_to_closed_handover(
 
         # -- 08:31: the beat resolves the handover; 08:35 support closes it -------------------------------
         clock.move_to(berlin("2026-11-29 08:31:00"))
-        assert handover_sweep_verifying()["resolved"] == 1
+        assert handover_tasks.handover_sweep_verifying()["resolved"] == 1
         clock.move_to(berlin("2026-11-29 08:35:00"))
         page.goto(handover_url)
         expect(page.locator("h1")).to_contain_text("Resolved")

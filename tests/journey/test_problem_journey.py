@@ -20,8 +20,8 @@ from playwright.sync_api import Page, expect
 
 from handover.handovers.models import Handover
 from handover.handovers.services import handover_create
+from handover.problems import tasks as problem_tasks
 from handover.problems.models import Problem, ProblemEvent
-from handover.problems.tasks import problem_verify_sweep
 from runs.attempts.models import Run
 from runs.catalog.services import role_grant
 from tests.factories import JobFactory, JobTargetFactory, RunFactory, TenantFactory
@@ -114,7 +114,7 @@ def test_a_problem_behind_two_handovers_is_verified_by_clean_runs_then_closed(
                 scheduled_for=slot,
                 status=Run.Status.SUCCEEDED,
             )
-    problem_verify_sweep()
+    problem_tasks.problem_verify_sweep()
     page.reload()
     expect(page.get_by_test_id("clean-runs")).to_contain_text("1 of 2")
     expect(page.locator("h1")).to_contain_text("Fix deployed")
@@ -128,7 +128,7 @@ def test_a_problem_behind_two_handovers_is_verified_by_clean_runs_then_closed(
         scheduled_for=slot,
         status=Run.Status.SUCCEEDED,
     )
-    assert problem_verify_sweep() == {"checked": 1, "verified": 1}
+    assert problem_tasks.problem_verify_sweep() == {"checked": 1, "verified": 1}
     page.reload()
     expect(page.locator("h1")).to_contain_text("Verified")
     expect(page.get_by_test_id("clean-runs")).to_contain_text("2 of 2")

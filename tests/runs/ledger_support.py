@@ -51,7 +51,7 @@ def csv(*lines: str) -> bytes:
 def load(world: LedgerWorld, user: Any = None, complete: bool = False, **files: bytes) -> list[WorkItemLoad]:
     """Load the given files (kind=bytes) together as ``user`` (support by default)."""
     return work_item_loads_create(
-        user=user or world.support,
+        actor=user or world.support,
         run=world.run,
         files=[LoadFile(kind=kind, content=content, file_name=f"{kind}.csv") for kind, content in files.items()],
         is_destination_complete=complete,

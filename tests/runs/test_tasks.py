@@ -11,7 +11,7 @@ import time_machine
 from django.db import IntegrityError
 from django.test import Client
 
-from runs.alerts.tasks import alert_sweep_pending
+from runs.alerts import tasks as alert_tasks
 from runs.health.models import Heartbeat
 from runs.health.selectors import heartbeat_age_seconds
 from runs.health.services import heartbeat_record
@@ -22,9 +22,9 @@ NOW = datetime(2026, 11, 28, 10, 0, tzinfo=UTC)
 
 def test_alert_sweep_task_upserts_one_beat_heartbeat_row_each_tick() -> None:
     with time_machine.travel(NOW, tick=False):
-        assert alert_sweep_pending() == 0
+        assert alert_tasks.alert_sweep_pending() == 0
     with time_machine.travel(NOW + timedelta(minutes=1), tick=False):
-        assert alert_sweep_pending() == 0  # the next tick (or a redelivered one) updates the same row
+        assert alert_tasks.alert_sweep_pending() == 0  # the next tick (or a redelivered one) updates the same row
 
     [beat] = Heartbeat.objects.all()
     assert beat.name == Heartbeat.BEAT and beat.beat_at == NOW + timedelta(minutes=1)
@@ -53,7 +53,7 @@ def test_healthz_on_another_host_sees_the_heartbeat_a_worker_wrote(settings: Any
     settings.VAR_DIR = tmp_path / "worker"
     settings.VAR_DIR.mkdir()
     with time_machine.travel(NOW, tick=False):
-        alert_sweep_pending()
+        alert_tasks.alert_sweep_pending()
     settings.VAR_DIR = tmp_path / "web"
 
     with time_machine.travel(NOW + timedelta(seconds=30), tick=False):

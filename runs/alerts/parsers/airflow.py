@@ -38,6 +38,7 @@ from runs.alerts.parsers.base import (
     FormatError,
     ParsedAlert,
     ParseResult,
+    as_mapping,
     dig,
     load_json,
     read_timestamp,
@@ -211,7 +212,8 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
     errors: dict[str, list[str]] = {}
     dag_id = _require(doc, "dag_id", str, errors)
     run_id = _require(doc, "run_id", str, errors)
-    callback = doc.get("callback") if isinstance(doc.get("callback"), str) else ""
+    callback = doc.get("callback")
+    callback = callback if isinstance(callback, str) else ""
     hook = callback.rsplit(".", 1)[-1]
     dag_level = callback.startswith("dag.") or hook in _DAG_LEVEL_LISTENERS
     task_id, try_number, map_index = "", 0, -1
@@ -264,7 +266,7 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
         state = str(dag_run.get("state") or ("success" if doc.get("reason") == "success" else ""))
         started = read_timestamp(dag_run.get("start_date"), "dag_run.start_date", problems)
         ended = read_timestamp(dag_run.get("end_date"), "dag_run.end_date", problems)
-        last_ti = doc.get("task_instance") if isinstance(doc.get("task_instance"), Mapping) else {}
+        last_ti = as_mapping(doc.get("task_instance"))
         alert.details.update(
             reason=doc.get("reason"),
             dag_run_state=state,

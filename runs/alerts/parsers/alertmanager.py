@@ -96,9 +96,9 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
         raise FormatError("not an Alertmanager webhook message: " + first, field=first, errors=errors)
     records: list[ParsedAlert | InvalidItem] = []
     for index, alert in enumerate(alerts):
-        problem = item_errors[index]
-        if problem:
-            records.append(InvalidItem(field=problem[0], message=problem[1], dedup_key=sha256_json(alert)))
+        item_error = item_errors[index]
+        if item_error:
+            records.append(InvalidItem(field=item_error[0], message=item_error[1], dedup_key=sha256_json(alert)))
         else:
             records.append(_parse_alert(alert, settings))
     # ``truncatedAlerts > 0``: alerts are missing from ``alerts[]`` and cannot be recovered from this post.

@@ -359,6 +359,11 @@ def summarise_error(text: Any) -> str:
     return str(text)[:ERROR_SUMMARY_MAX_CHARS]
 
 
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object (a mapping), else an empty one: for optional nested objects."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def dig(data: Any, path: str, default: Any = None) -> Any:
     """Read a dotted path (``params.tenant``, ``alerts.0.labels.job``) from parsed JSON; no errors."""
     current = data

@@ -33,6 +33,7 @@ from runs.alerts.parsers.base import (
     ParsedAlert,
     ParseResult,
     TimeFormatError,
+    as_mapping,
     load_json,
     parse_epoch,
     read_integer,
@@ -153,7 +154,7 @@ def _message(message: Any, names: tuple[str, ...], settings: Mapping[str, Any], 
     code, text = attrs.get("ERROR_CODE", ""), attrs.get("ERROR_MESSAGE", "")
     alert.error_summary = summarise_error(f"{code}: {text}" if code and text else code or text)
     alert.correlation_ref = alert.execution_id or ""
-    system = message.get(names[2]) if isinstance(message.get(names[2]), Mapping) else {}
+    system = as_mapping(message.get(names[2]))
     try:  # SentTimestamp: epoch MILLISECONDS as a string, ~ when Scheduler gave up
         sent = system.get("SentTimestamp")
         alert.occurred_at = parse_epoch(sent, unit="ms") if sent not in (None, "") else None

@@ -36,6 +36,7 @@ from runs.alerts.parsers.base import (
     InvalidItem,
     ParsedAlert,
     ParseResult,
+    as_mapping,
     dig,
     load_json,
     parse_epoch,
@@ -94,7 +95,7 @@ def _as_list(value: Any) -> list[Any]:
 
 def _read(obj: Mapping[str, Any], source: str) -> Any:
     """One value by a source spec (see DEFAULT_SETTINGS); None when absent."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    meta = as_mapping(obj.get("metadata"))
     kind, _, key = source.partition(":")
     if kind in ("label", "annotation") and key:
         values = meta.get("labels" if kind == "label" else "annotations")
@@ -166,12 +167,12 @@ def _common(obj: Mapping[str, Any], settings: Mapping[str, Any], alert: ParsedAl
 def _cronjob(obj: Mapping[str, Any], settings: Mapping[str, Any]) -> ParsedAlert:
     """A CronJob describes the job definition; the mechanism compares these fields with the job target."""
     problems: list[str] = []
-    meta, spec = obj["metadata"], obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    meta, spec = obj["metadata"], as_mapping(obj.get("spec"))
     alert = ParsedAlert(dedup_key=_key("cronjob", [meta["uid"], meta.get("resourceVersion")]))
     alert.kind = AlertKind.DEFINITION
     alert.job_key = _text(obj, settings, "job", problems, key="definition_job") or None
     _common(obj, settings, alert, problems)
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    status = as_mapping(obj.get("status"))
     # No timeZone means the kube-controller-manager's zone (usually UTC), not the job's zone.
     alert.details.update(
         schedule=spec.get("schedule"),
@@ -202,7 +203,7 @@ def _name_suffix_time(meta: Mapping[str, Any]) -> str | None:
 def _job(obj: Mapping[str, Any], settings: Mapping[str, Any], at: str) -> ParsedAlert:
     problems: list[str] = []
     meta, uid = obj["metadata"], obj["metadata"]["uid"]
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    status = as_mapping(obj.get("status"))
     active, succeeded, failed = (_count(status, name, at) for name in ("active", "succeeded", "failed"))
     conditions = [c for c in _as_list(status.get("conditions")) if isinstance(c, Mapping)]
     terminal = next((c for c in conditions if c.get("type") in _TERMINAL and c.get("status") == "True"), None)
@@ -231,10 +232,12 @@ def _job(obj: Mapping[str, Any], settings: Mapping[str, Any], at: str) -> Parsed
         ended = read_timestamp(status.get("completionTime"), f"{at}status.completionTime", problems)
     elif terminal_type == "Failed":
         timeouts = [str(r) for r in _as_list(settings.get("timeout_reasons"))]
-        state = "timed_out" if terminal.get("reason") in timeouts else "failed"
+        failed_condition = as_mapping(terminal)  # the Failed condition (terminal_type comes from it)
+        state = "timed_out" if failed_condition.get("reason") in timeouts else "failed"
         # completionTime is absent on failed Jobs: the Failed condition's transition is the end.
-        ended = read_timestamp(terminal.get("lastTransitionTime"), f"{at}status.conditions.Failed", problems)
-        alert.error_summary = f"{terminal.get('reason') or 'Failed'}: {terminal.get('message') or ''}".strip()
+        ended = read_timestamp(failed_condition.get("lastTransitionTime"), f"{at}status.conditions.Failed", problems)
+        reason, message = failed_condition.get("reason") or "Failed", failed_condition.get("message") or ""
+        alert.error_summary = f"{reason}: {message}".strip()
     else:
         # No terminal condition yet: a pod runs, or the controller is still deciding (interim conditions).
         state = "running" if (active or failed or succeeded) else "queued"
@@ -262,7 +265,7 @@ def _job(obj: Mapping[str, Any], settings: Mapping[str, Any], at: str) -> Parsed
             )
         )
     interim = [str(c.get("type")) for c in conditions if c is not terminal and c.get("status") == "True"]
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = as_mapping(obj.get("spec"))
     alert.details.update(
         pods={"active": active, "succeeded": succeeded, "failed": failed},
         condition=terminal_type,

@@ -27,6 +27,7 @@ from runs.alerts.parsers.base import (
     ParsedAlert,
     ParseResult,
     PathReader,
+    as_mapping,
     http_link,
     load_json,
     read_timestamp,
@@ -98,7 +99,7 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
     action: str = event["event_action"]
     pd_key: str = event.get("dedup_key") or ""
     body_hash = sha256_json({k: v for k, v in event.items() if k != "routing_key"})  # routing_key is a secret
-    payload = event.get("payload") if isinstance(event.get("payload"), dict) else {}
+    payload = as_mapping(event.get("payload"))
     trigger = action == "trigger"
     problems: list[str] = []
     read = PathReader(event, problems)

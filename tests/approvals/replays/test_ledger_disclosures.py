@@ -43,7 +43,7 @@ def test_an_unexplained_possible_duplicate_refuses_the_request_until_explained(
     assert not TimelineEvent.objects.filter(run=world.run, kind="replay_refused").exists()
 
     work_item_duplicate_explain(
-        user=world.support, run=world.run, record_id="INV-6", reason="two legs of one payment", evidence_ref="GW-7"
+        actor=world.support, run=world.run, record_id="INV-6", reason="two legs of one payment", evidence_ref="GW-7"
     )
     request = make_request()
     assert request.status == "pending"
@@ -78,10 +78,12 @@ def test_the_request_form_lists_unexplained_duplicates_and_explains_them_in_plac
 def test_weakened_and_explained_items_are_shown_and_bound_into_the_fingerprint(
     world: World, make_request: MakeRequest, approve: Approve, enqueued: dict[str, list[Any]]
 ) -> None:
-    work_item_change(user=world.support, run=world.run, record_id="INV-6", outcome="absent", note="the gateway lost it")
+    work_item_change(
+        actor=world.support, run=world.run, record_id="INV-6", outcome="absent", note="the gateway lost it"
+    )
     flag_duplicate(world, "INV-8")
     work_item_duplicate_explain(
-        user=world.support, run=world.run, record_id="INV-8", reason="a test invoice", evidence_ref="T-1"
+        actor=world.support, run=world.run, record_id="INV-8", reason="a test invoice", evidence_ref="T-1"
     )
 
     request = make_request(record_ids=["INV-1", "INV-6"])
@@ -116,9 +118,9 @@ def test_weakened_and_explained_items_are_shown_and_bound_into_the_fingerprint(
     assert api["ledger_disclosures"][0]["from"] == "completed"
 
     # weakened again after the request: nobody approves what they were not shown
-    work_item_change(user=world.support, run=world.run, record_id="INV-7", outcome="unverified", note="x")
-    work_item_change(user=world.support, run=world.run, record_id="INV-9", outcome="completed", note="found")
-    work_item_change(user=world.support, run=world.run, record_id="INV-9", outcome="absent", note="lost again")
+    work_item_change(actor=world.support, run=world.run, record_id="INV-7", outcome="unverified", note="x")
+    work_item_change(actor=world.support, run=world.run, record_id="INV-9", outcome="completed", note="found")
+    work_item_change(actor=world.support, run=world.run, record_id="INV-9", outcome="absent", note="lost again")
     with pytest.raises(ReplayRefused) as refused:
         approve(request, world.business, "business")
     assert "ledger_disclosures_current" in refused.value.errors

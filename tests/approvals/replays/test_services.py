@@ -26,7 +26,7 @@ from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
 from runs.audit.models import AuditEvent
 from runs.catalog.models import SideEffect
-from runs.catalog.pause import job_pause
+from runs.catalog.pause import job_pause, target_pause
 from runs.catalog.services import role_grant
 from runs.timeline.models import TimelineEvent
 from tests.approvals.conftest import ABSENT, Approve, MakeRequest, World, set_outcome
@@ -525,6 +525,16 @@ def test_dispatch_is_held_while_the_job_is_paused(world: World, approved: Replay
     with pytest.raises(ReplayRefused) as caught:
         replay_request_dispatch(request=approved)
     assert set(caught.value.errors) == {"job_not_paused"}
+
+
+def test_dispatch_is_held_while_the_runs_target_is_paused(world: World, approved: ReplayRequest) -> None:
+    """Rule 3 for the tenant's part of the job: support paused the target after the approvals."""
+    target_pause(target=world.target, actor=world.support, reason="tenant ledger freeze")
+    with pytest.raises(ReplayRefused) as caught:
+        replay_request_dispatch(request=approved)
+    assert set(caught.value.errors) == {"target_not_paused"}
+    assert "tenant ledger freeze" in caught.value.errors["target_not_paused"][0]
+    assert not Dispatch.objects.exists()
 
 
 def test_dispatch_rechecks_repeat_safety_that_became_unknown_after_approval(

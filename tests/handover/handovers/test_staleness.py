@@ -37,7 +37,7 @@ def test_generated_text_is_stale_when_its_evidence_changes(world: World, load_le
 
     # the replay runs as attempt 3 and INV-3 is found after all
     AttemptFactory(run=run, execution_id="replay-1", number=3, status="succeeded", trigger="manual_replay")
-    work_item_change(user=world.support, run=run, record_id="INV-3", outcome="completed", note="found it")
+    work_item_change(actor=world.support, run=run, record_id="INV-3", outcome="completed", note="found it")
 
     page = client.get(url).content.decode()
     assert "generated text is stale" in page

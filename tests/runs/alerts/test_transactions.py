@@ -13,7 +13,7 @@ from django.db import OperationalError
 from django.test import Client
 from django.utils import timezone
 
-from runs.alerts import receive as ingest_delivery  # the post's loop: _alert_ingest, _alert_apply, CHUNK_ALERTS
+from runs.alerts import receive as receive_module  # the post's loop: _alert_receive, _alert_apply, CHUNK_ALERTS
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.receive import delivery_sweep_received
 from runs.alerts.triage import alert_sweep_pending
@@ -56,14 +56,14 @@ class SimulatedCrash(BaseException):
 
 def crash_at(monkeypatch: pytest.MonkeyPatch, index: int) -> None:
     """Make applying the alert at ``index`` of a post raise, as a process dying mid-request would stop it."""
-    apply = ingest_delivery.alert_apply_in_transaction
+    apply = receive_module.alert_apply_in_transaction
 
     def crashing(alert: Alert, record: Any, ctx: Any) -> Alert:
         if alert.index == index:
             raise SimulatedCrash("simulated crash")
         return apply(alert, record, ctx)
 
-    monkeypatch.setattr(ingest_delivery, "alert_apply_in_transaction", crashing)
+    monkeypatch.setattr(receive_module, "alert_apply_in_transaction", crashing)
 
 
 def post_through_crash(post_alert: Any, body: dict[str, Any], key: str) -> None:
@@ -114,17 +114,17 @@ def test_a_batch_of_100_costs_about_five_statements_per_alert(
 def test_a_chunk_that_fails_on_a_database_error_is_redone_alert_by_alert(
     key: str, post_alert: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ingest_one = ingest_delivery._alert_ingest
+    receive_one = receive_module._alert_receive
     failed: list[int] = []
 
     def deadlock_once(delivery: Delivery, index: int, record: Any, ctx: Any) -> Alert:
-        alert = ingest_one(delivery, index, record, ctx)
+        alert = receive_one(delivery, index, record, ctx)
         if index == 2 and not failed:
             failed.append(index)
             raise OperationalError("deadlock detected")  # after alerts 0-2 were written in the chunk
         return alert
 
-    monkeypatch.setattr(ingest_delivery, "_alert_ingest", deadlock_once)
+    monkeypatch.setattr(receive_module, "_alert_receive", deadlock_once)
 
     response = post_alert("generic", batch(4), key)
 
@@ -188,11 +188,11 @@ def test_a_delivery_left_received_by_a_crash_is_finished_by_the_sweep_exactly_on
 def test_the_sweep_skips_the_alerts_of_a_batch_committed_before_the_crash(
     key: str, post_alert: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest_delivery, "CHUNK_ALERTS", 2)
+    monkeypatch.setattr(receive_module, "CHUNK_ALERTS", 2)
     crash_at(monkeypatch, 3)  # chunk [0, 1] commits; chunk [2, 3] is rolled back; [4] never starts
     post_through_crash(post_alert, batch(5), key)
     monkeypatch.undo()
-    monkeypatch.setattr(ingest_delivery, "CHUNK_ALERTS", 2)
+    monkeypatch.setattr(receive_module, "CHUNK_ALERTS", 2)
     recorded = {a.index: (a.public_id, a.attempt_id) for a in Alert.objects.all()}
     assert sorted(recorded) == [0, 1]
     assert Delivery.objects.get().outcome == Delivery.Outcome.RECEIVED

@@ -273,3 +273,25 @@ def test_abandon_api_records_who_and_why_and_the_run_follows() -> None:
     assert event.actor_user == owner and body["reason"] in event.summary
     assert client.post(url, body, content_type="application/json").status_code == 200  # already abandoned: as it is
     assert TimelineEvent.objects.filter(attempt=attempt, kind=TimelineEvent.Kind.ATTEMPT_ABANDONED).count() == 1
+
+
+def test_admin_action_abandons_with_a_reason_asked_first() -> None:
+    """The admin's "Abandon" action: an intermediate page asks for the reason, then the service records it."""
+    run = RunFactory(status="running")
+    attempt = AttemptFactory(run=run, execution_id="exp-adm1", number=1, status="running")
+    admin = UserFactory(admin=True)
+    client = Client()
+    client.force_login(admin)
+    url = "/admin/runs/attempt/"
+    asked = client.post(url, {"action": "abandon", "_selected_action": [attempt.pk]})
+    assert asked.status_code == 200 and b"Why they will never report" in asked.content
+    assert Attempt.objects.get(pk=attempt.pk).status == "running"
+
+    done = client.post(
+        url, {"action": "abandon", "_selected_action": [attempt.pk], "apply": "Abandon", "reason": "node deleted"}
+    )
+    assert done.status_code == 302
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.abandoned_by, attempt.abandon_reason) == ("abandoned", admin, "node deleted")
+    event = TimelineEvent.objects.get(attempt=attempt, kind=TimelineEvent.Kind.ATTEMPT_ABANDONED)
+    assert event.actor_user == admin

@@ -14,9 +14,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from runs.alerts.models import Alert, Delivery
+from runs.audit import tasks as audit_tasks
 from runs.audit.models import AuditEvent
 from runs.audit.retention import retention_purge
-from runs.audit.tasks import retention_purge as retention_purge_task
 from runs.catalog.services import integration_get_or_create, integration_key_create
 from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
 from runs.management.commands import purge_retention
@@ -131,10 +131,10 @@ def test_retention_task_uses_the_configured_age() -> None:
     Delivery.objects.filter(pk=delivery.pk).update(received_at=timezone.now() - timedelta(days=31))
 
     with override_settings(HANDOVER_RETENTION_DAYS=60):
-        assert retention_purge_task() == {"delivery_bodies": 0, "work_items": 0, "load_files": 0}
+        assert audit_tasks.retention_purge() == {"delivery_bodies": 0, "work_items": 0, "load_files": 0}
     with override_settings(HANDOVER_RETENTION_DAYS=30):
-        assert retention_purge_task()["delivery_bodies"] == 1
-        assert retention_purge_task()["delivery_bodies"] == 0  # idempotent
+        assert audit_tasks.retention_purge()["delivery_bodies"] == 1
+        assert audit_tasks.retention_purge()["delivery_bodies"] == 0  # idempotent
 
 
 def _command(*args: str) -> str:

@@ -11,8 +11,8 @@ import time_machine
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Job, JobTarget
 from runs.catalog.selectors import target_outage_list
+from runs.checks import tasks as check_tasks
 from runs.checks.missed_runs import run_sweep_missed
-from runs.checks.tasks import run_sweep_missed as missed_task
 from runs.timeline.models import TimelineEvent
 from tests.factories import JobTargetFactory, TenantFactory
 
@@ -77,7 +77,7 @@ def test_missed_run_sweep_never_alerts_twice_for_a_fire_time(target: JobTarget) 
     assert sweep(SLOT_22 + timedelta(minutes=30)) == 1
     assert sweep(SLOT_22 + timedelta(hours=5)) == 0
     with time_machine.travel(SLOT_22 + timedelta(hours=6), tick=False):
-        assert missed_task() == 0  # the task twice: nothing new
+        assert check_tasks.run_sweep_missed() == 0  # the task twice: nothing new
 
     assert len(missed_runs(target)) == 2
     assert TimelineEvent.objects.filter(kind="run_missed").count() == 2
@@ -221,3 +221,15 @@ def test_no_overlap_when_the_earlier_run_finished_and_none_twice_on_redelivery(s
     post(SLOT_23, status="running", started_at=SLOT_23.isoformat(), ended_at=None)  # redelivered
 
     assert TimelineEvent.objects.filter(kind="overlap_breach").count() == 2  # 23rd vs the running 22nd
+
+
+def test_a_paused_target_is_skipped_and_its_pause_is_never_counted_missed(target: JobTarget) -> None:
+    """runs/catalog/pause.py: while paused no missed run; after the resume, the pause's fire times stay unmissed."""
+    JobTarget.objects.filter(pk=target.pk).update(paused_at=CREATED, pause_reason="tenant migration", paused_by=None)
+    assert sweep(SLOT_23 + timedelta(minutes=30)) == 0
+    JobTarget.objects.filter(pk=target.pk).update(
+        paused_at=None, pause_reason="", resumed_at=SLOT_22 + timedelta(hours=2)
+    )
+
+    assert sweep(SLOT_23 + timedelta(minutes=30)) == 1
+    assert [r.scheduled_for for r in missed_runs(target)] == [SLOT_23]

@@ -24,13 +24,13 @@ from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import JobTarget
 from runs.catalog.services import role_grant
+from runs.checks import tasks as check_tasks
 from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
 from runs.checks.evaluation import CheckFacts, next_run_check_evaluate
 from runs.checks.facts import next_run_check_facts
 from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import CheckRequester, next_run_check_schedule
 from runs.checks.sweep import next_run_check_sweep
-from runs.checks.tasks import next_run_check_sweep as sweep_task
 from runs.checks.transitions import CheckChange, next_run_check_transition
 from runs.timeline.models import TimelineEvent
 from tests.conftest import is_postgres
@@ -490,8 +490,8 @@ def test_sweep_twice_settles_each_check_once(world: dict[str, Any], check: NextR
 
 def test_sweep_task_runs_twice_without_effect_the_second_time(world: dict[str, Any], check: NextRunCheck) -> None:
     with time_machine.travel(DEADLINE, tick=False):
-        assert sweep_task()["failed"] == 1
-        assert sweep_task() == {
+        assert check_tasks.next_run_check_sweep()["failed"] == 1
+        assert check_tasks.next_run_check_sweep() == {
             "due": 0,
             "passed": 0,
             "failed": 0,
@@ -522,8 +522,8 @@ def test_sweep_writes_each_batch_with_a_constant_number_of_queries(
 
 
 def test_failed_check_tells_its_creator_and_the_technical_owners_once(world: dict[str, Any]) -> None:
+    from handover.notifications import tasks as notification_tasks
     from handover.notifications.models import Notification, NotificationDelivery
-    from handover.notifications.tasks import notification_deliver
 
     creator = UserFactory(email="sam@example.com")
     owner = UserFactory(email="tech@example.com")
@@ -538,7 +538,7 @@ def test_failed_check_tells_its_creator_and_the_technical_owners_once(world: dic
     notes = Notification.objects.filter(event="check_failed", dedup_key=f"check:{check.public_id}")
     assert sorted(n.recipient.email for n in notes) == ["sam@example.com", "tech@example.com"]
     for delivery in NotificationDelivery.objects.filter(channel="email"):
-        assert notification_deliver(delivery.pk) == "sent"
+        assert notification_tasks.notification_deliver(delivery.pk) == "sent"
     assert sorted(m.to[0] for m in mail.outbox) == ["sam@example.com", "tech@example.com"]
     message = mail.outbox[0]
     assert "nightly-invoice-export / acme-foods / prod" in message.subject

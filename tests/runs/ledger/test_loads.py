@@ -14,6 +14,7 @@ from knox.models import AuthToken
 
 from handover.core.errors import DomainError, InvalidTransition
 from runs.attempts.models import Run
+from runs.ledger import tasks as ledger_tasks
 from runs.ledger.confirmations import (
     LedgerVersionConflict,
     work_item_load_confirm,
@@ -21,7 +22,6 @@ from runs.ledger.confirmations import (
 )
 from runs.ledger.items import work_item_change, work_item_duplicate_explain, work_item_verify
 from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
-from runs.ledger.tasks import work_item_load_run as load_task
 from runs.timeline.models import TimelineEvent
 from tests.runs.ledger_support import LedgerWorld, csv, ledger_world, load, outcomes
 
@@ -100,9 +100,9 @@ def test_a_complete_second_export_waits_with_its_preview_and_applies_on_confirma
     assert "would weaken 6 records" in event.summary and event.actor_user == ledger_world.support
 
     with pytest.raises(DomainError):
-        work_item_load_confirm(user=ledger_world.support, load=second, reason=" ", ledger_version=version)
+        work_item_load_confirm(actor=ledger_world.support, load=second, reason=" ", ledger_version=version)
     applied = work_item_load_confirm(
-        user=ledger_world.tech_owner, load=second, reason="the export is the full day", ledger_version=version
+        actor=ledger_world.tech_owner, load=second, reason="the export is the full day", ledger_version=version
     )
 
     assert (applied.status, applied.confirmed_by, applied.confirm_reason) == (
@@ -130,11 +130,11 @@ def test_a_confirmation_on_a_stale_version_is_refused_with_a_new_preview(ledger_
     seen = second.preview_version
     # meanwhile someone explains X-1: the ledger moved on
     work_item_duplicate_explain(
-        user=ledger_world.admin, run=ledger_world.run, record_id="X-1", reason="a test record", evidence_ref="T-1"
+        actor=ledger_world.admin, run=ledger_world.run, record_id="X-1", reason="a test record", evidence_ref="T-1"
     )
 
     with pytest.raises(LedgerVersionConflict) as refused:
-        work_item_load_confirm(user=ledger_world.support, load=second, reason="full export", ledger_version=seen)
+        work_item_load_confirm(actor=ledger_world.support, load=second, reason="full export", ledger_version=seen)
 
     fresh = refused.value.load
     assert refused.value.status == 409
@@ -149,28 +149,28 @@ def test_a_discarded_load_is_kept_and_applies_nothing(ledger_world: LedgerWorld)
     eleven_items(ledger_world)
     (second,) = load(ledger_world, complete=True, destination=csv("record_id,reference", "INV-6,r6"))
 
-    discarded = work_item_load_discard(user=ledger_world.support, load=second, reason="wrong file")
+    discarded = work_item_load_discard(actor=ledger_world.support, load=second, reason="wrong file")
 
     assert (discarded.status, discarded.confirm_reason) == ("discarded", "wrong file")
     assert outcomes(ledger_world.run)["INV-1"] == "completed"
     with pytest.raises(InvalidTransition):
-        work_item_load_confirm(user=ledger_world.support, load=second, reason="x", ledger_version=0)
+        work_item_load_confirm(actor=ledger_world.support, load=second, reason="x", ledger_version=0)
     assert TimelineEvent.objects.filter(run=ledger_world.run, kind="work_items_load_discarded").count() == 1
 
 
 def test_a_possible_duplicate_is_cleared_only_by_an_explanation(ledger_world: LedgerWorld) -> None:
     eleven_items(ledger_world)
     with pytest.raises(DomainError) as missing:
-        work_item_duplicate_explain(user=ledger_world.support, run=ledger_world.run, record_id="X-1", reason="ok")
+        work_item_duplicate_explain(actor=ledger_world.support, run=ledger_world.run, record_id="X-1", reason="ok")
     assert missing.value.errors == {"evidence_ref": ["required"]}
     with pytest.raises(DomainError) as long:
         work_item_duplicate_explain(
-            user=ledger_world.support, run=ledger_world.run, record_id="X-1", reason="ok", evidence_ref="r" * 301
+            actor=ledger_world.support, run=ledger_world.run, record_id="X-1", reason="ok", evidence_ref="r" * 301
         )
     assert "300" in long.value.errors["evidence_ref"][0]
 
     item = work_item_duplicate_explain(
-        user=ledger_world.support, run=ledger_world.run, record_id="X-1", reason="test record", evidence_ref="T-9"
+        actor=ledger_world.support, run=ledger_world.run, record_id="X-1", reason="test record", evidence_ref="T-9"
     )
 
     assert (item.is_possible_duplicate, item.duplicate_explained_by, item.duplicate_evidence_ref) == (
@@ -186,15 +186,15 @@ def test_a_possible_duplicate_is_cleared_only_by_an_explanation(ledger_world: Le
     assert not WorkItem.objects.get(run=ledger_world.run, record_id="X-1").is_possible_duplicate
     with pytest.raises(InvalidTransition):
         work_item_duplicate_explain(
-            user=ledger_world.support, run=ledger_world.run, record_id="INV-8", reason="x", evidence_ref="y"
+            actor=ledger_world.support, run=ledger_world.run, record_id="INV-8", reason="x", evidence_ref="y"
         )
 
 
 def test_every_ledger_write_raises_the_version(ledger_world: LedgerWorld) -> None:
     eleven_items(ledger_world)
     start = run_of(ledger_world).ledger_version
-    work_item_change(user=ledger_world.support, run=ledger_world.run, record_id="INV-8", outcome="absent", note="x")
-    work_item_verify(user=ledger_world.support, run=ledger_world.run, record_id="INV-9", found=True, reference="p")
+    work_item_change(actor=ledger_world.support, run=ledger_world.run, record_id="INV-8", outcome="absent", note="x")
+    work_item_verify(actor=ledger_world.support, run=ledger_world.run, record_id="INV-9", found=True, reference="p")
     assert run_of(ledger_world).ledger_version == start + 2
 
 
@@ -207,15 +207,15 @@ def test_a_large_weakening_load_waits_in_the_worker_and_its_confirmation_is_queu
     with django_capture_on_commit_callbacks(execute=False) as queued:
         (second,) = load(ledger_world, complete=True, destination=csv("record_id,reference", "INV-6,r6"))
     assert second.status == "pending" and len(queued) == 1
-    assert load_task(second.pk) == "awaiting_confirmation"
-    assert load_task(second.pk) == "awaiting_confirmation"  # a repeated message changes nothing
+    assert ledger_tasks.work_item_load_run(second.pk) == "awaiting_confirmation"
+    assert ledger_tasks.work_item_load_run(second.pk) == "awaiting_confirmation"  # a repeated message changes nothing
     second.refresh_from_db()
     with django_capture_on_commit_callbacks(execute=False) as queued:
         confirmed = work_item_load_confirm(
-            user=ledger_world.support, load=second, reason="complete", ledger_version=second.preview_version
+            actor=ledger_world.support, load=second, reason="complete", ledger_version=second.preview_version
         )
     assert (confirmed.status, len(queued)) == ("pending", 1)
-    assert load_task(second.pk) == "committed"
+    assert ledger_tasks.work_item_load_run(second.pk) == "committed"
     assert outcomes(ledger_world.run)["INV-1"] == "absent"
 
 

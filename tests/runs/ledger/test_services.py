@@ -178,7 +178,7 @@ def test_a_later_attempted_never_downgrades_claimed_done(ledger_world: LedgerWor
     assert report.status == "awaiting_confirmation"
     assert item(ledger_world, "A2").outcome == "rejected"
     work_item_load_confirm(
-        user=ledger_world.support, load=report, reason="retried by the runner", ledger_version=report.preview_version
+        actor=ledger_world.support, load=report, reason="retried by the runner", ledger_version=report.preview_version
     )
 
     a1, a2, a3 = (item(ledger_world, r) for r in ("A1", "A2", "A3"))
@@ -230,7 +230,7 @@ def test_a_population_reload_adds_ids_updates_rules_and_adopts_destination_recor
     assert reload.status == "awaiting_confirmation"
     assert item(ledger_world, "X9").is_possible_duplicate
     reload = work_item_load_confirm(
-        user=ledger_world.support,
+        actor=ledger_world.support,
         load=reload,
         reason="X9 was eligible after all",
         ledger_version=reload.preview_version,
@@ -260,7 +260,9 @@ def uncertain_world(world: LedgerWorld) -> None:
 def test_verify_found_completes_an_uncertain_item_with_its_history(ledger_world: LedgerWorld) -> None:
     uncertain_world(ledger_world)
 
-    a1 = work_item_verify(user=ledger_world.support, run=ledger_world.run, record_id="A1", found=True, reference="op-7")
+    a1 = work_item_verify(
+        actor=ledger_world.support, run=ledger_world.run, record_id="A1", found=True, reference="op-7"
+    )
 
     assert (a1.outcome, a1.evidence_kind, a1.evidence_ref, a1.evidence_by) == (
         "completed",
@@ -284,7 +286,7 @@ def test_verify_found_completes_an_uncertain_item_with_its_history(ledger_world:
 def test_verify_not_found_makes_it_absent(ledger_world: LedgerWorld) -> None:
     uncertain_world(ledger_world)
 
-    a2 = work_item_verify(user=ledger_world.support, run=ledger_world.run, record_id="A2", found=False)
+    a2 = work_item_verify(actor=ledger_world.support, run=ledger_world.run, record_id="A2", found=False)
 
     assert (a2.outcome, a2.evidence_kind) == ("absent", "provider_lookup")
     assert Run.objects.get(pk=ledger_world.run.pk).absent_count == 1
@@ -295,17 +297,17 @@ def test_verify_refusals(ledger_world: LedgerWorld) -> None:
     load(ledger_world, destination=csv("record_id,reference", "A3,g3"))
 
     with pytest.raises(DomainError, match="reference"):
-        work_item_verify(user=ledger_world.support, run=ledger_world.run, record_id="A1", found=True)
+        work_item_verify(actor=ledger_world.support, run=ledger_world.run, record_id="A1", found=True)
     with pytest.raises(InvalidTransition, match="A3 is completed"):
-        work_item_verify(user=ledger_world.support, run=ledger_world.run, record_id="A3", found=False)
+        work_item_verify(actor=ledger_world.support, run=ledger_world.run, record_id="A3", found=False)
     with pytest.raises(NotFound):
-        work_item_verify(user=ledger_world.support, run=ledger_world.run, record_id="nope", found=False)
+        work_item_verify(actor=ledger_world.support, run=ledger_world.run, record_id="nope", found=False)
     assert not WorkItemChange.objects.exists()
 
 
 def test_a_verification_survives_later_runner_reports_but_yields_to_the_destination(ledger_world: LedgerWorld) -> None:
     uncertain_world(ledger_world)
-    work_item_verify(user=ledger_world.support, run=ledger_world.run, record_id="A1", found=False)
+    work_item_verify(actor=ledger_world.support, run=ledger_world.run, record_id="A1", found=False)
 
     load(ledger_world, runner_report=csv("record_id,status", "A1,completed"))
     assert (item(ledger_world, "A1").outcome, item(ledger_world, "A1").evidence_kind) == ("absent", "provider_lookup")
@@ -356,7 +358,7 @@ def test_a_person_changes_an_item_keeping_history_timeline_and_totals(ledger_wor
     uncertain_world(ledger_world)
 
     a1 = work_item_change(
-        user=ledger_world.tech_owner,
+        actor=ledger_world.tech_owner,
         run=ledger_world.run,
         record_id="A1",
         outcome="rejected",
@@ -389,11 +391,13 @@ def test_a_change_needs_a_reason_and_a_different_outcome(ledger_world: LedgerWor
     uncertain_world(ledger_world)
 
     with pytest.raises(DomainError, match="why"):
-        work_item_change(user=ledger_world.support, run=ledger_world.run, record_id="A1", outcome="absent", note=" ")
+        work_item_change(actor=ledger_world.support, run=ledger_world.run, record_id="A1", outcome="absent", note=" ")
     with pytest.raises(InvalidTransition):
-        work_item_change(user=ledger_world.support, run=ledger_world.run, record_id="A1", outcome="uncertain", note="x")
+        work_item_change(
+            actor=ledger_world.support, run=ledger_world.run, record_id="A1", outcome="uncertain", note="x"
+        )
     with pytest.raises(DomainError):
-        work_item_change(user=ledger_world.support, run=ledger_world.run, record_id="A1", outcome="gone", note="x")
+        work_item_change(actor=ledger_world.support, run=ledger_world.run, record_id="A1", outcome="gone", note="x")
 
 
 # --- one timeline event per load, with its counts --------------------------------------------------------
@@ -501,15 +505,15 @@ def test_an_unexpected_failure_keeps_the_bytes_for_a_retry(
     queued: list[int] = []
     monkeypatch.setattr("runs.ledger.tasks.work_item_load_run.delay", queued.append)
     with django_capture_on_commit_callbacks(execute=True):
-        retried = work_item_load_retry(user=ledger_world.support, load=failed)
+        retried = work_item_load_retry(actor=ledger_world.support, load=failed)
     assert (retried.status, queued) == ("pending", [failed.pk])
 
-    from runs.ledger.tasks import work_item_load_run as task
+    from runs.ledger import tasks as ledger_tasks
 
-    assert task(failed.pk) == "committed"
+    assert ledger_tasks.work_item_load_run(failed.pk) == "committed"
     assert outcomes(ledger_world.run)["A1"] == "completed"
     with pytest.raises(InvalidTransition):
-        work_item_load_retry(user=ledger_world.support, load=failed)
+        work_item_load_retry(actor=ledger_world.support, load=failed)
 
 
 # --- large loads: a Celery task, progress through the cache ------------------------------------------------
@@ -530,10 +534,10 @@ def test_a_large_upload_is_queued_on_commit_and_the_task_is_idempotent(
     assert not WorkItem.objects.exists()
     assert cache.get(LOAD_PROGRESS_KEY.format(loads[0].public_id))["phase"] == "queued"
 
-    from runs.ledger.tasks import work_item_load_run as task
+    from runs.ledger import tasks as ledger_tasks
 
-    assert task(queued[0]) == "committed"
-    assert task(queued[0]) == "committed"  # a redelivered message changes nothing
+    assert ledger_tasks.work_item_load_run(queued[0]) == "committed"
+    assert ledger_tasks.work_item_load_run(queued[0]) == "committed"  # a redelivered message changes nothing
     assert outcomes(ledger_world.run)["A1"] == "completed"
     assert len(events(ledger_world, "work_items_loaded")) == 1
     assert cache.get(LOAD_PROGRESS_KEY.format(loads[1].public_id)) == {
@@ -550,19 +554,19 @@ def test_a_queued_load_with_bad_input_ends_failed_with_its_line(
     monkeypatch.setattr("runs.ledger.tasks.work_item_load_run.delay", lambda load_id: None)
     (queued,) = load(ledger_world, population=csv("record_id", "A1", "", "A1"))
 
-    from runs.ledger.tasks import work_item_load_run as task
+    from runs.ledger import tasks as ledger_tasks
 
-    assert task(queued.pk) == "failed"
+    assert ledger_tasks.work_item_load_run(queued.pk) == "failed"
     queued.refresh_from_db()
     assert (queued.status, queued.error_line) == ("failed", 4)
     assert cache.get(LOAD_PROGRESS_KEY.format(queued.public_id))["phase"] == "failed"
-    assert task(queued.pk) == "failed"
+    assert ledger_tasks.work_item_load_run(queued.pk) == "failed"
 
 
 def test_a_missing_load_is_logged_and_ignored(db: None) -> None:
-    from runs.ledger.tasks import work_item_load_run as task
+    from runs.ledger import tasks as ledger_tasks
 
-    assert task(987654) == "missing"
+    assert ledger_tasks.work_item_load_run(987654) == "missing"
 
 
 # --- who may load and change -------------------------------------------------------------------------------
@@ -597,11 +601,11 @@ def test_readers_and_strangers_cannot_change_verify_or_confirm(ledger_world: Led
     error = LedgerPermissionDenied if who == "auditor" else NotFound
 
     with pytest.raises(error):
-        work_item_change(user=user, run=ledger_world.run, record_id="A1", outcome="absent", note="x")
+        work_item_change(actor=user, run=ledger_world.run, record_id="A1", outcome="absent", note="x")
     with pytest.raises(error):
-        work_item_verify(user=user, run=ledger_world.run, record_id="A1", found=False)
+        work_item_verify(actor=user, run=ledger_world.run, record_id="A1", found=False)
     with pytest.raises(error):
-        run_failure_class_confirm(user=user, run=ledger_world.run, failure_class="undetermined", note="x")
+        run_failure_class_confirm(actor=user, run=ledger_world.run, failure_class="undetermined", note="x")
     assert not WorkItemChange.objects.exists()
 
 
@@ -660,8 +664,8 @@ def test_suggestion_and_confirmation_are_on_the_timeline(ledger_world: LedgerWor
     assert suggested[-1].actor_kind == "system" and "1 of 5 eligible" in suggested[-1].summary
 
     with pytest.raises(DomainError, match="say why"):
-        run_failure_class_confirm(user=ledger_world.support, run=run, failure_class="completed_ack_lost")
-    run_failure_class_confirm(user=ledger_world.support, run=run, failure_class="partially_committed")
+        run_failure_class_confirm(actor=ledger_world.support, run=run, failure_class="completed_ack_lost")
+    run_failure_class_confirm(actor=ledger_world.support, run=run, failure_class="partially_committed")
 
     run.refresh_from_db()
     assert (run.failure_class, run.failure_class_confirmed_by) == ("partially_committed", ledger_world.support)
@@ -676,7 +680,7 @@ def test_a_confirmation_other_than_the_suggestion_says_why(ledger_world: LedgerW
     load(ledger_world, population=POPULATION)
 
     run_failure_class_confirm(
-        user=ledger_world.support, run=ledger_world.run, failure_class="completed_ack_lost", note="gateway log"
+        actor=ledger_world.support, run=ledger_world.run, failure_class="completed_ack_lost", note="gateway log"
     )
 
     (confirmed,) = events(ledger_world, "failure_class_confirmed")

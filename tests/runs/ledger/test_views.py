@@ -207,9 +207,9 @@ def test_the_progress_bar_polls_until_the_load_is_done(
     assert 'hx-trigger="every 1s"' in running.content.decode() and "<progress" in running.content.decode()
     assert 'hx-trigger="every 1s"' in page(ledger_world, ledger_world.support).content.decode()
 
-    from runs.ledger.tasks import work_item_load_run as task
+    from runs.ledger import tasks as ledger_tasks
 
-    task(pending.pk)
+    ledger_tasks.work_item_load_run(pending.pk)
     done = client.get(url, HTTP_HX_REQUEST="true")
     assert done["HX-Refresh"] == "true" and "every 1s" not in done.content.decode()
     assert logged_in(ledger_world.outsider).get(url).status_code == 404

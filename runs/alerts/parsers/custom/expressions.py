@@ -212,7 +212,7 @@ class _Functions(jmespath_functions.Functions):
 
 
 _OPTIONS = jmespath.Options(custom_functions=_Functions())
-FUNCTION_NAMES = frozenset(_Functions.FUNCTION_TABLE)  # type: ignore[attr-defined]
+FUNCTION_NAMES = frozenset(_Functions.FUNCTION_TABLE)
 
 
 class MappingError(ValueError):

@@ -49,7 +49,13 @@ def _epoch(number: Decimal, unit: str, shown: str) -> datetime:
             if magnitude < Decimal(10**17)
             else "epoch_ns"
         )
-    scale = {"epoch_s": 10**6, "epoch_ms": 10**3, "epoch_us": 1, "epoch_ns": Decimal(1) / 1000}[unit]
+    scales: dict[str, Decimal] = {
+        "epoch_s": Decimal(10**6),
+        "epoch_ms": Decimal(10**3),
+        "epoch_us": Decimal(1),
+        "epoch_ns": Decimal(1) / 1000,
+    }
+    scale = scales[unit]
     try:
         micros = int(number * scale)
         return _EPOCH + timedelta(microseconds=micros)

@@ -28,7 +28,7 @@ def drop(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("handover", "0006_notifications_teams_apprise_targets"),
+        ('handover', '0009_problems'),
     ]
 
     operations = [migrations.RunPython(create, drop, elidable=False)]

@@ -45,7 +45,7 @@ def drop(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0021_timeline_kind_conflicting_report_explained"),
+        ('runs', '0024_timeline_kinds_aged_work_ownership'),
     ]
 
     operations = [migrations.RunPython(create, drop, elidable=False)]

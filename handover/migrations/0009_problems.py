@@ -39,7 +39,7 @@ def append_only_reverse(apps, schema_editor):  # noqa: ANN001, ANN201
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('handover', '0006_notifications_teams_apprise_targets'),
+        ('handover', '0008_ownership_aged_work'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

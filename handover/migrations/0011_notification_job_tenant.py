@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('handover', '0007_handover_title_prefix_index'),
+        ('handover', '0010_handover_title_prefix_index'),
     ]
 
     operations = [

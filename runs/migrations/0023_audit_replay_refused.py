@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0021_timeline_kind_conflicting_report_explained'),
+        ('runs', '0022_alert_correlation_missed_reported'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,26 @@
+"""The type of a person in the code: ``Person`` (the project's user model, Django's ``auth.User``: the
+project sets no AUTH_USER_MODEL, so every foreign key to a person is typed with it) and ``Viewer``
+(a person or the anonymous user, as ``request.user`` is).
+
+Services take the acting person as ``actor: Person``; selectors and permission predicates take the
+viewer as ``user: Viewer``. A view passes ``signed_in(request.user)`` as the actor.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import User as Person
+
+from handover.core.errors import Forbidden
+
+Viewer = Person | AnonymousUser
+
+__all__ = ["Person", "Viewer", "signed_in"]
+
+
+def signed_in(user: Person | AnonymousUser) -> Person:
+    """``user`` as the acting person of a service. Views behind ``login_required`` or DRF's
+    IsAuthenticated never pass the anonymous user; if one does, Forbidden (403), not a crash."""
+    if isinstance(user, Person):
+        return user
+    raise Forbidden("Sign in to do this.")
