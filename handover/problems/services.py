@@ -69,7 +69,7 @@ def problem_event_record(
         problem=problem,
         kind=kind,
         summary=redact_text(summary)[:500],
-        actor=actor,  # type: ignore[misc]  # the project's user model (an Person)
+        actor=actor,
         handover=handover,
         from_status=from_status,
         to_status=to_status,
@@ -171,7 +171,7 @@ def problem_create(
             defect_ref=_clean(defect_ref)[:500],
             description=_clean(description),
             owning_team=owning_team,
-            created_by=actor,  # type: ignore[misc]  # the project's user model (an Person)
+            created_by=actor,
             status_changed_at=now,
             **({"clean_runs_required": required} if required is not None else {}),
         )
