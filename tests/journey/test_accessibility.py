@@ -55,6 +55,8 @@ def _pages() -> list[str]:
         "/checks/",
         "/jobs/",
         f"/jobs/{job.public_id}/",
+        "/recurrence/?days=90",
+        "/supportability/?days=90",
         "/preferences/",
         "/account/tokens/",
     ]
