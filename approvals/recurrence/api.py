@@ -33,7 +33,11 @@ PROBLEMS = {
 QUERY = OpenApiParameter.QUERY
 PERIOD_PARAMETERS = [
     OpenApiParameter(
-        "days", OpenApiTypes.STR, QUERY, enum=[str(d) for d in PERIOD_DAYS], description="the period in days (default 30)"
+        "days",
+        OpenApiTypes.STR,
+        QUERY,
+        enum=[str(d) for d in PERIOD_DAYS],
+        description="the period in days (default 30)",
     ),
     OpenApiParameter(
         "until", OpenApiTypes.DATE, QUERY, description="the period's last day in the caller's zone (default today)"
@@ -84,8 +88,8 @@ class SupportabilityView(StrictQueryMixin, APIView):
 
     @extend_schema(
         summary="Supportability report: what the alerts lacked, per job and source",
-        description="Per job: accepted alerts on runs the caller may see that lacked a run reference, a window, "
-        "an execution id or a business-impact statement, by source; handovers, and those that needed the "
+        description="Per job: accepted alerts reporting a failure on runs the caller may see that lacked a run "
+        "reference, a window, an execution id or a business-impact statement, by source; handovers, and those that needed the "
         "technical owner to explain what happened. Formulas: docs/recurrence.md.",
         tags=TAG,
         parameters=PERIOD_PARAMETERS,

@@ -330,4 +330,3 @@ def recurrence_report(
         jobs=report,
         trend=failure_trend(period=period, points=((f.run_at, f.failures) for f in facts)),
     )
-

@@ -11,7 +11,8 @@ record), so "lacked" is a JSON key test done in SQL (``has_key``, on SQLite and 
 - a **business-impact statement**: no ``business_impact`` key in the details, their annotations, labels
   or custom details.
 
-Alerts counted: ``accepted`` alerts on runs the viewer may see, received in the period (duplicates,
+Alerts counted: ``accepted`` alerts reporting a failure (status ``failed``, ``timed_out`` or ``cancelled``:
+the ones support calls engineering about) on runs the viewer may see, received in the period (duplicates,
 rejected, unmatched and ignored ones name no run of theirs). One aggregate query for the alerts, one
 for the handovers, one for the jobs and one for their owners.
 """
@@ -32,6 +33,8 @@ from runs.catalog.models import Job, Tenant
 from runs.permissions import User, run_visibility_filter
 
 IMPACT_KEY = "business_impact"
+# the attempt statuses an alert reports a failure with (``ParsedAlert.status``)
+FAILURE_STATUSES = ["failed", "timed_out", "cancelled"]
 # field code -> (words, what to add to the job's alerts)
 MISSING_FIELDS = {
     "run_reference": (
@@ -42,7 +45,7 @@ MISSING_FIELDS = {
     "execution_id": ("execution id", "send the executor's own execution id (not one Handover must infer)"),
     "business_impact": (
         "business-impact statement",
-        f"add a `{IMPACT_KEY}` annotation or field saying who is affected and how",
+        f"add a {IMPACT_KEY} annotation or field saying who is affected and how",
     ),
 }
 
@@ -139,6 +142,7 @@ def supportability_report(
         run_visibility_filter(user=user, prefix="run__"),
         outcome=Alert.Outcome.ACCEPTED,
         run__isnull=False,
+        fields__status__in=FAILURE_STATUSES,
         created_at__gte=period.since,
         created_at__lt=period.until,
     )

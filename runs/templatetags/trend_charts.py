@@ -76,7 +76,8 @@ def failure_trend_chart(points: Sequence[TrendPoint], chart_id: str, title: str)
         y = TOP + plot_h - h
         parts.append(
             format_html(
-                '<rect class="tr-bar" x="{}" y="{}" width="{}" height="{}"><title>{}: {} failure{} ({} run{})</title></rect>',
+                '<rect class="tr-bar" x="{}" y="{}" width="{}" height="{}">'
+                "<title>{}: {} failure{} ({} run{})</title></rect>",
                 _f(x),
                 _f(y),
                 _f(bar_w),

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from approvals.recurrence.demo import demo_history_load
 from approvals.replays.demo import demo_replay_load
 from handover.handovers.demo import demo_handover_load
 from handover.notifications.services import notification_email_set_verified
@@ -48,6 +49,9 @@ class Command(BaseCommand):
         # The replays of dunmore-pharmacy's failed run (window 2026-11-27): one refused (rule 2), one
         # approved by both owners, claimed by a simulated runner through the API and completed; once only.
         demo_replay_load(log=log)
+        # Five weeks of nightly failures of two more jobs on fixed dates, for the recurrence and
+        # supportability pages; once only.
+        demo_history_load(log=log)
         for source in report.skipped_sources:
             self.stdout.write(f"{source}: already loaded, nothing posted")
         for source, posts in report.posts.items():

@@ -68,7 +68,9 @@ def history_plan(*, runs: int, days: int, end: datetime, jobs: int, tenants: int
         roll = rng.random()
         if roll < 0.3:
             plan.kind = "failed"
-            plan.failed_ends = [at + timedelta(minutes=5 + 17 * n + rng.randrange(10)) for n in range(rng.randint(1, 3))]
+            plan.failed_ends = [
+                at + timedelta(minutes=5 + 17 * n + rng.randrange(10)) for n in range(rng.randint(1, 3))
+            ]
             plan.failure_class = rng.choice(CLASSES)
             plan.possible_duplicates = rng.choice([0, 0, 0, 2])
             plan.duplicate_triggers = rng.choice([0, 0, 1])
@@ -128,7 +130,7 @@ def history_create(
         plan.run_id = run.pk
         number = 0
 
-        def attempt(status: str, ended: datetime, **extra: Any) -> None:
+        def attempt(status: str, ended: datetime, run: Run = run, **extra: Any) -> None:
             nonlocal number
             number += 1
             attempts.append(
@@ -217,13 +219,9 @@ def expected_figures(
     out = {}
     for name, runs in groups.items():
         handed = [(p.handover[0] - p.failed_at).total_seconds() for p in runs if p.handover]
-        approved = [
-            (min(a for a in p.replays if a) - p.failed_at).total_seconds() for p in runs if any(p.replays)
-        ]
+        approved = [(min(a for a in p.replays if a) - p.failed_at).total_seconds() for p in runs if any(p.replays)]
         recovered = [(p.recovered_at - p.failed_at).total_seconds() for p in runs if p.recovered_at]
-        days_open = (
-            sum(min(((p.recovered_at or until) - p.failed_at).total_seconds(), period) for p in runs) / 86400
-        )
+        days_open = sum(min(((p.recovered_at or until) - p.failed_at).total_seconds(), period) for p in runs) / 86400
         figures = {
             "failures": sum(p.failures for p in runs),
             "runs_affected": len(runs),
@@ -250,4 +248,3 @@ def expected_figures(
         )
         out[name] = figures
     return out
-

@@ -149,7 +149,9 @@ def test_handovers_the_owner_had_to_explain_rank_the_job_and_reach_the_markdown(
     assert rows["nightly-invoice-export"].handovers == 1 and rows["nightly-invoice-export"].owner_explained == []
     # payment sync: 2 alerts x 3 gaps + 3 missing of the other + 5 x 2 explained; invoice export: 4 alerts' gaps
     assert rows["nightly-payment-sync"].score == 3 + 5 * 2
-    assert rows["nightly-invoice-export"].score == sum(v for k, v in _expected(POSTS)["nightly-invoice-export"].items() if k != "alerts")
+    assert rows["nightly-invoice-export"].score == sum(
+        v for k, v in _expected(POSTS)["nightly-invoice-export"].items() if k != "alerts"
+    )
     assert [r.job.key for r in report.jobs] == ["nightly-payment-sync", "nightly-invoice-export"]
 
     client.force_login(world.admin)
