@@ -30,23 +30,28 @@ PROBLEMS = {
     401: OpenApiResponse(ProblemSerializer, description="not signed in"),
 }
 
-QUERY = OpenApiParameter.QUERY
 PERIOD_PARAMETERS = [
     OpenApiParameter(
         "days",
         OpenApiTypes.STR,
-        QUERY,
+        OpenApiParameter.QUERY,
         enum=[str(d) for d in PERIOD_DAYS],
         description="the period in days (default 30)",
     ),
     OpenApiParameter(
-        "until", OpenApiTypes.DATE, QUERY, description="the period's last day in the caller's zone (default today)"
+        "until",
+        OpenApiTypes.DATE,
+        OpenApiParameter.QUERY,
+        description="the period's last day in the caller's zone (default today)",
     ),
     OpenApiParameter(
-        "tenant", OpenApiTypes.STR, QUERY, description="only this tenant (slug); one you may not see counts nothing"
+        "tenant",
+        OpenApiTypes.STR,
+        OpenApiParameter.QUERY,
+        description="only this tenant (slug); one you may not see counts nothing",
     ),
 ]
-JOB_PARAMETER = OpenApiParameter("job", OpenApiTypes.UUID, QUERY, description="only this job (its id)")
+JOB_PARAMETER = OpenApiParameter("job", OpenApiTypes.UUID, OpenApiParameter.QUERY, description="only this job (its id)")
 
 
 def _period(filters: dict[str, Any]) -> Period:
@@ -89,8 +94,8 @@ class SupportabilityView(StrictQueryMixin, APIView):
     @extend_schema(
         summary="Supportability report: what the alerts lacked, per job and source",
         description="Per job: accepted alerts reporting a failure on runs the caller may see that lacked a run "
-        "reference, a window, an execution id or a business-impact statement, by source; handovers, and those that needed the "
-        "technical owner to explain what happened. Formulas: docs/recurrence.md.",
+        "reference, a window, an execution id or a business-impact statement, by source; handovers, and those "
+        "that needed the technical owner to explain what happened. Formulas: docs/recurrence.md.",
         tags=TAG,
         parameters=PERIOD_PARAMETERS,
         responses={200: SupportabilityReportSerializer, **PROBLEMS},

@@ -39,29 +39,25 @@ from runs.catalog.services import (
 KEY_LABEL = "demo-history"
 ZONE = ZoneInfo("Europe/Berlin")
 TENANTS = ("acme-foods", "borealis-retail", "cedar-health")
-PAYMENT_SYNC = {
-    "key": "nightly-payment-sync",
-    "defaults": {
-        "name": "Nightly payment sync",
-        "schedule": "30 3 * * *",
-        "timezone": "Europe/Berlin",
-        "grace_seconds": 1800,
-        "window_alignment": "day",
-        "expected_output": "Every settled card payment of the window booked against its invoice in the ledger.",
-        "verification": "Compare the payment provider's settlement report with the ledger's bookings (read-only).",
-    },
+PAYMENT_SYNC_KEY = "nightly-payment-sync"
+PAYMENT_SYNC: dict[str, Any] = {
+    "name": "Nightly payment sync",
+    "schedule": "30 3 * * *",
+    "timezone": "Europe/Berlin",
+    "grace_seconds": 1800,
+    "window_alignment": "day",
+    "expected_output": "Every settled card payment of the window booked against its invoice in the ledger.",
+    "verification": "Compare the payment provider's settlement report with the ledger's bookings (read-only).",
 }
-STATEMENT_MAIL = {
-    "key": "weekly-statement-mail",
-    "defaults": {
-        "name": "Weekly statement mail",
-        "schedule": "0 6 * * 1",
-        "timezone": "Europe/Berlin",
-        "grace_seconds": 3600,
-        "window_alignment": "day",
-        "expected_output": "One account statement e-mailed to each customer with activity in the week.",
-        "verification": "The mail provider's send log for the week's statements.",
-    },
+STATEMENT_MAIL_KEY = "weekly-statement-mail"
+STATEMENT_MAIL: dict[str, Any] = {
+    "name": "Weekly statement mail",
+    "schedule": "0 6 * * 1",
+    "timezone": "Europe/Berlin",
+    "grace_seconds": 3600,
+    "window_alignment": "day",
+    "expected_output": "One account statement e-mailed to each customer with activity in the week.",
+    "verification": "The mail provider's send log for the week's statements.",
 }
 # (local day of the slot, tenant, attempts' statuses in order) for nightly-payment-sync
 PAYMENT_NIGHTS = [
@@ -110,7 +106,7 @@ def _payment_items() -> list[dict[str, Any]]:
             started = slot + timedelta(minutes=1 + 20 * (number - 1))
             item = {
                 "schema": "handover.alert/v1",
-                "job": PAYMENT_SYNC["key"],
+                "job": PAYMENT_SYNC_KEY,
                 "tenant": tenant,
                 "scheduled_for": slot.isoformat(),
                 "execution_id": f"pay-{day:%Y%m%d}-{tenant[:4]}-{number}",
@@ -132,7 +128,7 @@ def _statement_items() -> list[dict[str, Any]]:
         start = monday - timedelta(days=7)
         item = {
             "schema": "handover.alert/v1",
-            "job": STATEMENT_MAIL["key"],
+            "job": STATEMENT_MAIL_KEY,
             "tenant": tenant,
             "window_start": _at(start, 0, 0),
             "window_end": _at(monday, 0, 0),
@@ -171,8 +167,8 @@ def demo_history_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
         log("  history: already loaded")
         return False
     with transaction.atomic():
-        payment, _ = job_get_or_create(key=PAYMENT_SYNC["key"], defaults=PAYMENT_SYNC["defaults"])
-        statement, _ = job_get_or_create(key=STATEMENT_MAIL["key"], defaults=STATEMENT_MAIL["defaults"])
+        payment, _ = job_get_or_create(key=PAYMENT_SYNC_KEY, defaults=PAYMENT_SYNC)
+        statement, _ = job_get_or_create(key=STATEMENT_MAIL_KEY, defaults=STATEMENT_MAIL)
         tenants = [tenant_get_or_create(slug=slug)[0] for slug in TENANTS]
         for tenant in tenants:
             job_target_get_or_create(job=payment, tenant=tenant, environment="prod")

@@ -103,7 +103,8 @@ class MissingSerializer(serializers.Serializer[Any]):
 class SourceGapsSerializer(serializers.Serializer[Any]):
     """One source's alerts of a job and what they lacked."""
 
-    source = serializers.CharField(read_only=True)
+    # a field named like DRF's ``Field.source`` attribute: the API's word for the integration kind
+    source = serializers.CharField(read_only=True)  # type: ignore[assignment]
     alerts = serializers.IntegerField(read_only=True)
     missing = MissingSerializer(read_only=True)
 

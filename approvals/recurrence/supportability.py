@@ -172,9 +172,9 @@ def supportability_report(
     for job_id in job_ids:
         by_job[job_id] = JobSupportability(job=jobs[job_id], owners=owners.get(job_id, []), sources=sources[job_id])
     for job_id, public_id, title, ticket, explained in handovers:
-        row = by_job[job_id]
-        row.handovers += 1
+        job_row = by_job[job_id]
+        job_row.handovers += 1
         if explained:
-            row.owner_explained.append(ExplainedHandover(public_id=str(public_id), title=title, ticket=ticket))
+            job_row.owner_explained.append(ExplainedHandover(public_id=str(public_id), title=title, ticket=ticket))
     ranked = sorted(by_job.values(), key=lambda j: (-j.score, j.job.key))
     return SupportabilityReport(period=period, jobs=[j for j in ranked if j.score or j.handovers])

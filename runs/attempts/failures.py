@@ -166,7 +166,6 @@ def failure_trend(*, period: Period, points: Iterable[tuple[datetime, int]]) -> 
 
 def job_failure_trend(*, user: User, job: Job, period: Period) -> list[TrendPoint]:
     """The failure trend of ``job`` over ``period``, on the runs the viewer may see. Queries: one."""
-    rows = run_failure_list(user=user, since=period.since, until=period.until, jobs=[job]).values_list(
-        "run_at", "failed_attempts"
-    )
+    failed = run_failure_list(user=user, since=period.since, until=period.until, jobs=[job])
+    rows = failed.values_list("run_at", "failed_attempts")  # type: ignore[misc]  # run_failure_list's annotations
     return failure_trend(period=period, points=((run_at, max(n, 1)) for run_at, n in rows))
