@@ -59,12 +59,23 @@ def _has_impact() -> Q:
     )
 
 
-MISSING_QUERIES = {
-    "run_reference": ~Q(fields__has_key="correlation_ref") & ~Q(fields__has_key="log_url"),
-    "window": ~Q(fields__has_key="window_start"),
-    "execution_id": ~Q(fields__has_key="execution_id") | Q(fields__details__execution_id_inferred=True),
-    "business_impact": ~_has_impact(),
+# Counted as positive conditions only, and "missing" = alerts − present: a JSON path absent from an alert
+# is NULL in SQL, and NOT NULL is NULL, so a negated condition would leave such alerts uncounted on
+# PostgreSQL (three-valued logic); a positive one counts exactly the alerts where it holds.
+PRESENT_QUERIES = {
+    "run_reference": Q(fields__has_key="correlation_ref") | Q(fields__has_key="log_url"),
+    "window": Q(fields__has_key="window_start"),
+    "execution_id": Q(fields__has_key="execution_id"),
+    "inferred_execution_id": Q(fields__has_key="execution_id") & Q(fields__details__execution_id_inferred=True),
+    "business_impact": _has_impact(),
 }
+
+
+def _missing(total: int, present: dict[str, int]) -> dict[str, int]:
+    """Alerts lacking each field, from the counts of ``PRESENT_QUERIES`` (an inferred execution id is none)."""
+    missing = {code: total - present[code] for code in MISSING_FIELDS}
+    missing["execution_id"] += present["inferred_execution_id"]
+    return missing
 
 
 @dataclass
@@ -151,7 +162,7 @@ def supportability_report(
         tenants = list(tenants)
         alerts = alerts.filter(run__tenant__in=tenants)
         links = links.filter(run__tenant__in=tenants)
-    counts = {code: Count("pk", filter=query) for code, query in MISSING_QUERIES.items()}
+    counts = {f"has_{code}": Count("pk", filter=query) for code, query in PRESENT_QUERIES.items()}
     gap_rows = (
         alerts.order_by().values("run__job_id", "source").annotate(total=Count("pk"), **counts).order_by("source")
     )
@@ -164,7 +175,11 @@ def supportability_report(
     sources: dict[int, list[SourceGaps]] = defaultdict(list)
     for row in gap_rows:
         sources[row["run__job_id"]].append(
-            SourceGaps(source=row["source"], alerts=row["total"], missing={code: row[code] for code in MISSING_FIELDS})
+            SourceGaps(
+                source=row["source"],
+                alerts=row["total"],
+                missing=_missing(row["total"], {code: row[f"has_{code}"] for code in PRESENT_QUERIES}),
+            )
         )
     job_ids = set(sources) | {row[0] for row in handovers}
     jobs = Job.objects.in_bulk(list(job_ids))
