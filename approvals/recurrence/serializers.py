@@ -15,7 +15,7 @@ class _SecondsField(serializers.IntegerField):
         return int(value)
 
 
-class PeriodSerializer(serializers.Serializer[Any]):
+class RecurrencePeriodSerializer(serializers.Serializer[Any]):
     """The period read: ``[since, until)`` in UTC, ``days`` local days ending with ``last_day``."""
 
     days = serializers.IntegerField(read_only=True)
@@ -24,7 +24,7 @@ class PeriodSerializer(serializers.Serializer[Any]):
     last_day = serializers.DateField(read_only=True)
 
 
-class JobRefSerializer(serializers.Serializer[Any]):
+class RecurrenceJobSerializer(serializers.Serializer[Any]):
     """A job: its public id, key and name."""
 
     id = serializers.UUIDField(source="public_id", read_only=True)
@@ -32,7 +32,7 @@ class JobRefSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(read_only=True)
 
 
-class TrendPointSerializer(serializers.Serializer[Any]):
+class RecurrenceTrendPointSerializer(serializers.Serializer[Any]):
     """One bucket of a trend: the local days ``start``..``end`` (inclusive), failures and runs in them."""
 
     start = serializers.DateField(read_only=True)
@@ -41,7 +41,7 @@ class TrendPointSerializer(serializers.Serializer[Any]):
     runs = serializers.IntegerField(read_only=True)
 
 
-class FiguresSerializer(serializers.Serializer[Any]):
+class RecurrenceFiguresSerializer(serializers.Serializer[Any]):
     """The recurrence figures of a set of failed runs (formulas: docs/recurrence.md)."""
 
     failures = serializers.IntegerField(read_only=True)
@@ -65,33 +65,33 @@ class FiguresSerializer(serializers.Serializer[Any]):
     score = serializers.FloatField(read_only=True, help_text="the cost to the support desk (docs/recurrence.md)")
 
 
-class GroupSerializer(serializers.Serializer[Any]):
+class RecurrenceGroupSerializer(serializers.Serializer[Any]):
     """The figures of one tenant and failure class of a job."""
 
     tenant = serializers.CharField(source="tenant.slug", read_only=True)
     failure_class = serializers.CharField(source="class_code", read_only=True)
-    figures = FiguresSerializer(read_only=True)
+    figures = RecurrenceFiguresSerializer(read_only=True)
 
 
-class JobRecurrenceSerializer(serializers.Serializer[Any]):
+class RecurrenceJobRowSerializer(serializers.Serializer[Any]):
     """One job's row of the ranking."""
 
-    job = JobRefSerializer(read_only=True)
+    job = RecurrenceJobSerializer(read_only=True)
     technical_owners = serializers.ListField(child=serializers.CharField(), source="owners", read_only=True)
-    figures = FiguresSerializer(read_only=True)
-    groups = GroupSerializer(many=True, read_only=True)
-    trend = TrendPointSerializer(many=True, read_only=True)
+    figures = RecurrenceFiguresSerializer(read_only=True)
+    groups = RecurrenceGroupSerializer(many=True, read_only=True)
+    trend = RecurrenceTrendPointSerializer(many=True, read_only=True)
 
 
 class RecurrenceReportSerializer(serializers.Serializer[Any]):
     """The ranking of jobs by cost to the support desk, highest first, and the trend of all of them."""
 
-    period = PeriodSerializer(read_only=True)
-    jobs = JobRecurrenceSerializer(many=True, read_only=True)
-    trend = TrendPointSerializer(many=True, read_only=True)
+    period = RecurrencePeriodSerializer(read_only=True)
+    jobs = RecurrenceJobRowSerializer(many=True, read_only=True)
+    trend = RecurrenceTrendPointSerializer(many=True, read_only=True)
 
 
-class MissingSerializer(serializers.Serializer[Any]):
+class SupportabilityMissingSerializer(serializers.Serializer[Any]):
     """Alerts that lacked each field (the codes of ``MISSING_FIELDS``)."""
 
     run_reference = serializers.IntegerField(read_only=True)
@@ -100,16 +100,16 @@ class MissingSerializer(serializers.Serializer[Any]):
     business_impact = serializers.IntegerField(read_only=True)
 
 
-class SourceGapsSerializer(serializers.Serializer[Any]):
+class SupportabilitySourceSerializer(serializers.Serializer[Any]):
     """One source's alerts of a job and what they lacked."""
 
     # a field named like DRF's ``Field.source`` attribute: the API's word for the integration kind
     source = serializers.CharField(read_only=True)  # type: ignore[assignment]
     alerts = serializers.IntegerField(read_only=True)
-    missing = MissingSerializer(read_only=True)
+    missing = SupportabilityMissingSerializer(read_only=True)
 
 
-class ExplainedHandoverSerializer(serializers.Serializer[Any]):
+class SupportabilityHandoverSerializer(serializers.Serializer[Any]):
     """A handover that needed the technical owner to explain what happened."""
 
     id = serializers.UUIDField(source="public_id", read_only=True)
@@ -117,21 +117,21 @@ class ExplainedHandoverSerializer(serializers.Serializer[Any]):
     ticket = serializers.CharField(read_only=True)
 
 
-class JobSupportabilitySerializer(serializers.Serializer[Any]):
+class SupportabilityJobRowSerializer(serializers.Serializer[Any]):
     """One job's row of the supportability ranking."""
 
-    job = JobRefSerializer(read_only=True)
+    job = RecurrenceJobSerializer(read_only=True)
     technical_owners = serializers.ListField(child=serializers.CharField(), source="owners", read_only=True)
     score = serializers.FloatField(read_only=True)
     alerts = serializers.IntegerField(read_only=True)
-    missing = MissingSerializer(read_only=True)
-    sources = SourceGapsSerializer(many=True, read_only=True)
+    missing = SupportabilityMissingSerializer(read_only=True)
+    sources = SupportabilitySourceSerializer(many=True, read_only=True)
     handovers = serializers.IntegerField(read_only=True)
-    owner_explained = ExplainedHandoverSerializer(many=True, read_only=True)
+    owner_explained = SupportabilityHandoverSerializer(many=True, read_only=True)
 
 
 class SupportabilityReportSerializer(serializers.Serializer[Any]):
     """Jobs ranked by what their alerts lacked and how often their owner had to explain, highest first."""
 
-    period = PeriodSerializer(read_only=True)
-    jobs = JobSupportabilitySerializer(many=True, read_only=True)
+    period = RecurrencePeriodSerializer(read_only=True)
+    jobs = SupportabilityJobRowSerializer(many=True, read_only=True)
