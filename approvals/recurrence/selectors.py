@@ -20,7 +20,7 @@ from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
-from django.db.models import Count, DateTimeField, IntegerField, OuterRef, Subquery, Value
+from django.db.models import Count, DateTimeField, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from guardian.models import UserObjectPermission
 
@@ -246,12 +246,13 @@ def failed_run_facts(
     return facts
 
 
-def handover_links(*, run_ids: Sequence[int]) -> dict[int, list[tuple[int, bool]]]:
-    """Run id → ``(handover id, is_supportability_defect)`` for every handover linked to those runs. Queries: one."""
+def handover_links(*, runs: QuerySet[Run]) -> dict[int, list[tuple[int, bool]]]:
+    """Run id → ``(handover id, is_supportability_defect)`` for every handover linked to ``runs``. Queries: one.
+
+    ``runs`` goes in as a subquery, not a list of ids: 90 days of failures can exceed SQLite's limit
+    on query parameters."""
     links: dict[int, list[tuple[int, bool]]] = defaultdict(list)
-    if not run_ids:
-        return links
-    rows = HandoverRun.objects.filter(run_id__in=list(run_ids)).values_list(
+    rows = HandoverRun.objects.filter(run__in=runs.order_by().values("pk")).values_list(
         "run_id", "handover_id", "handover__is_supportability_defect"
     )
     for run_id, handover_id, explained in rows:
@@ -293,7 +294,13 @@ def recurrence_report(
     """
     jobs = Job.objects.filter(public_id=job_public_id) if job_public_id is not None else None
     facts = failed_run_facts(user=user, period=period, jobs=jobs, tenants=tenants)
-    links = handover_links(run_ids=[f.run_id for f in facts])
+    links = (
+        handover_links(
+            runs=run_failure_list(user=user, since=period.since, until=period.until, jobs=jobs, tenants=tenants)
+        )
+        if facts
+        else {}
+    )
     by_job: dict[int, list[FailedRun]] = defaultdict(list)
     for fact in facts:
         by_job[fact.job_id].append(fact)

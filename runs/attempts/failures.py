@@ -107,9 +107,9 @@ def run_failure_list(
         .filter(Q(status__in=FAILED_RUN_STATUSES) | Exists(_failed_attempts()))
     )
     if jobs is not None:
-        runs = runs.filter(job__in=list(jobs))
+        runs = runs.filter(job__in=jobs)
     if tenants is not None:
-        runs = runs.filter(tenant__in=list(tenants))
+        runs = runs.filter(tenant__in=tenants)
     return runs.annotate(
         failed_attempts=_count(_failed_attempts()),
         failed_at=Coalesce(

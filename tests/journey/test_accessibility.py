@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import Browser, Page, expect
 
+from approvals.recurrence.demo import demo_history_load
 from approvals.replays.demo import demo_replay_load
 from handover.handovers.demo import demo_handover_load
 from handover.handovers.models import Handover
@@ -55,7 +56,7 @@ def _pages() -> list[str]:
         "/checks/",
         "/jobs/",
         f"/jobs/{job.public_id}/",
-        "/recurrence/?days=90",
+        "/recurrence/?days=90&until=2026-11-30",
         "/supportability/?days=90",
         "/preferences/",
         "/account/tokens/",
@@ -87,6 +88,7 @@ def demo(settings: Any) -> dict[str, str]:
     passwords = demo_load().passwords
     demo_handover_load()  # as manage.py load_demo does: the runs app's loader writes no handover or replay
     demo_replay_load()
+    demo_history_load()  # weeks of failures of two more jobs: the recurrence and supportability pages rank them
     return passwords
 
 
