@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
+from approvals.recurrence.api import RecurrenceView, SupportabilityView
 from approvals.replays.api import ReplayRequestViewSet
 from approvals.replays.runner_api import ReplayClaimableView, ReplayClaimView, ReplayRunnerReportView
 
@@ -19,5 +20,7 @@ urlpatterns = [
     path("replays/claimable/", ReplayClaimableView.as_view(), name="replay-claimable"),
     path("replays/<uuid:id>/claim/", ReplayClaimView.as_view(), name="replay-claim"),
     path("replays/<uuid:id>/runner-report/", ReplayRunnerReportView.as_view(), name="replay-runner-report"),
+    path("recurrence/", RecurrenceView.as_view(), name="recurrence"),
+    path("supportability/", SupportabilityView.as_view(), name="supportability"),
     *router.urls,
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from approvals.recurrence.views import recurrence_view, supportability_export_view, supportability_view
 from approvals.replays.views import (
     recovery_decision_view,
     replay_cancel_view,
@@ -18,6 +19,9 @@ from approvals.replays.views import (
 
 app_name = "approvals"
 urlpatterns = [
+    path("recurrence/", recurrence_view, name="recurrence"),
+    path("supportability/", supportability_view, name="supportability"),
+    path("supportability/export.md", supportability_export_view, name="supportability-export"),
     path("replays/", replay_list_view, name="replay-list"),
     path("replays/<uuid:id>/", replay_detail_view, name="replay-detail"),
     path("replays/<uuid:id>/approve/", replay_decide_view, {"decision": "approve"}, name="replay-approve"),

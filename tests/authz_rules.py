@@ -417,6 +417,9 @@ RULES: dict[str, Rule] = {
     "approvals-api:replay-runner-report": R("replay", site=True, POST=key_only),
     "approvals-api:replay-list": R("replay", GET=listing(READ), POST=REQUEST_REPLAY, data=_replay_request),
     "approvals-api:replay-queue": R(site=True, GET=signed_in),
+    # recurrence and supportability: every signed-in person reads, counting only the runs they may see
+    "approvals-api:recurrence": R(site=True, GET=signed_in),
+    "approvals-api:supportability": R(site=True, GET=signed_in),
     "approvals-api:replay-reauthenticate": R(site=True, POST=signed_in),
     "approvals-api:replay-recovery-decisions": R("run", POST=WRITE, data=_recovery_decision),
     "approvals-api:replay-detail": R("replay", GET=READ),
@@ -520,6 +523,9 @@ RULES: dict[str, Rule] = {
     "runs:integration-reprocess": R("integration", site=True, POST=staff_page),
     # --- replay pages (approvals) --------------------------------------------------------------------
     "approvals:replay-list": R(site=True, GET=signed_in),
+    "approvals:recurrence": R(site=True, GET=signed_in),
+    "approvals:supportability": R(site=True, GET=signed_in),
+    "approvals:supportability-export": R(site=True, GET=signed_in),
     "approvals:replay-detail": R("replay", GET=READ),
     "approvals:replay-approve": R("replay", POST=page_form(READ)),
     "approvals:replay-reject": R("replay", POST=page_form(READ)),

@@ -9,6 +9,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from handover.core.links import base_url
+from runs.attempts.failures import PERIOD_DAYS, job_failure_trend, period_ending
 from runs.attempts.models import Run
 from runs.attempts.selectors import run_list
 from runs.catalog.runner_credential_views import RunnerCredentialForm, runner_credential_issued_pop
@@ -39,7 +40,8 @@ RECENT_RUNS = 20  # the job page's latest runs; the runs list (?job=<key>) has t
 def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     """A job: its schedule and DST policy in words, the next five fire times (job's zone, UTC on hover),
     its targets with their own schedule when overridden, outages with catch-up covered and omitted, its
-    checks and its latest runs (the runs list's columns)."""
+    checks, its latest runs (the runs list's columns), and the failure trend over the last 7, 30 or 90 days
+    (``?days=``; 30 by default) on the runs the viewer sees."""
     job = job_get(user=request.user, public_id=id)
     if job is None:
         raise Http404("No such job")
@@ -64,6 +66,8 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
                 "duration_warning": warnings.get((target.tenant_id, target.environment)),
             }
         )
+    days = int(request.GET["days"]) if request.GET.get("days") in {str(d) for d in PERIOD_DAYS} else 30
+    trend_period = period_ending(days=days)
     may_manage_credentials = may_manage_runner_credentials(user=request.user, job=job)
     issued = runner_credential_issued_pop(request, job) if may_manage_credentials else None
     response = render(
@@ -85,6 +89,9 @@ def job_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "issued": issued,
             "credential_form": RunnerCredentialForm(),
             "base_url": base_url(request),
+            "trend_period": trend_period,
+            "trend_days": PERIOD_DAYS,
+            "trend": job_failure_trend(user=request.user, job=job, period=trend_period),
         },
     )
     if issued is not None:

@@ -27,6 +27,8 @@ from django.urls import reverse
 from playwright.async_api import BrowserContext, async_playwright
 from playwright.sync_api import Browser, Page, expect
 
+from approvals.recurrence.demo import demo_history_load
+from approvals.recurrence.demo import demo_history_load
 from approvals.replays.demo import demo_replay_load
 from approvals.replays.models import ReplayRequest
 from handover.handovers.demo import demo_handover_load
@@ -137,6 +139,8 @@ def _pages() -> dict[str, str]:
         "problems": url("handover:problem-list"),
         "new problem": url("handover:problem-new"),
         "problem": url("handover:problem-detail", id=problem.public_id),
+        "recurrence": url("approvals:recurrence") + "?days=90&until=2026-11-30",
+        "supportability": url("approvals:supportability") + "?days=90",
     }
 
 
@@ -208,6 +212,7 @@ def demo(settings: Any) -> dict[str, str]:
     demo_problem_load()
     demo_replay_load()
     demo_ownership_load()
+    demo_history_load()  # weeks of failures of two more jobs: the recurrence and supportability pages rank them
     return passwords
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from approvals.recurrence.demo import demo_history_load
 from approvals.replays.demo import demo_replay_load
 from handover.handovers.demo import demo_handover_load
 from handover.notifications.services import notification_email_set_verified
@@ -64,6 +65,9 @@ class Command(BaseCommand):
         demo_replay_load(log=log)
         # Owners of aged work: teams and escalation owners of the demo job and one target (fixed date).
         demo_ownership_load(log=log)
+        # Five weeks of nightly failures of two more jobs on fixed dates, for the recurrence and
+        # supportability pages; once only.
+        demo_history_load(log=log)
         if options["verbosity"] >= 1:
             for line in summary_lines(report, refused_replays):
                 self.stdout.write(line)

@@ -71,6 +71,15 @@ def _ids(value: Any, name: str) -> list[str]:
     return [str(v) for v in value]
 
 
+def _details(sent_at: datetime | None, business_impact: str | None) -> dict[str, Any]:
+    """The extras kept for display: when the sender produced the alert, and its business-impact statement
+    when it gave one (summarised like an error: free text from the sender)."""
+    details: dict[str, Any] = {"sent_at": sent_at.isoformat() if sent_at else None}
+    if business_impact:
+        details["business_impact"] = summarise_error(business_impact)
+    return details
+
+
 def _parse_item(item: Any) -> ParsedAlert:
     if not isinstance(item, Mapping):
         raise _ItemError("", "each alert must be a JSON object")
@@ -136,7 +145,7 @@ def _parse_item(item: Any) -> ParsedAlert:
         if status in ("succeeded", "failed", "timed_out", "cancelled")
         else times["started_at"],
         summary=f"{job} {execution_id} {status}",
-        details={"sent_at": times["sent_at"].isoformat() if times["sent_at"] else None},
+        details=_details(times["sent_at"], _text(item, "business_impact")),
     )
 
 

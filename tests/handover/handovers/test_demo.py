@@ -18,8 +18,10 @@ def test_the_demo_writes_one_handover_once_readable_and_exportable() -> None:
     call_command("load_demo", demo=True, stdout=StringIO())
     call_command("load_demo", demo=True, stdout=StringIO())  # idempotent: nothing changes the second time
 
-    # the demo's handover for acme-foods (the demo problem drafts a second one, for ironbridge-telecom)
-    handover = Handover.objects.get(links__run__tenant__slug_key="acme-foods")
+    # the invoice export's handover for acme-foods (the demo problem drafts a second one, for
+    # ironbridge-telecom), and the two of the demo history (approvals/recurrence/demo.py), once each
+    assert Handover.objects.filter(job__key="nightly-payment-sync", is_supportability_defect=True).count() == 2
+    handover = Handover.objects.get(job__key="nightly-invoice-export", links__run__tenant__slug_key="acme-foods")
     link = HandoverRun.objects.select_related("run__tenant").get(handover=handover)
     assert link.run.tenant.slug == "acme-foods" and link.run.window_start.isoformat() == "2026-11-26T23:00:00+00:00"
     assert handover.status == "handed_over" and handover.escalation_owner.get_username() == "tech-owner"
