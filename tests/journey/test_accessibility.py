@@ -28,7 +28,6 @@ from playwright.async_api import BrowserContext, async_playwright
 from playwright.sync_api import Browser, Page, expect
 
 from approvals.recurrence.demo import demo_history_load
-from approvals.recurrence.demo import demo_history_load
 from approvals.replays.demo import demo_replay_load
 from approvals.replays.models import ReplayRequest
 from handover.handovers.demo import demo_handover_load
