@@ -179,6 +179,8 @@ CROSS_FIELD_RULES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/integrations/{id}/keys/"): "a key is bound to named tenants or to all tenants (one of the two)",
     ("POST", "/api/v1/integrations/{id}/transport/"): "envelope item types are names, only with the envelope decoder",
     ("POST", "/api/v1/integrations/{id}/conventions/"): "conventions are the source adapter's named settings",
+    ("GET", "/api/v1/recurrence/"): "`until` lies between 2000-01-01 and 2199-12-31",
+    ("GET", "/api/v1/supportability/"): "`until` lies between 2000-01-01 and 2199-12-31",
     ("POST", "/api/v1/replays/"): "a replay's scope is absent items of one run (rule 2)",
     ("POST", "/api/v1/replays/{id}/scope/"): "a replay's scope is absent items of one run (rule 2)",
     ("POST", "/api/v1/replays/{id}/runner-report/"): "reported times lie between 1970 and 2200",

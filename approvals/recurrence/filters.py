@@ -34,10 +34,30 @@ class BoundedDateFilter(DateFilter):
     field_class = _BoundedDateField
 
 
+class _PeriodField(forms.ChoiceField):
+    """``days``: absent means the default; given, it must be one of the choices (an empty value is refused)."""
+
+    def to_python(self, value: Any) -> str | None:
+        return None if value is None else str(value)
+
+    def validate(self, value: Any) -> None:
+        if value is None:
+            return
+        if value == "":
+            raise forms.ValidationError("Give 7, 30 or 90.", code="invalid_choice")
+        super().validate(value)
+
+
+class PeriodFilter(ChoiceFilter):
+    """The period's length: 7, 30 or 90 days when given (``_PeriodField``)."""
+
+    field_class = _PeriodField
+
+
 class SupportabilityFilterSet(StrictFilterSet):
     """The period (7, 30 or 90 days, ending with ``until``, today by default) and an optional tenant."""
 
-    days = ChoiceFilter(choices=DAYS_CHOICES, help_text="the period's length in days (default 30)")
+    days = PeriodFilter(choices=DAYS_CHOICES, help_text="the period's length in days (default 30)")
     until = BoundedDateFilter(help_text="the period's last day, YYYY-MM-DD in the caller's zone (default today)")
     tenant = CharFilter(help_text="only this tenant (slug, case-insensitive); one you may not see counts nothing")
 

@@ -194,3 +194,15 @@ def test_the_supportability_page_lists_the_concrete_fields_to_add(world: World, 
     html = page.content.decode()
     assert "nightly-payment-sync" in html and "missing from 1 of 1 alerts" in html
     assert "borealis" not in html.split("<main", 1)[1].split("</form>", 1)[1]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/supportability/", "/api/v1/recurrence/"])
+def test_a_period_given_empty_or_outside_the_choices_is_refused_and_absent_means_thirty_days(
+    world: World, client: Client, path: str
+) -> None:
+    client.force_login(world.owner)
+    for days in ("", "14"):
+        refused = client.get(path, {"days": days})
+        assert refused.status_code == 400 and refused["Content-Type"] == "application/problem+json"
+        assert "days" in refused.json()["errors"]
+    assert client.get(path).json()["period"]["days"] == 30
