@@ -21,6 +21,7 @@ from django.test import Client
 from django_filters import BooleanFilter, CharFilter, ChoiceFilter, IsoDateTimeFilter, UUIDFilter
 from knox.models import AuthToken
 
+from approvals.recurrence.filters import RecurrenceFilterSet, SupportabilityFilterSet
 from approvals.replays.filters import ReplayRequestFilterSet
 from handover.core.filters import StrictFilterSet
 from handover.core.parsers import MAX_DEPTH
@@ -28,6 +29,7 @@ from handover.handovers.filters import HandoverFilterSet, HandoverRevisionFilter
 from handover.handovers.models import Handover
 from handover.handovers.services import handover_create
 from handover.notifications.api import NotificationFilterSet
+from handover.ownership.api import AgedWorkFilterSet
 from handover.problems.filters import ProblemFilterSet
 from runs.alerts.filters import AlertFilterSet, RefusedRequestFilterSet
 from runs.attempts.filters import RunFilterSet
@@ -114,6 +116,9 @@ LISTS: list[tuple[str, type[StrictFilterSet] | None, str, dict[str, str]]] = [
     ("/api/v1/sources/", None, "", {}),
     ("/api/v1/jobs/", JobFilterSet, "page", {}),
     ("/api/v1/problems/", ProblemFilterSet, "page", {}),
+    ("/api/v1/aged-work/", AgedWorkFilterSet, "page", {}),
+    ("/api/v1/recurrence/", RecurrenceFilterSet, "", {}),
+    ("/api/v1/supportability/", SupportabilityFilterSet, "", {}),
 ]
 
 

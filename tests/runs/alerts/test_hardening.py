@@ -220,7 +220,7 @@ def test_signature_verify_accepts_good_and_refuses_stale_wrong_and_missing() -> 
         ),
     ]
     assert [r.ok for r in refusals] == [False] * 5
-    assert "300 s" in refusals[0].reason and "does not match" in refusals[1].reason
+    assert "5 minutes" in refusals[0].reason and "does not match" in refusals[1].reason
 
 
 @pytest.fixture

@@ -103,8 +103,8 @@ def test_time_axis_is_empty_without_any_time_and_open_for_a_running_attempt() ->
 def test_ledger_bar_sizes_segments_with_svg_geometry_and_names_each_count() -> None:
     svg = str(ledger_bar([{"outcome": "completed", "count": 5}, {"outcome": "skipped", "count": 1}]))
     assert 'aria-label="5 completed, 1 skipped"' in svg
-    first = '<a href="?outcome=completed#ledger-items"><rect class="seg seg-completed" x="0.0" y="0" width="833.3"'
-    assert first in svg
+    first = '<a href="?outcome=completed#ledger-items" aria-label="5 completed: show these items">'
+    assert first + '<rect class="seg seg-completed" x="0.0" y="0" width="833.3"' in svg
     assert 'x="833.3" y="0" width="166.7"' in svg and "<title>1 skipped</title>" in svg
     assert "style=" not in svg  # the CSP refuses inline styles
 
