@@ -1,12 +1,12 @@
 """Recurrence figures: per job, tenant and failure class, what failures cost the support desk (docs/recurrence.md).
 
-Built on ``runs.attempts.failures.run_failure_list`` (the failed runs the viewer may see, one query),
-with correlated subqueries for each run's first handover, first approved replay and replay count, one
-query for the handovers linked to those runs, and one each for the jobs, their technical owners and the
-tenants: a constant number of queries whatever the number of runs. Medians and 90th percentiles are
-computed in Python (SQLite has no percentile aggregate); every formula is in docs/recurrence.md.
-It lives in the approvals app because it reads runs, handovers and replay requests (the app that may
-import the others).
+Built on ``runs.attempts.failures.run_failure_list`` (the failed runs the viewer may see), one query for
+the per-(job, tenant, class) counts, one for the durations the percentiles need, one for the handovers
+linked to those runs, and one each for the jobs, their technical owners, their owning teams and
+escalation owners (``handover.ownership``) and the tenants: a constant number of queries whatever the
+number of runs. Medians and 90th percentiles are computed in Python (SQLite has no percentile
+aggregate); every formula is in docs/recurrence.md. It lives in the approvals app because it reads
+runs, handovers and replay requests (the app that may import the others).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from guardian.models import UserObjectPermission
 
 from approvals.replays.models import ReplayRequest
 from handover.handovers.models import HandoverRun
+from handover.ownership.selectors import Owner, owners_resolve
 from runs.attempts.failures import Period, TrendPoint, failure_trend, run_failure_list
 from runs.attempts.models import Run
 from runs.catalog.models import Job, Tenant
@@ -94,11 +95,13 @@ class GroupFigures:
 
 @dataclass
 class JobRecurrence:
-    """One job's row of the ranking: its figures, its technical owners, groups and trend."""
+    """One job's row of the ranking: its figures, its technical owners, its owning team and escalation owner
+    (``ownership``, the job's own: docs/ownership.md), groups and trend."""
 
     job: Job
     owners: list[str]
     figures: Figures
+    ownership: Owner = field(default_factory=Owner)
     groups: list[GroupFigures] = field(default_factory=list)
     trend: list[TrendPoint] = field(default_factory=list)
 
@@ -279,6 +282,14 @@ def job_technical_owners(*, job_ids: Iterable[int]) -> dict[int, list[str]]:
     return {pk: sorted(set(names), key=str.casefold) for pk, names in owners.items()}
 
 
+def job_owning(*, job_ids: Iterable[int]) -> dict[int, Owner]:
+    """Job id → its owning team and escalation owner (``handover.ownership.selectors.owners_resolve`` on the job
+    alone, no target: a job row spans every target). A job with neither maps to an empty ``Owner`` ("no owner").
+    Queries: one (none for no jobs)."""
+    resolved = owners_resolve({(pk, None) for pk in job_ids})
+    return {job_id: owner for (job_id, _target), owner in resolved.items()}
+
+
 def recurrence_report(
     *,
     user: User,
@@ -290,7 +301,7 @@ def recurrence_report(
 
     ``tenants`` narrows to those tenants; ``job_public_id`` to one job (no row when the viewer sees none of
     its failed runs). Each job row holds its figures, its groups by (tenant, failure class) and its trend.
-    Queries: a constant five or six, whatever the number of runs.
+    Queries: a constant six or seven, whatever the number of runs.
     """
     jobs = Job.objects.filter(public_id=job_public_id) if job_public_id is not None else None
     facts = failed_run_facts(user=user, period=period, jobs=jobs, tenants=tenants)
@@ -307,6 +318,7 @@ def recurrence_report(
     job_rows = Job.objects.in_bulk(list(by_job))
     tenant_rows = Tenant.objects.in_bulk({f.tenant_id for f in facts})
     owners = job_technical_owners(job_ids=by_job)
+    owning = job_owning(job_ids=by_job)
     seconds = (period.until - period.since).total_seconds()
 
     def figures(runs: Sequence[FailedRun]) -> Figures:
@@ -326,6 +338,7 @@ def recurrence_report(
             JobRecurrence(
                 job=job_rows[job_id],
                 owners=owners.get(job_id, []),
+                ownership=owning.get(job_id) or Owner(),
                 figures=figures(runs),
                 groups=group_rows,
                 trend=failure_trend(period=period, points=((r.run_at, r.failures) for r in runs)),
