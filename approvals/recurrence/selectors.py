@@ -1,12 +1,12 @@
 """Recurrence figures: per job, tenant and failure class, what failures cost the support desk (docs/recurrence.md).
 
-Built on ``runs.attempts.failures.run_failure_list`` (the failed runs the viewer may see, one query),
-with correlated subqueries for each run's first handover, first approved replay and replay count, one
-query for the handovers linked to those runs, and one each for the jobs, their technical owners and the
-tenants: a constant number of queries whatever the number of runs. Medians and 90th percentiles are
-computed in Python (SQLite has no percentile aggregate); every formula is in docs/recurrence.md.
-It lives in the approvals app because it reads runs, handovers and replay requests (the app that may
-import the others).
+Built on ``runs.attempts.failures.run_failure_list`` (the failed runs the viewer may see), one query for
+the per-(job, tenant, class) counts, one for the durations the percentiles need, one for the handovers
+linked to those runs, and one each for the jobs, their technical owners, their owning teams and
+escalation owners (``handover.ownership``) and the tenants: a constant number of queries whatever the
+number of runs. Medians and 90th percentiles are computed in Python (SQLite has no percentile
+aggregate); every formula is in docs/recurrence.md. It lives in the approvals app because it reads
+runs, handovers and replay requests (the app that may import the others).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from guardian.models import UserObjectPermission
 
 from approvals.replays.models import ReplayRequest
 from handover.handovers.models import HandoverRun
+from handover.ownership.selectors import Owner, owners_resolve
 from runs.attempts.failures import Period, TrendPoint, failure_trend, run_failure_list
 from runs.attempts.models import Run
 from runs.catalog.models import Job, Tenant
@@ -39,22 +40,24 @@ WEIGHT_DAY_OPEN = 1.0
 WEIGHT_OWNER_EXPLAINED = 5.0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FailedRun:
-    """One failed run's facts (times UTC; ``None`` when the step has not happened)."""
+    """One failed run's facts, reduced to what the figures need: its keys, run time (UTC), counts and its
+    spans from the failure ``t0`` in seconds (``None`` when the step has not happened; negative spans are 0).
+    ``open_seconds``: (recovery, else the period's end) − ``t0``, capped at the period's length."""
 
     run_id: int
     job_id: int
     tenant_id: int
     class_code: str
     run_at: datetime
-    failed_at: datetime
     failures: int
     duplicates: int
-    handed_over_at: datetime | None
-    approved_at: datetime | None
-    recovered_at: datetime | None
     replays: int
+    to_handover: float | None
+    to_approved: float | None
+    to_recovery: float | None
+    open_seconds: float
 
 
 @dataclass
@@ -94,11 +97,13 @@ class GroupFigures:
 
 @dataclass
 class JobRecurrence:
-    """One job's row of the ranking: its figures, its technical owners, groups and trend."""
+    """One job's row of the ranking: its figures, its technical owners, its owning team and escalation owner
+    (``ownership``, the job's own: docs/ownership.md), groups and trend."""
 
     job: Job
     owners: list[str]
     figures: Figures
+    ownership: Owner = field(default_factory=Owner)
     groups: list[GroupFigures] = field(default_factory=list)
     trend: list[TrendPoint] = field(default_factory=list)
 
@@ -124,28 +129,37 @@ def _seconds(start: datetime, end: datetime | None) -> float | None:
     return None if end is None else max((end - start).total_seconds(), 0.0)
 
 
-def figures_of(
-    runs: Sequence[FailedRun], *, links: dict[int, list[tuple[int, bool]]], until: datetime, period_seconds: float
-) -> Figures:
+def figures_of(runs: Sequence[FailedRun], *, links: dict[int, list[tuple[int, bool]]]) -> Figures:
     """The figures of ``runs`` (docs/recurrence.md "Figures"). ``links``: run id → ``(handover id, the handover
-    needed the technical owner to explain)``; ``until`` ends the period (an open failure counts open until then)."""
+    needed the technical owner to explain)``. One pass over the runs; percentiles sort the spans present."""
     handovers: dict[int, bool] = {}
-    for run in runs:
-        for handover_id, explained in links.get(run.run_id, []):
+    to_handover: list[float] = []
+    to_approved: list[float] = []
+    to_recovery: list[float] = []
+    failures = duplicates = replays = unrecovered = 0
+    open_seconds = 0.0
+    for r in runs:
+        for handover_id, explained in links.get(r.run_id, ()):
             handovers[handover_id] = handovers.get(handover_id, False) or explained
-    to_handover = [s for r in runs if (s := _seconds(r.failed_at, r.handed_over_at)) is not None]
-    to_approved = [s for r in runs if (s := _seconds(r.failed_at, r.approved_at)) is not None]
-    to_recovery = [s for r in runs if (s := _seconds(r.failed_at, r.recovered_at)) is not None]
-    open_seconds = sum(
-        min(max(((r.recovered_at or until) - r.failed_at).total_seconds(), 0.0), period_seconds) for r in runs
-    )
+        failures += r.failures
+        duplicates += r.duplicates
+        replays += r.replays
+        open_seconds += r.open_seconds
+        if r.to_handover is not None:
+            to_handover.append(r.to_handover)
+        if r.to_approved is not None:
+            to_approved.append(r.to_approved)
+        if r.to_recovery is not None:
+            to_recovery.append(r.to_recovery)
+        else:
+            unrecovered += 1
     figures = Figures(
-        failures=sum(r.failures for r in runs),
+        failures=failures,
         runs_affected=len(runs),
         handovers=len(handovers),
         owner_explained=sum(1 for explained in handovers.values() if explained),
-        replays=sum(r.replays for r in runs),
-        duplicates=sum(r.duplicates for r in runs),
+        replays=replays,
+        duplicates=duplicates,
         days_open=round(open_seconds / 86400, 2),
         to_handover_median=percentile(to_handover, 0.5),
         to_handover_p90=percentile(to_handover, 0.9),
@@ -153,7 +167,7 @@ def figures_of(
         to_approved_replay_p90=percentile(to_approved, 0.9),
         to_recovery_median=percentile(to_recovery, 0.5),
         to_recovery_p90=percentile(to_recovery, 0.9),
-        unrecovered=sum(1 for r in runs if r.recovered_at is None),
+        unrecovered=unrecovered,
     )
     figures.score = round(
         WEIGHT_FAILURE * figures.failures
@@ -173,7 +187,8 @@ def failed_run_facts(
     jobs: Iterable[Job] | None = None,
     tenants: Iterable[Tenant] | None = None,
 ) -> list[FailedRun]:
-    """The failed runs the viewer may see in ``period``, with their handover and replay times. Queries: one."""
+    """The failed runs the viewer may see in ``period``, with their spans to handover, approved replay and recovery
+    (seconds) and their time open within the period. Queries: one."""
     first_handover = (
         HandoverRun.objects.filter(run=OuterRef("pk"), handover__handed_over_at__isnull=False)
         .order_by("handover__handed_over_at")
@@ -209,6 +224,8 @@ def failed_run_facts(
             "replay_count",
         )
     )
+    until = period.until
+    period_seconds = (period.until - period.since).total_seconds()
     facts = []
     for (
         pk,
@@ -227,6 +244,7 @@ def failed_run_facts(
         replay_count,
     ) in rows:
         recovered = status == Run.Status.SUCCEEDED and status_changed_at is not None and status_changed_at >= failed_at
+        recovered_at = status_changed_at if recovered else None
         facts.append(
             FailedRun(
                 run_id=pk,
@@ -234,13 +252,13 @@ def failed_run_facts(
                 tenant_id=tenant_id,
                 class_code=class_code,
                 run_at=run_at,
-                failed_at=failed_at,
                 failures=max(failed_attempts, 1),
                 duplicates=possible_duplicates + duplicate_triggers,
-                handed_over_at=handed_over_at,
-                approved_at=approved_at,
-                recovered_at=status_changed_at if recovered else None,
                 replays=replay_count,
+                to_handover=_seconds(failed_at, handed_over_at),
+                to_approved=_seconds(failed_at, approved_at),
+                to_recovery=_seconds(failed_at, recovered_at),
+                open_seconds=min(max(((recovered_at or until) - failed_at).total_seconds(), 0.0), period_seconds),
             )
         )
     return facts
@@ -279,6 +297,14 @@ def job_technical_owners(*, job_ids: Iterable[int]) -> dict[int, list[str]]:
     return {pk: sorted(set(names), key=str.casefold) for pk, names in owners.items()}
 
 
+def job_owning(*, job_ids: Iterable[int]) -> dict[int, Owner]:
+    """Job id → its owning team and escalation owner (``handover.ownership.selectors.owners_resolve`` on the job
+    alone, no target: a job row spans every target). A job with neither maps to an empty ``Owner`` ("no owner").
+    Queries: one (none for no jobs)."""
+    resolved = owners_resolve({(pk, None) for pk in job_ids})
+    return {job_id: owner for (job_id, _target), owner in resolved.items()}
+
+
 def recurrence_report(
     *,
     user: User,
@@ -290,7 +316,7 @@ def recurrence_report(
 
     ``tenants`` narrows to those tenants; ``job_public_id`` to one job (no row when the viewer sees none of
     its failed runs). Each job row holds its figures, its groups by (tenant, failure class) and its trend.
-    Queries: a constant five or six, whatever the number of runs.
+    Queries: a constant six or seven, whatever the number of runs.
     """
     jobs = Job.objects.filter(public_id=job_public_id) if job_public_id is not None else None
     facts = failed_run_facts(user=user, period=period, jobs=jobs, tenants=tenants)
@@ -307,10 +333,10 @@ def recurrence_report(
     job_rows = Job.objects.in_bulk(list(by_job))
     tenant_rows = Tenant.objects.in_bulk({f.tenant_id for f in facts})
     owners = job_technical_owners(job_ids=by_job)
-    seconds = (period.until - period.since).total_seconds()
+    owning = job_owning(job_ids=by_job)
 
     def figures(runs: Sequence[FailedRun]) -> Figures:
-        return figures_of(runs, links=links, until=period.until, period_seconds=seconds)
+        return figures_of(runs, links=links)
 
     report = []
     for job_id, runs in by_job.items():
@@ -326,6 +352,7 @@ def recurrence_report(
             JobRecurrence(
                 job=job_rows[job_id],
                 owners=owners.get(job_id, []),
+                ownership=owning.get(job_id) or Owner(),
                 figures=figures(runs),
                 groups=group_rows,
                 trend=failure_trend(period=period, points=((r.run_at, r.failures) for r in runs)),

@@ -41,6 +41,25 @@ class RecurrenceTrendPointSerializer(serializers.Serializer[Any]):
     runs = serializers.IntegerField(read_only=True)
 
 
+class RecurrenceTeamSerializer(serializers.Serializer[Any]):
+    """A team: its public id and name."""
+
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    name = serializers.CharField(read_only=True)
+
+
+class RecurrenceOwningSerializer(serializers.Serializer[Any]):
+    """A job's owning team and escalation owner (docs/ownership.md); each null when not named."""
+
+    team = RecurrenceTeamSerializer(read_only=True, allow_null=True)
+    escalation_owner = serializers.SerializerMethodField()
+
+    def get_escalation_owner(self, owner: Any) -> str | None:
+        """The escalation owner's username, or None."""
+        person = owner.escalation_owner
+        return None if person is None else str(person.get_username())
+
+
 class RecurrenceFiguresSerializer(serializers.Serializer[Any]):
     """The recurrence figures of a set of failed runs (formulas: docs/recurrence.md)."""
 
@@ -78,6 +97,9 @@ class RecurrenceJobRowSerializer(serializers.Serializer[Any]):
 
     job = RecurrenceJobSerializer(read_only=True)
     technical_owners = serializers.ListField(child=serializers.CharField(), source="owners", read_only=True)
+    ownership = RecurrenceOwningSerializer(
+        read_only=True, help_text="the job's owning team and escalation owner (docs/ownership.md)"
+    )
     figures = RecurrenceFiguresSerializer(read_only=True)
     groups = RecurrenceGroupSerializer(many=True, read_only=True)
     trend = RecurrenceTrendPointSerializer(many=True, read_only=True)
@@ -122,6 +144,9 @@ class SupportabilityJobRowSerializer(serializers.Serializer[Any]):
 
     job = RecurrenceJobSerializer(read_only=True)
     technical_owners = serializers.ListField(child=serializers.CharField(), source="owners", read_only=True)
+    ownership = RecurrenceOwningSerializer(
+        read_only=True, help_text="the job's owning team and escalation owner (docs/ownership.md)"
+    )
     score = serializers.FloatField(read_only=True)
     alerts = serializers.IntegerField(read_only=True)
     missing = SupportabilityMissingSerializer(read_only=True)

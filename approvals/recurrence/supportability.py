@@ -14,7 +14,7 @@ record), so "lacked" is a JSON key test done in SQL (``has_key``, on SQLite and 
 Alerts counted: ``accepted`` alerts reporting a failure (status ``failed``, ``timed_out`` or ``cancelled``:
 the ones support calls engineering about) on runs the viewer may see, received in the period (duplicates,
 rejected, unmatched and ignored ones name no run of theirs). One aggregate query for the alerts, one
-for the handovers, one for the jobs and one for their owners.
+for the handovers, one for the jobs, one for their technical owners and one for their owning teams.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, OuterRef, Q
 
-from approvals.recurrence.selectors import WEIGHT_OWNER_EXPLAINED, job_technical_owners
+from approvals.recurrence.selectors import WEIGHT_OWNER_EXPLAINED, job_owning, job_technical_owners
 from handover.handovers.models import Handover, HandoverRun
+from handover.ownership.selectors import Owner
 from runs.alerts.models import Alert
 from runs.attempts.failures import Period
 from runs.catalog.models import Job, Tenant
@@ -98,10 +99,12 @@ class ExplainedHandover:
 
 @dataclass
 class JobSupportability:
-    """One job's row: alert gaps per source, handovers, and the handovers the owner had to explain."""
+    """One job's row: its technical owners, owning team and escalation owner (``ownership``: docs/ownership.md),
+    alert gaps per source, handovers, and the handovers the owner had to explain."""
 
     job: Job
     owners: list[str]
+    ownership: Owner = field(default_factory=Owner)
     sources: list[SourceGaps] = field(default_factory=list)
     handovers: int = 0
     owner_explained: list[ExplainedHandover] = field(default_factory=list)
@@ -146,8 +149,8 @@ def supportability_report(
     """Jobs ranked by what their alerts lacked and how often the owner had to explain, on what the viewer sees.
 
     Alerts by received time, handovers by creation time, both within ``[period.since, period.until)``;
-    a handover counts when one of its runs is visible (and of ``tenants``, when given). Queries: four
-    or five, whatever the number of alerts.
+    a handover counts when one of its runs is visible (and of ``tenants``, when given). Queries: five
+    or six, whatever the number of alerts.
     """
     alerts = Alert.objects.filter(
         run_visibility_filter(user=user, prefix="run__"),
@@ -184,8 +187,14 @@ def supportability_report(
     job_ids = set(sources) | {row[0] for row in handovers}
     jobs = Job.objects.in_bulk(list(job_ids))
     owners = job_technical_owners(job_ids=job_ids)
+    owning = job_owning(job_ids=job_ids)
     for job_id in job_ids:
-        by_job[job_id] = JobSupportability(job=jobs[job_id], owners=owners.get(job_id, []), sources=sources[job_id])
+        by_job[job_id] = JobSupportability(
+            job=jobs[job_id],
+            owners=owners.get(job_id, []),
+            ownership=owning.get(job_id) or Owner(),
+            sources=sources[job_id],
+        )
     for job_id, public_id, title, ticket, explained in handovers:
         job_row = by_job[job_id]
         job_row.handovers += 1

@@ -155,8 +155,9 @@ def failure_trend(*, period: Period, points: Iterable[tuple[datetime, int]]) -> 
         end = min(start + timedelta(days=step - 1), period.last_day)
         buckets.append([start, end, 0, 0])
         start = end + timedelta(days=1)
+    zone = timezone.get_current_timezone()  # once: looking it up per point cost more than the bucketing
     for run_at, failures in points:
-        day = timezone.localtime(run_at).date()
+        day = run_at.astimezone(zone).date()
         index = (day - first).days // step
         if 0 <= index < len(buckets):
             buckets[index][2] += failures  # type: ignore[operator]

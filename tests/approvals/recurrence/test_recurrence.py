@@ -11,6 +11,8 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.recurrence.selectors import percentile, recurrence_report
+from handover.notifications.models import Team
+from handover.ownership.services import job_ownership_set
 from runs.attempts.failures import period_ending
 from runs.catalog.models import Job, Tenant
 from runs.catalog.services import role_grant
@@ -187,6 +189,8 @@ def _budget_world(runs: int) -> AbstractBaseUser:
         role_grant(user=support, role="support", obj=tenant)
     role_grant(user=support, role="technical_owner", obj=world.jobs[2])
     role_grant(user=UserFactory(username=f"budget-owner-{runs}"), role="technical_owner", obj=world.jobs[0])
+    team = Team.objects.create(name=f"budget-team-{runs}")
+    job_ownership_set(actor=world.admin, job=world.jobs[0], team=team, escalation_owner=support)  # type: ignore[arg-type]
     return support
 
 

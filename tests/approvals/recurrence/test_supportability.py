@@ -11,6 +11,8 @@ from django.test import Client
 
 from approvals.recurrence.supportability import supportability_report
 from handover.handovers.services import handover_create, handover_update
+from handover.notifications.models import Team
+from handover.ownership.services import job_ownership_set
 from runs.alerts.models import Alert
 from runs.attempts.failures import period_ending
 from runs.attempts.models import Run
@@ -164,6 +166,38 @@ def test_handovers_the_owner_had_to_explain_rank_the_job_and_reach_the_markdown(
     assert "| run reference | 1 of 2 |" in text
     assert "ENG-42 \\| progress not reported" in text  # escaped: no table cell injected
     assert "/jobs/" in text and "/handovers/" in text
+
+
+def test_each_job_names_its_owning_team_on_the_page_the_markdown_and_the_api(world: World, client: Client) -> None:
+    payments = Team.objects.create(name="Payments team")
+    escalation = UserFactory(username="pat-escalation")
+    job_ownership_set(
+        actor=world.admin,
+        job=Job.objects.get(key="nightly-payment-sync"),
+        team=payments,
+        escalation_owner=escalation,
+    )
+
+    report = supportability_report(user=world.admin, period=period_ending(days=7))
+
+    rows = {r.job.key: r for r in report.jobs}
+    assert rows["nightly-payment-sync"].ownership.team == payments
+    assert rows["nightly-payment-sync"].ownership.escalation_owner == escalation
+    assert rows["nightly-invoice-export"].ownership.team is None
+    client.force_login(world.admin)
+    page = client.get("/supportability/", {"days": "7"}).content.decode()
+    assert f'href="/teams/{payments.public_id}/">Payments team</a>' in page and "no owning team" in page
+    text = client.get("/supportability/export.md", {"days": "7"}).content.decode()
+    payment_part = text[text.index("`nightly-payment-sync`") :].split("\n## ")[0]
+    invoice_part = text[text.index("`nightly-invoice-export`") :].split("\n## ")[0]
+    assert f"- **Owning team:** Payments team — http://testserver/teams/{payments.public_id}/" in payment_part
+    assert "**escalation owner:** pat-escalation" in payment_part
+    assert "- **Owning team:** no owning team" in invoice_part
+    body = client.get("/api/v1/supportability/", {"days": "7"}).json()
+    api = {r["job"]["key"]: r["ownership"] for r in body["jobs"]}
+    assert api["nightly-payment-sync"]["team"] == {"id": str(payments.public_id), "name": "Payments team"}
+    assert api["nightly-payment-sync"]["escalation_owner"] == "pat-escalation"
+    assert api["nightly-invoice-export"] == {"team": None, "escalation_owner": None}
 
 
 def test_a_support_person_of_one_tenant_counts_only_that_tenants_alerts_and_handovers(world: World) -> None:

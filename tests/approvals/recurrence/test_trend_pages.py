@@ -11,6 +11,8 @@ from django.test import Client
 from django.utils import timezone
 
 from approvals.recurrence.selectors import recurrence_report
+from handover.notifications.models import Team
+from handover.ownership.services import job_ownership_set
 from runs.attempts.failures import TrendPoint, period_ending
 from runs.catalog.services import role_grant
 from runs.templatetags.trend_charts import failure_trend_chart
@@ -83,6 +85,39 @@ def test_the_recurrence_page_links_each_job_and_shows_its_owners(client: Client)
     report = recurrence_report(user=owner, period=period_ending(days=7))
     assert [r.job for r in report.jobs] == [job]
     assert report.jobs[0].figures.failures == 1
+
+
+def test_each_job_shows_its_owning_team_and_escalation_owner_or_no_owning_team(client: Client) -> None:
+    owned = JobFactory(key="owned-job")
+    orphan = JobFactory(key="orphan-job")
+    tenant = TenantFactory(slug="owning-tenant")
+    admin = UserFactory(username="owning-admin", admin=True)
+    olga = UserFactory(username="olga-escalation")
+    billing = Team.objects.create(name="Billing squad")
+    job_ownership_set(actor=admin, job=owned, team=billing, escalation_owner=olga)
+    today = datetime.combine(timezone.localdate(), datetime.min.time(), tzinfo=UTC)
+    _failed_run(owned, tenant, today, attempts=2)
+    _failed_run(orphan, tenant, today)
+
+    report = recurrence_report(user=admin, period=period_ending(days=7))
+    rows = {r.job.key: r for r in report.jobs}
+    assert rows["owned-job"].ownership.team == billing and rows["owned-job"].ownership.escalation_owner == olga
+    assert rows["orphan-job"].ownership.team is None and rows["orphan-job"].ownership.escalation_owner is None
+
+    client.force_login(admin)
+    page = client.get("/recurrence/", {"days": "7"}).content.decode()
+    owned_at, orphan_at = page.index("<code>owned-job</code>"), page.index("<code>orphan-job</code>")
+    owned_row = page[owned_at : page.index("</tr>", owned_at)]
+    orphan_row = page[orphan_at : page.index("</tr>", orphan_at)]
+    assert f'href="/teams/{billing.public_id}/">Billing squad</a>' in owned_row and "olga-escalation" in owned_row
+    assert "no owning team" in orphan_row and "Billing squad" not in orphan_row
+    body = client.get("/api/v1/recurrence/", {"days": "7"}).json()
+    api = {r["job"]["key"]: r["ownership"] for r in body["jobs"]}
+    assert api["owned-job"] == {
+        "team": {"id": str(billing.public_id), "name": "Billing squad"},
+        "escalation_owner": "olga-escalation",
+    }
+    assert api["orphan-job"] == {"team": None, "escalation_owner": None}
 
 
 def test_invalid_page_parameters_fall_back_to_the_defaults_and_say_so(client: Client) -> None:
