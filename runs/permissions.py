@@ -199,6 +199,19 @@ def require_act_on_run(*, user: User, run: Run, what: str, error: type[Forbidden
     raise error(f"Only support (on this tenant), the job's technical owners and admins {what}.")
 
 
+def require_act_on_target(*, user: User, target: JobTarget, what: str, error: type[Forbidden] = Forbidden) -> None:
+    """Refuse unless ``user`` may act on ``target`` (``may_act_on_target``); return None when they may.
+
+    Raises NotFound (404) for a target the person may not see, ``error`` (a Forbidden, 403) for one
+    they may only read; ``what`` completes the refusal ("waive or confirm its next-run checks").
+    """
+    if may_act_on_target(user=user, target=target):
+        return
+    if not may_read_target(user=user, target=target):
+        raise NotFound("No such target.")
+    raise error(f"Only support (on this tenant), the job's technical owners and admins {what}.")
+
+
 # --- replays ------------------------------------------------------------------------------------
 
 
