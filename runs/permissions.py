@@ -69,6 +69,12 @@ def is_staff(user: User) -> bool:
     return _active(user) and user.is_staff
 
 
+def may_reprocess_alert(*, user: User) -> bool:
+    """Whether ``user`` may reprocess an unmatched or pending alert (parse its stored body again):
+    active staff (the people who read the unmatched inbox)."""
+    return is_staff(user)
+
+
 # --- seeing ---------------------------------------------------------------------------------------
 
 
