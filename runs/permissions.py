@@ -69,6 +69,12 @@ def is_staff(user: User) -> bool:
     return _active(user) and user.is_staff
 
 
+def may_reprocess_alert(*, user: User) -> bool:
+    """Whether ``user`` may reprocess an unmatched or pending alert (parse its stored body again):
+    active staff (the people who read the unmatched inbox)."""
+    return is_staff(user)
+
+
 # --- seeing ---------------------------------------------------------------------------------------
 
 
@@ -196,6 +202,19 @@ def require_act_on_run(*, user: User, run: Run, what: str, error: type[Forbidden
         return
     if not may_read_run(user=user, run=run):
         raise NotFound("No such run.")
+    raise error(f"Only support (on this tenant), the job's technical owners and admins {what}.")
+
+
+def require_act_on_target(*, user: User, target: JobTarget, what: str, error: type[Forbidden] = Forbidden) -> None:
+    """Refuse unless ``user`` may act on ``target`` (``may_act_on_target``); return None when they may.
+
+    Raises NotFound (404) for a target the person may not see, ``error`` (a Forbidden, 403) for one
+    they may only read; ``what`` completes the refusal ("waive or confirm its next-run checks").
+    """
+    if may_act_on_target(user=user, target=target):
+        return
+    if not may_read_target(user=user, target=target):
+        raise NotFound("No such target.")
     raise error(f"Only support (on this tenant), the job's technical owners and admins {what}.")
 
 

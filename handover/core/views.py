@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from django import forms
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
 
-from handover.core.errors import DomainError
+from handover.core.errors import DomainError, Forbidden, NotFound
 
 T = TypeVar("T")
+
+
+@contextmanager
+def refusals() -> Iterator[None]:
+    """A service's refusal as the page's: ``Forbidden`` -> 403 (PermissionDenied), ``NotFound`` -> 404.
+
+    Pages wrap the service call (or the service module's ``..._require_...`` guard, called before a
+    form is read) in it, so the role rule and its refusal live in the service, not in the view.
+    """
+    try:
+        yield
+    except Forbidden as exc:
+        raise PermissionDenied(exc.detail) from exc
+    except NotFound as exc:
+        raise Http404(exc.detail) from exc
 
 
 def is_htmx(request: HttpRequest) -> bool:

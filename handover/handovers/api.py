@@ -16,7 +16,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -34,7 +33,6 @@ from handover.handovers.selectors import (
     handover_get,
     handover_list,
     handover_revision_list,
-    handover_runs,
 )
 from handover.handovers.serializers import (
     HandoverCreateInputSerializer,
@@ -54,6 +52,7 @@ from handover.handovers.services import (
     handover_hand_over,
     handover_refresh_generated,
     handover_reopen,
+    handover_require_writer,
     handover_start_recovery,
     handover_update,
     handover_verify,
@@ -62,7 +61,7 @@ from handover.handovers.services import (
 )
 from handover.handovers.versions import PreconditionRequired, etag, if_match_version
 from runs.attempts.models import Run
-from runs.permissions import may_act_on_runs, run_visibility_filter
+from runs.permissions import run_visibility_filter
 
 TAG = ["handovers"]
 PROBLEMS = {
@@ -135,8 +134,7 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
 
     def _writable(self) -> Handover:
         handover = self.get_object()
-        if not may_act_on_runs(user=self.request.user, runs=handover_runs(handover)):
-            raise PermissionDenied("Only support on every tenant of this handover, or the job's technical owner.")
+        handover_require_writer(signed_in(self.request.user), handover=handover)  # before the body is read
         return handover
 
     def _detail(self, handover: Handover, status_code: int = status.HTTP_200_OK, *, reload: bool = True) -> Response:
@@ -176,8 +174,6 @@ class HandoverViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericV
         runs = list(Run.objects.filter(run_visibility_filter(user=request.user), public_id__in=ids))
         if len(runs) != len(ids):
             raise Http404("No such run.")
-        if not may_act_on_runs(user=request.user, runs=runs):
-            raise PermissionDenied("Only support on the runs' tenants, or the job's technical owner.")
         handover = handover_create(actor=signed_in(request.user), runs=runs)
         return self._detail(handover, status.HTTP_201_CREATED)
 

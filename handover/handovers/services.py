@@ -147,7 +147,7 @@ def handover_create(*, actor: Person, runs: Iterable[Run]) -> Handover:
         raise DomainError(
             "A handover covers runs of one job only.", errors={"runs": ["The runs belong to different jobs."]}
         )
-    _require_write(actor, runs=runs)
+    handover_require_writer(actor, runs=runs)
     now = timezone.now()
     with transaction.atomic():
         existing = (
@@ -252,7 +252,7 @@ def handover_update(
     (unchanged and without an event when nothing changed); its ``redacted_sections`` lists the
     sections and fields whose new text lost what looked like a secret (``redacted_notice`` words it).
     """
-    _require_write(actor, handover=handover)
+    handover_require_writer(actor, handover=handover)
     sections = dict(sections or {})
     fields = dict(fields or {})
     confirm = list(dict.fromkeys(confirm))
@@ -356,7 +356,7 @@ def handover_refresh_generated(*, handover: Handover, actor: Person | None = Non
     generated revision; one ``handover_regenerated`` event per run names them. Raises
     InvalidTransition (409) for a closed handover. Returns the handover.
     """
-    _require_write(actor, handover=handover)
+    handover_require_writer(actor, handover=handover)
     now = timezone.now()
     with transaction.atomic():
         locked = Handover.objects.select_for_update().select_related("job").get(pk=handover.pk)
@@ -419,7 +419,7 @@ def handover_transition(
     ``Transitioned(handover, moved)`` (``handover.core.transitions``); Forbidden (403) for a person who
     may not write the handover.
     """
-    _require_write(actor, handover=handover)
+    handover_require_writer(actor, handover=handover)
     target = Handover.TRANSITIONS[action][1]
     if action == "reopen" and not reason.strip():  # the one place the rule lives: every reopen passes here
         raise DomainError("Say why the handover is reopened.", errors={"reason": ["This field is required."]})
@@ -469,8 +469,10 @@ def handover_hand_over(*, handover: Handover, actor: Person) -> Handover:
 
     Raises InvalidTransition (409) without an escalation owner or when it is not a draft (a
     handed-over handover is returned as it is). Side effects: the transition and its events;
-    notification rows, their send tasks enqueued on commit.
+    notification rows, their send tasks enqueued on commit. Refuses a person who may not write it
+    first (``handover_require_writer``, Forbidden 403).
     """
+    handover_require_writer(actor, handover=handover)
     with transaction.atomic():
         current = Handover.objects.select_related("escalation_owner").get(pk=handover.pk)
         if current.status == Handover.Status.DRAFT and current.escalation_owner_id is None:
@@ -532,6 +534,7 @@ def handover_close(*, handover: Handover, actor: Person) -> Handover:
     ``errors["closing_conditions"]`` listing every missing item. A closed handover is returned as
     it is. Side effects: the transition, the runs' open flags cleared, one event per run.
     """
+    handover_require_writer(actor, handover=handover)  # before what is missing: a reader learns nothing
     with transaction.atomic():
         current = Handover.objects.select_for_update().select_related("job").get(pk=handover.pk)
         allowed_from, _ = Handover.TRANSITIONS["close"]
@@ -559,8 +562,16 @@ def handover_reopen(*, handover: Handover, actor: Person | None, reason: str) ->
 # Residual exceptions
 
 
-def _require_write(actor: Person | None, *, handover: Handover | None = None, runs: list[Run] | None = None) -> None:
-    """Refuse a person who may not act on every run of the handover (Forbidden, 403); the system (None) may."""
+def handover_require_writer(
+    actor: Person | None, *, handover: Handover | None = None, runs: list[Run] | None = None
+) -> None:
+    """Refuse a person who may not act on every run of the handover (Forbidden, 403); the system (None) may.
+
+    The rule is ``runs.permissions.may_act_on_runs`` (support on each run's tenant, the job's technical
+    owners, admins). Every writing service calls it; pages and the API call it too before they read a
+    body, so a reader learns nothing from a 400. The handover (or runs) must already be visible to
+    ``actor``: the callers fetch through the selectors, which answer 404 otherwise.
+    """
     if actor is None:
         return
     if runs is None:
@@ -613,7 +624,7 @@ def residual_exception_create(
     ids = list(dict.fromkeys(str(i).strip() for i in record_ids if str(i).strip()))
     _require_editable(handover)
     runs = [link.run for link in HandoverRun.objects.filter(handover=handover).select_related("run").order_by("id")]
-    _require_write(actor, runs=runs)
+    handover_require_writer(actor, runs=runs)
     if run is not None and run.pk not in {r.pk for r in runs}:
         raise DomainError("The run is not part of this handover.", errors={"run": ["not in this handover"]})
     _check_owner(owner, runs)
@@ -677,7 +688,7 @@ def residual_exception_update(
     handover = exception.handover
     _require_editable(handover)
     runs = [link.run for link in HandoverRun.objects.filter(handover=handover).select_related("run").order_by("id")]
-    _require_write(actor, runs=runs)
+    handover_require_writer(actor, runs=runs)
     _check_owner(owner, runs)
     text = _clean(description) if description is not None else exception.description
     if not text:

@@ -13,7 +13,6 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -22,6 +21,7 @@ from django.views.decorators.http import require_POST
 from handover.core.errors import DomainError
 from handover.core.people import signed_in
 from handover.core.polling import list_page
+from handover.core.views import refusals
 from handover.handovers.closing import handover_closing_conditions
 from handover.handovers.export import handover_markdown, handover_sections
 from handover.handovers.forms import (
@@ -53,6 +53,7 @@ from handover.handovers.services import (
     handover_hand_over,
     handover_refresh_generated,
     handover_reopen,
+    handover_require_writer,
     handover_start_recovery,
     handover_texts,
     handover_update,
@@ -81,8 +82,8 @@ def _visible(request: HttpRequest, id: UUID | str) -> Handover:
 
 def _writable(request: HttpRequest, id: UUID | str) -> Handover:
     handover = _visible(request, id)
-    if not may_act_on_runs(user=request.user, runs=handover_runs(handover)):
-        raise PermissionDenied("You may read this handover but not change it.")
+    with refusals():  # the handover services' refusal, before a form is read
+        handover_require_writer(signed_in(request.user), handover=handover)
     return handover
 
 
@@ -180,8 +181,8 @@ def handover_new_view(request: HttpRequest) -> HttpResponse:
     form = HandoverCreateForm(request.POST or None, choices=choices, initial={"runs": [str(run.public_id)]})
     if request.method == "POST" and form.is_valid():
         chosen = [c for c in candidates if str(c.public_id) in form.cleaned_data["runs"]]
-        if not may_act_on_runs(user=request.user, runs=chosen):
-            raise PermissionDenied("Only support on the runs' tenants, or the job's technical owner.")
+        with refusals():
+            handover_require_writer(signed_in(request.user), runs=chosen)
         try:
             handover = handover_create(actor=signed_in(request.user), runs=chosen)
         except DomainError as exc:

@@ -9,7 +9,7 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from django.utils import timezone
 
-from handover.core.errors import InvalidTransition
+from handover.core.errors import Forbidden, InvalidTransition
 from handover.core.people import Person
 from runs.alerts.apply import alert_apply, alert_finish, original_reapply
 from runs.alerts.context import PostContext, runner_reports_write
@@ -19,6 +19,7 @@ from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.receive import delivery_sweep_received
 from runs.alerts.records import record_mend
 from runs.alerts.redaction import redact_text
+from runs.permissions import may_reprocess_alert
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +32,12 @@ def alert_reprocess(*, alert: Alert, actor: Person | None = None) -> Alert:
     own, under that delivery's key binding. A duplicate whose original is ``unmatched`` or
     ``pending`` re-applies the original from the duplicate's own body (the corrected redelivery
     repairs it). Raises ``InvalidTransition`` for other outcomes and for duplicates of an original
-    that is already applied. Returns the alert reprocessed (the original).
+    that is already applied, ``Forbidden`` (403) when a person (``actor``) is not staff
+    (``runs.permissions.may_reprocess_alert``; ``actor`` None is the system: a command, a correlation
+    wake-up). Returns the alert reprocessed (the original).
     """
+    if actor is not None and not may_reprocess_alert(user=actor):
+        raise Forbidden("Only admins reprocess alerts.")
     if alert.duplicate_of_id is not None:
         original = alert.duplicate_of
         assert original is not None

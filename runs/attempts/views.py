@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -11,9 +10,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from handover.core.people import signed_in
 from handover.core.polling import list_page
-from handover.core.views import form_post
+from handover.core.views import form_post, refusals
 from runs.attempts.corrections import (
+    attempt_correction_require,
     attempt_duplicate_trigger_explain,
     attempt_replace_slot,
     run_conflicting_report_explain,
@@ -27,7 +28,7 @@ from runs.checks.schedules import job_schedule, schedule_fire_times, target_sche
 from runs.checks.selectors import check_list_for_run
 from runs.checks.slot_review import run_identity_flags
 from runs.ledger.views import run_ledger_context
-from runs.permissions import may_act_on_run, tenant_list_visible
+from runs.permissions import tenant_list_visible
 
 
 @login_required
@@ -128,8 +129,8 @@ def _attempt_to_correct(request: HttpRequest, id: str, attempt_id: str) -> Attem
     run = run_get(user=request.user, public_id=id)
     if run is None:
         raise Http404("No such run")
-    if not may_act_on_run(user=request.user, run=run):
-        raise PermissionDenied("You may read this run but not correct its attempts.")
+    with refusals():  # the correction services' refusal, before the form is read
+        attempt_correction_require(actor=signed_in(request.user), run=run)
     attempt = Attempt.objects.filter(run=run, public_id=attempt_id).select_related("run__job", "run__tenant").first()
     if attempt is None:
         raise Http404("No such attempt")
@@ -191,8 +192,8 @@ def run_explain_refire_view(request: HttpRequest, id: str) -> HttpResponse:
     run = run_get(user=request.user, public_id=id)
     if run is None:
         raise Http404("No such run")
-    if not may_act_on_run(user=request.user, run=run):
-        raise PermissionDenied("You may read this run but not explain its re-fires.")
+    with refusals():  # the correction services' refusal, before the form is read
+        attempt_correction_require(actor=signed_in(request.user), run=run)
     return form_post(
         request,
         DuplicateTriggerExplainForm(request.POST),
@@ -210,8 +211,8 @@ def run_explain_conflicting_report_view(request: HttpRequest, id: str) -> HttpRe
     run = run_get(user=request.user, public_id=id)
     if run is None:
         raise Http404("No such run")
-    if not may_act_on_run(user=request.user, run=run):
-        raise PermissionDenied("You may read this run but not explain its conflicting reports.")
+    with refusals():  # the correction services' refusal, before the form is read
+        attempt_correction_require(actor=signed_in(request.user), run=run)
     return form_post(
         request,
         DuplicateTriggerExplainForm(request.POST),

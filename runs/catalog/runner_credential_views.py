@@ -10,17 +10,21 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from handover.core.one_time import one_time_pop, one_time_stash
+from handover.core.people import signed_in
+from handover.core.views import refusals
 from runs.catalog.models import Job
 from runs.catalog.selectors import job_get, runner_credential_list
-from runs.catalog.services import runner_credential_create, runner_credential_revoke
-from runs.permissions import may_manage_runner_credentials
+from runs.catalog.services import (
+    runner_credential_create,
+    runner_credential_require_manager,
+    runner_credential_revoke,
+)
 
 ISSUED_SCOPE = "runner-credential"
 
@@ -35,8 +39,8 @@ def _managed_job(request: HttpRequest, id: str) -> Job:
     job = job_get(user=request.user, public_id=id)
     if job is None:
         raise Http404("No such job")
-    if not may_manage_runner_credentials(user=request.user, job=job):
-        raise PermissionDenied("Only an admin or a technical owner of the job manages its runner credentials.")
+    with refusals():  # the credential services' refusal, before the form is read
+        runner_credential_require_manager(actor=signed_in(request.user), job=job)
     return job
 
 

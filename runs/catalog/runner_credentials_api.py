@@ -13,7 +13,6 @@ from django.http import Http404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,11 +20,11 @@ from rest_framework.views import APIView
 from handover.core.filters import StrictQueryMixin
 from handover.core.links import absolute_url
 from handover.core.parsers import JSONParser
+from handover.core.people import signed_in
 from handover.core.serializers import ProblemSerializer
 from runs.catalog.models import Job, RunnerCredential
 from runs.catalog.selectors import job_get, runner_credential_list
-from runs.catalog.services import runner_credential_create, runner_credential_revoke
-from runs.permissions import may_manage_runner_credentials
+from runs.catalog.services import runner_credential_create, runner_credential_require_manager, runner_credential_revoke
 
 TAG = ["jobs"]
 PROBLEMS = {
@@ -74,8 +73,7 @@ def _job_for_credentials(request: Request, id: str) -> Job:
     job = job_get(user=request.user, public_id=id)
     if job is None:
         raise Http404("No such job.")
-    if not may_manage_runner_credentials(user=request.user, job=job):
-        raise PermissionDenied("Only an admin or a technical owner of the job manages its runner credentials.")
+    runner_credential_require_manager(actor=signed_in(request.user), job=job)  # before the body is read
     return job
 
 

@@ -14,12 +14,14 @@ from django.urls import reverse
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
-from handover.core.errors import Conflict, DomainError
+from handover.core.errors import Conflict, DomainError, Forbidden, NotFound
 from handover.core.people import Person
 from runs.alerts.parsers.registry import get_adapter
 from runs.audit.services import audit_actor, audit_key_change, audit_record
 from runs.catalog.authentication import generate_secret
 from runs.catalog.models import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, Tenant, normalise_slug
+from runs.catalog.selectors import job_list_visible
+from runs.permissions import may_manage_runner_credentials
 
 # role name -> (model, permission codename). Groups are only bundles; these are checked per object.
 TENANT_ROLES = {
@@ -190,6 +192,21 @@ def integration_key_revoke(
     return key
 
 
+def runner_credential_require_manager(*, actor: Person, job: Job) -> None:
+    """Refuse unless ``actor`` may manage ``job``'s runner credentials; return None when they may.
+
+    The rule is ``runs.permissions.may_manage_runner_credentials`` (admins, the job's technical
+    owners). Raises NotFound (404) for a job the person may not see, Forbidden (403) for one they may
+    only read. ``runner_credential_create``/``_revoke`` call it for a person; pages and the API call it
+    before they read a body or list the credentials.
+    """
+    if may_manage_runner_credentials(user=actor, job=job):
+        return
+    if not job_list_visible(user=actor).filter(pk=job.pk).exists():
+        raise NotFound("No such job.")
+    raise Forbidden("Only an admin or a technical owner of the job manages its runner credentials.")
+
+
 def runner_credential_create(
     *, job: Job, created_by: Person | None = None, label: str = ""
 ) -> tuple[RunnerCredential, str]:
@@ -198,7 +215,11 @@ def runner_credential_create(
     Only the SHA-256 of the secret and its 12-character prefix are stored (docs/security.md "Keys and
     tokens"). Side effects, in one transaction: the RunnerCredential row and an AuditEvent
     (``runner_credential_create``, by prefix only) attributed to ``created_by`` (None: the system).
+    Refuses a person who may not manage the job's credentials (``runner_credential_require_manager``:
+    NotFound 404 / Forbidden 403).
     """
+    if created_by is not None:
+        runner_credential_require_manager(actor=created_by, job=job)
     secret = generate_secret("rc")
     with transaction.atomic():
         record = RunnerCredential.objects.create(
@@ -222,8 +243,11 @@ def runner_credential_revoke(*, credential: RunnerCredential, actor: Person | No
     Idempotent: a credential already revoked keeps its time and nothing is recorded. Side effects: the
     row's ``revoked_at`` (a guarded UPDATE, so two revokes record one event) and an AuditEvent
     (``runner_credential_revoke``) attributed to ``actor``. A lease the credential holds is left to
-    lapse (the replay sweep makes its dispatch ``unknown`` for a person to decide).
+    lapse (the replay sweep makes its dispatch ``unknown`` for a person to decide). Refuses a person
+    who may not manage the job's credentials (``runner_credential_require_manager``).
     """
+    if actor is not None:
+        runner_credential_require_manager(actor=actor, job=credential.job)
     now = timezone.now()
     with transaction.atomic():
         changed = RunnerCredential.objects.filter(pk=credential.pk, revoked_at__isnull=True).update(

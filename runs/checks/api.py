@@ -15,7 +15,7 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -24,13 +24,13 @@ from handover.core.filters import StrictQueryMixin
 from handover.core.people import Person, signed_in
 from handover.core.serializers import ProblemSerializer
 from runs.attempts.selectors import run_get
+from runs.catalog.models import JobTarget
 from runs.catalog.selectors import target_list_visible
-from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
+from runs.checks.decisions import next_run_check_confirm, next_run_check_require_actor, next_run_check_waive
 from runs.checks.filters import NextRunCheckFilterSet
 from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import next_run_check_schedule
 from runs.checks.selectors import check_get, check_list
-from runs.permissions import may_act_on_target
 
 
 class NextRunCheckSerializer(serializers.ModelSerializer[NextRunCheck]):
@@ -180,9 +180,9 @@ class NextRunCheckViewSet(
         fresh = check_get(user=self.request.user, public_id=check.public_id)
         return Response(NextRunCheckSerializer(fresh).data, status=code)
 
-    def _authorise(self, check: NextRunCheck) -> None:
-        if not may_act_on_target(user=self.request.user, target=check.target):
-            raise PermissionDenied("Only support on this tenant or the job's technical owner may do this.")
+    def _authorise(self, target: JobTarget) -> None:
+        """The services' refusal (``next_run_check_require_actor``), asked before the body is read."""
+        next_run_check_require_actor(actor=signed_in(self.request.user), target=target)
 
     @extend_schema(
         summary="Create a next-run check by hand",
@@ -215,8 +215,6 @@ class NextRunCheckViewSet(
             if named is None:
                 raise ValidationError({"target": ["No such target."]})
             target = named
-        if not may_act_on_target(user=request.user, target=target):
-            raise PermissionDenied("Only support on this tenant or the job's technical owner may create checks.")
         check, created = next_run_check_schedule(
             target=target, after=values.get("after") or timezone.now(), recovered_run=run, actor=signed_in(request.user)
         )
@@ -239,7 +237,7 @@ class NextRunCheckViewSet(
     @action(detail=True, methods=["post"])
     def waive(self, request: Request, id: str) -> Response:
         check = self.get_object()
-        self._authorise(check)
+        self._authorise(check.target)
         data = NextRunCheckWaiveInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -270,7 +268,7 @@ class NextRunCheckViewSet(
     @action(detail=True, methods=["post"])
     def confirm(self, request: Request, id: str) -> Response:
         check = self.get_object()
-        self._authorise(check)
+        self._authorise(check.target)
         data = NextRunCheckConfirmInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         check = next_run_check_confirm(check=check, actor=signed_in(request.user), note=data.validated_data["note"])

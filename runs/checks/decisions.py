@@ -8,15 +8,27 @@ from datetime import UTC, date
 from django.db import transaction
 from django.utils import timezone
 
-from handover.core.errors import DomainError, Forbidden, InvalidTransition
+from handover.core.errors import DomainError, InvalidTransition
 from handover.core.people import Person
+from runs.catalog.models import JobTarget
 from runs.checks.evaluation import next_run_check_evaluate
 from runs.checks.events import check_event_record
 from runs.checks.facts import check_change, next_run_check_facts
 from runs.checks.models import NextRunCheck
 from runs.checks.transitions import check_transition_one, next_run_check_transition
-from runs.permissions import may_act_on_target, may_read_target
+from runs.permissions import may_read_target, require_act_on_target
 from runs.timeline.models import TimelineEvent
+
+
+def next_run_check_require_actor(*, actor: Person, target: JobTarget) -> None:
+    """Refuse unless ``actor`` may create, waive or confirm ``target``'s next-run checks; None when they may.
+
+    The rule is ``runs.permissions.may_act_on_target`` (support on the tenant, the job's technical
+    owners, admins). Raises NotFound (404) for a target the person may not see, Forbidden (403) for
+    one they may only read. Every check service calls it; the API and pages call it too before they
+    read a request body, so a reader learns nothing from a 400.
+    """
+    require_act_on_target(user=actor, target=target, what="create, waive or confirm next-run checks")
 
 
 def next_run_check_waive(
@@ -35,8 +47,7 @@ def next_run_check_waive(
     Raises ``DomainError`` (400) with field errors for a broken rule. Side effects: the transition
     and a ``next_run_check_waived`` timeline event.
     """
-    if not may_act_on_target(user=actor, target=check.target):
-        raise Forbidden("Only support on this tenant or the job's technical owner may do this.")
+    next_run_check_require_actor(actor=actor, target=check.target)
     errors: dict[str, list[str]] = {}
     reason = (reason or "").strip()
     if not reason:
@@ -77,8 +88,7 @@ def next_run_check_confirm(*, check: NextRunCheck, actor: Person, note: str) -> 
     stale retry is queued or the ledger that has since appeared shows duplicates. Side effects: the
     confirmation, a ``next_run_check_confirmed`` event, then the transition and its event.
     """
-    if not may_act_on_target(user=actor, target=check.target):
-        raise Forbidden("Only support on this tenant or the job's technical owner may do this.")
+    next_run_check_require_actor(actor=actor, target=check.target)
     note = (note or "").strip()
     if not note:
         raise DomainError("Say how duplicates were checked.", errors={"note": ["This field is required."]})

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from handover.core.errors import DomainError, Forbidden
+from handover.core.errors import DomainError
 from handover.core.people import Person
 from runs.attempts.models import Run
 from runs.catalog.models import JobTarget
@@ -18,7 +18,7 @@ from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import check_deadline
 from runs.checks.schedules import target_schedule
 from runs.checks.slot_placement import next_slot_after, slot_schedule, slot_window
-from runs.permissions import may_act_on_target
+from runs.permissions import require_act_on_target
 from runs.timeline.models import TimelineEvent
 
 
@@ -60,11 +60,12 @@ def next_run_check_schedule(
 
     Returns ``(check, created)``. Raises ``DomainError`` (400) for an inactive target, a recovered
     run of another target, or a schedule with no next fire time; ``Forbidden`` (403) when a person
-    (``actor``) may not act on the target (``runs.permissions.may_act_on_target``). Side effects: one
+    (``actor``) may not act on the target (``runs.permissions.may_act_on_target``), ``NotFound`` (404)
+    when they may not see it. Side effects: one
     NextRunCheck and a ``next_run_check_scheduled`` timeline event.
     """
-    if actor is not None and not may_act_on_target(user=actor, target=target):
-        raise Forbidden("Only support on this tenant or the job's technical owner may create checks.")
+    if actor is not None:
+        require_act_on_target(user=actor, target=target, what="create, waive or confirm next-run checks")
     if not target.is_active:
         raise DomainError(f"The target {target} is not active: no next run is expected.")
     if recovered_run is not None and (recovered_run.job_id, recovered_run.tenant_id, recovered_run.environment) != (

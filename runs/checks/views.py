@@ -9,7 +9,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -17,9 +16,9 @@ from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
 from handover.core.people import signed_in
-from handover.core.views import form_post
+from handover.core.views import form_post, refusals
 from runs.catalog.selectors import target_list_visible
-from runs.checks.decisions import next_run_check_confirm, next_run_check_waive
+from runs.checks.decisions import next_run_check_confirm, next_run_check_require_actor, next_run_check_waive
 from runs.checks.forms import NextRunCheckConfirmForm, NextRunCheckCreateForm, NextRunCheckWaiveForm
 from runs.checks.models import NextRunCheck
 from runs.checks.scheduling import next_run_check_schedule
@@ -117,8 +116,8 @@ def check_create_view(request: HttpRequest) -> HttpResponse:
     if target is None:
         messages.error(request, "Choose a target.")
         return redirect("runs:check-list")
-    if not may_act_on_target(user=request.user, target=target):
-        raise PermissionDenied("Only support on this tenant or the job's technical owner may create checks.")
+    with refusals():
+        next_run_check_require_actor(actor=signed_in(request.user), target=target)
     try:
         check, created = next_run_check_schedule(target=target, after=timezone.now(), actor=signed_in(request.user))
     except DomainError as exc:
@@ -133,8 +132,8 @@ def _check_for_action(request: HttpRequest, id: str) -> NextRunCheck:
     check = check_get(user=request.user, public_id=id)
     if check is None:
         raise Http404("No such check")
-    if not may_act_on_target(user=request.user, target=check.target):
-        raise PermissionDenied("Only support on this tenant or the job's technical owner may do this.")
+    with refusals():  # before the form is read: a reader learns nothing from a form error
+        next_run_check_require_actor(actor=signed_in(request.user), target=check.target)
     return check
 
 

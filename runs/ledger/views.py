@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -16,9 +15,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
-from handover.core.views import form_post, is_htmx
+from handover.core.views import form_post, is_htmx, refusals
 from runs.attempts.business_state import BUSINESS_STATE_FACTS
 from runs.attempts.models import Run
+from runs.ledger.common import run_ledger_require_writer
 from runs.ledger.confirmations import (
     LedgerVersionConflict,
     work_item_load_confirm,
@@ -177,8 +177,8 @@ def _ledger_run(request: HttpRequest, id: str) -> Run:
     run = run_get_for_ledger(user=request.user, public_id=id)
     if run is None:
         raise Http404("No such run")
-    if not may_act_on_run(user=request.user, run=run):
-        raise PermissionDenied("You may read this run's ledger but not change it.")
+    with refusals():  # the ledger services' refusal, before a form or file is read
+        run_ledger_require_writer(actor=request.user, run=run)
     return run
 
 

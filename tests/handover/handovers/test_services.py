@@ -8,7 +8,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from handover.core.errors import Conflict, DomainError, InvalidTransition
+from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition
 from handover.handovers.check_follow_ups import next_run_check_notify_failed
 from handover.handovers.checks import handover_reopen_for_failed_check, handover_sweep_verifying
 from handover.handovers.closing import handover_closing_conditions
@@ -351,3 +351,25 @@ def test_residual_exception_refuses_unknown_record_ids_and_owners_without_a_role
     )
     assert [i.record_id for i in exception.work_items.all()] == ["INV-1"]
     assert TimelineEvent.objects.filter(run=world.run, kind="residual_exception_added").count() == 1
+
+
+def test_the_writing_services_refuse_a_reader_and_write_nothing(world: World, draft: Handover) -> None:
+    """Issue #15: the services refuse (pages and the API only relay it): an auditor of the tenant reads
+    the handover but may not draft, edit, move or reopen it, nor add a residual exception."""
+    events = TimelineEvent.objects.count()
+    before = Handover.objects.values().get(pk=draft.pk)
+    handovers = Handover.objects.count()
+    for actor in (world.auditor, world.stranger):
+        with pytest.raises(Forbidden):
+            handover_create(actor=actor, runs=[world.run])
+        with pytest.raises(Forbidden):
+            handover_update(handover=draft, actor=actor, sections={"summary": "not mine to write"})
+        with pytest.raises(Forbidden):
+            handover_hand_over(handover=draft, actor=actor)
+        with pytest.raises(Forbidden):
+            handover_close(handover=draft, actor=actor)
+        with pytest.raises(Forbidden):
+            handover_reopen(handover=draft, actor=actor, reason="not mine")
+    assert TimelineEvent.objects.count() == events and Handover.objects.count() == handovers
+    assert Handover.objects.values().get(pk=draft.pk) == before
+    assert not draft.residual_exceptions.exists()

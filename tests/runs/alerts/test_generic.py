@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
+from handover.core.errors import Forbidden
 from runs.alerts.models import Alert, AuthFailureCounter, Delivery
 from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Attempt, Run, RunnerReport
@@ -17,6 +18,7 @@ from runs.catalog.models import Integration
 from runs.catalog.services import job_get_or_create
 from runs.timeline.models import TimelineEvent
 from tests.conftest import fixture_path
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 BERLIN_MIDNIGHT_27 = datetime(2026, 11, 26, 23, 0, tzinfo=UTC)
@@ -144,7 +146,14 @@ def test_unknown_job_is_unmatched_then_a_run_after_registering_and_reprocessing(
     assert not Run.objects.exists()
 
     job_get_or_create(key="quarterly-vat-filing", defaults={"schedule": "0 2 * * *", "timezone": "Europe/Berlin"})
-    alert = alert_reprocess(alert=alert)
+    # the service refuses a person who is not staff (issue #15), and changes nothing
+    events = TimelineEvent.objects.count()
+    with pytest.raises(Forbidden):
+        alert_reprocess(alert=alert, actor=UserFactory(is_staff=False))
+    alert.refresh_from_db()
+    assert alert.outcome == Alert.Outcome.UNMATCHED and alert.run is None
+    assert not Run.objects.exists() and TimelineEvent.objects.count() == events
+    alert = alert_reprocess(alert=alert, actor=UserFactory(is_staff=True))
 
     assert alert.outcome == Alert.Outcome.ACCEPTED
     run = Run.objects.get(job__key="quarterly-vat-filing")

@@ -16,6 +16,8 @@ from runs.attempts.corrections import (
     AttemptCorrectionDenied,
     attempt_duplicate_trigger_explain,
     attempt_replace_slot,
+    run_conflicting_report_explain,
+    run_refire_explain,
 )
 from runs.attempts.models import Attempt, Run
 from runs.catalog.services import role_grant
@@ -295,3 +297,17 @@ def test_admin_action_abandons_with_a_reason_asked_first() -> None:
     assert (attempt.status, attempt.abandoned_by, attempt.abandon_reason) == ("abandoned", admin, "node deleted")
     event = TimelineEvent.objects.get(attempt=attempt, kind=TimelineEvent.Kind.ATTEMPT_ABANDONED)
     assert event.actor_user == admin
+
+
+def test_run_explanations_refuse_a_reader_and_an_outsider_and_write_nothing(run: Run, duplicate: Attempt) -> None:
+    """Issue #15: the explaining services refuse themselves (the run page only relays their refusal)."""
+    before = TimelineEvent.objects.count()
+    for actor, error in ((person(run, "auditor"), AttemptCorrectionDenied), (UserFactory(), NotFound)):
+        for explain in (run_refire_explain, run_conflicting_report_explain):
+            with pytest.raises(error):
+                explain(run=run, actor=actor, reason="flapping monitor", evidence_ref="OPS-1")
+        with pytest.raises(error):
+            attempt_duplicate_trigger_explain(attempt=duplicate, actor=actor, reason="r", evidence_ref="e")
+    assert TimelineEvent.objects.count() == before
+    duplicate.refresh_from_db()
+    assert duplicate.is_duplicate_unexplained and duplicate.duplicate_explained_by is None

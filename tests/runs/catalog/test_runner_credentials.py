@@ -12,11 +12,12 @@ from django.core.cache import cache
 from django.core.management import call_command
 from django.test import Client
 
+from handover.core.errors import Forbidden, NotFound
 from runs.audit.models import AuditEvent
 from runs.catalog.authentication import runner_credential_authenticate
 from runs.catalog.models import Job, RunnerCredential
-from runs.catalog.services import role_grant
-from tests.factories import JobFactory, TenantFactory, UserFactory
+from runs.catalog.services import role_grant, runner_credential_create, runner_credential_revoke
+from tests.factories import JobFactory, JobTargetFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "correct-horse-battery"
@@ -110,3 +111,20 @@ def test_the_command_prints_the_credential_alone_on_the_last_line(job: Job) -> N
     secret = out.getvalue().strip().splitlines()[-1]
     credential = runner_credential_authenticate(secret)
     assert credential is not None and credential.job == job and credential.label == "cron box"
+
+
+def test_the_services_refuse_who_may_not_manage_them_and_write_nothing(job: Job) -> None:
+    """Issue #15: issuing and revoking refuse themselves (the page and the API relay the refusal)."""
+    owner = UserFactory()
+    role_grant(user=owner, role="technical_owner", obj=job)
+    credential, _ = runner_credential_create(job=job, created_by=owner, label="kept")
+    support = UserFactory()
+    role_grant(user=support, role="support", obj=JobTargetFactory(job=job).tenant)  # sees the job, may not manage
+    audited = AuditEvent.objects.count()
+    for actor, error in ((support, Forbidden), (UserFactory(), NotFound)):
+        with pytest.raises(error):
+            runner_credential_create(job=job, created_by=actor, label="not issued")
+        with pytest.raises(error):
+            runner_credential_revoke(credential=credential, actor=actor)
+    assert list(RunnerCredential.objects.values_list("label", "revoked_at")) == [("kept", None)]
+    assert AuditEvent.objects.count() == audited

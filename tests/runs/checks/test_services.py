@@ -18,7 +18,7 @@ from django.apps import apps
 from django.core import mail
 from django.db import IntegrityError, transaction
 
-from handover.core.errors import DomainError, Forbidden, InvalidTransition
+from handover.core.errors import DomainError, Forbidden, InvalidTransition, NotFound
 from handover.handovers.check_follow_ups import next_run_check_notify_failed
 from runs.attempts.corrections import attempt_duplicate_trigger_explain
 from runs.attempts.models import Attempt, Run
@@ -696,3 +696,28 @@ def test_a_failed_or_passed_check_cannot_be_waived(waiver_people: dict[str, Any]
                 checkpoint=date(2099, 1, 1),
                 reason="too late for that",
             )
+
+
+# --- the services refuse (issue #15: every refusal comes from a service) ------------------------
+
+
+def test_check_services_refuse_a_reader_and_an_outsider_and_write_nothing(
+    world: dict[str, Any], check: NextRunCheck
+) -> None:
+    reader, outsider = UserFactory(), UserFactory()
+    role_grant(user=reader, role="auditor", obj=check.target.tenant)
+    owner = UserFactory()
+    role_grant(user=owner, role="support", obj=check.target.tenant)
+    before_events = TimelineEvent.objects.count()
+    before_checks = list(NextRunCheck.objects.values().order_by("pk"))
+    for actor, error in ((reader, Forbidden), (outsider, NotFound)):
+        with pytest.raises(error):
+            next_run_check_waive(
+                check=check, actor=actor, owner=owner, checkpoint=date(2099, 1, 1), reason="next run far away"
+            )
+        with pytest.raises(error):
+            next_run_check_confirm(check=check, actor=actor, note="looked")
+        with pytest.raises(error):
+            next_run_check_schedule(target=check.target, after=EXPECTED + timedelta(days=3), actor=actor)
+    assert TimelineEvent.objects.count() == before_events
+    assert list(NextRunCheck.objects.values().order_by("pk")) == before_checks
