@@ -57,6 +57,8 @@ class PeriodFilter(ChoiceFilter):
 class SupportabilityFilterSet(StrictFilterSet):
     """The period (7, 30 or 90 days, ending with ``until``, today by default) and an optional tenant."""
 
+    refuse_empty = True
+
     days = PeriodFilter(choices=DAYS_CHOICES, help_text="the period's length in days (default 30)")
     until = BoundedDateFilter(help_text="the period's last day, YYYY-MM-DD in the caller's zone (default today)")
     tenant = CharFilter(help_text="only this tenant (slug, case-insensitive); one you may not see counts nothing")

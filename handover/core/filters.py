@@ -78,7 +78,13 @@ class BoundedDateTimeFilter(django_filters.IsoDateTimeFilter):
 
 
 class StrictFilterSet(django_filters.FilterSet):
-    """Base of the API's FilterSets: declared filters only, no model; ``values()`` is what selectors take."""
+    """Base of the API's FilterSets: declared filters only, no model; ``values()`` is what selectors take.
+
+    ``refuse_empty``: a declared parameter given with an empty value is a 400 (its schema has no empty
+    value), instead of being read as absent.
+    """
+
+    refuse_empty: ClassVar[bool] = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -169,6 +175,8 @@ def query_validate(
             errors[shown] = [f"Unknown query parameter.{hint}"]
         elif any(NUL in value for value in values):
             errors[shown] = [NUL_MESSAGE]
+        elif filterset_class is not None and filterset_class.refuse_empty and name in declared and "" in values:
+            errors[shown] = ["Give a value, or leave the parameter out."]
         elif len(values) > 1:
             errors[shown] = ["Give this parameter once."]
         elif name in pagination_params & NUMBERED_PAGE_PARAMS:

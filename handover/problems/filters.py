@@ -11,6 +11,8 @@ from handover.problems.models import Problem
 class ProblemFilterSet(StrictFilterSet):
     """Problems by status, owning team, job, tenant and title prefix."""
 
+    refuse_empty = True
+
     status = ChoiceFilter(choices=Problem.Status.choices, help_text="the problem's status")
     team = CharFilter(max_length=100, help_text="the owning team's name")
     job = CharFilter(max_length=200, help_text="a job key: problems with a linked run of it that the caller sees")

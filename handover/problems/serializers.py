@@ -28,6 +28,11 @@ class TeamField(serializers.SlugRelatedField):  # type: ignore[type-arg]
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(slug_field="name", queryset=Team.objects.all(), allow_null=True, **kwargs)
 
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if data == "":  # DRF reads "" as null for related fields; the schema asks for a name or null
+            self.fail("does_not_exist", slug_name=self.slug_field, value="")
+        return super().run_validation(data)
+
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, str) or NUL in data or len(data) > 100:
             self.fail("does_not_exist", slug_name=self.slug_field, value=str(data).replace(NUL, "\\x00")[:120])
