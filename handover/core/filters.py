@@ -80,8 +80,8 @@ class BoundedDateTimeFilter(django_filters.IsoDateTimeFilter):
 class StrictFilterSet(django_filters.FilterSet):
     """Base of the API's FilterSets: declared filters only, no model; ``values()`` is what selectors take.
 
-    ``refuse_empty``: a declared parameter given with an empty value is a 400 (its schema has no empty
-    value), instead of being read as absent.
+    ``refuse_empty``: a declared parameter other than free text given with an empty value is a 400 (a
+    choice, a day or an id has no empty value in the schema), instead of being read as absent.
     """
 
     refuse_empty: ClassVar[bool] = False
@@ -175,7 +175,13 @@ def query_validate(
             errors[shown] = [f"Unknown query parameter.{hint}"]
         elif any(NUL in value for value in values):
             errors[shown] = [NUL_MESSAGE]
-        elif filterset_class is not None and filterset_class.refuse_empty and name in declared and "" in values:
+        elif (
+            filterset_class is not None
+            and filterset_class.refuse_empty
+            and name in declared
+            and "" in values
+            and not isinstance(filterset_class.base_filters[name], django_filters.CharFilter)
+        ):
             errors[shown] = ["Give a value, or leave the parameter out."]
         elif len(values) > 1:
             errors[shown] = ["Give this parameter once."]

@@ -196,3 +196,16 @@ def test_markdown_export_shows_only_what_the_caller_sees(pw: ProblemWorld) -> No
     assert "[lost](http" not in text and "<b>" not in text
     assert "| `nightly-invoice-export` | acme-foods | prod | 0 | 0 | — |" in text  # not deployed yet: 0 clean
     assert "- **Clean runs:** 0 of 3 required of every linked target" in text
+
+
+def test_a_choice_given_empty_is_refused_free_text_given_empty_is_no_filter_and_an_empty_team_is_no_team(
+    pw: ProblemWorld,
+) -> None:
+    client = client_for(pw.support)
+    problem_create(actor=pw.support, title="Gateway drops acknowledgements")
+    refused = client.get(BASE, {"status": ""})
+    assert refused.status_code == 400 and "status" in refused.json()["errors"]
+    assert [p["title"] for p in client.get(BASE, {"job": ""}).json()["results"]] == ["Gateway drops acknowledgements"]
+    created = _post(client, BASE, {"title": "Another", "owning_team": ""})
+    assert created.status_code == 400 and "owning_team" in created.json()["errors"]
+    assert Problem.objects.filter(title="Another").count() == 0
