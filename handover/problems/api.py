@@ -15,6 +15,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
@@ -69,6 +70,9 @@ def _visible_handovers(request: Request, ids: list[Any]) -> list[Handover]:
 @extend_schema_view(list=extend_schema(summary="List problems", tags=TAG))
 class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericViewSet[Problem]):
     """Problems the caller may see, newest first, with counts of what the caller sees of each."""
+
+    # JSON bodies only: a form-encoded empty field would read as null where the schema asks for a value
+    parser_classes = [JSONParser]
 
     queryset = Problem.objects.none()  # for the schema only; get_queryset scopes to the caller
     filterset_class = ProblemFilterSet
