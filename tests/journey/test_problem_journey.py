@@ -8,7 +8,7 @@ set, screenshots are written there.
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,9 @@ def shot(page: Page, name: str) -> None:
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
 
 
+FAILED_NIGHT = datetime(2026, 11, 27, 23, 0, tzinfo=UTC)  # the failures the problem is opened for
+
+
 @pytest.fixture
 def two_handovers(db: None) -> dict[str, Any]:
     """One job failing for acme-foods and borealis-retail on one night; a handover each; olga owns the job."""
@@ -55,7 +58,15 @@ def two_handovers(db: None) -> dict[str, Any]:
     for slug in ("acme-foods", "borealis-retail"):
         tenant = TenantFactory(slug=slug)
         target = JobTargetFactory(job=job, tenant=tenant)
-        run = RunFactory(job=job, tenant=tenant, target=target, status=Run.Status.FAILED)
+        run = RunFactory(  # a fixed night before the fix: the factory's sequence windows grow with every run made
+            job=job,
+            tenant=tenant,
+            target=target,
+            status=Run.Status.FAILED,
+            window_start=FAILED_NIGHT,
+            window_end=FAILED_NIGHT + timedelta(days=1),
+            scheduled_for=FAILED_NIGHT + timedelta(days=1, hours=2),
+        )
         handovers.append(handover_create(actor=olga, runs=[run]))
         tenants.append(tenant)
     return {"job": job, "tenants": tenants, "handovers": handovers}
