@@ -426,7 +426,9 @@ def _alert_receive(delivery: Delivery, index: int, record: ParsedAlert | Invalid
     a new duplicate repairs an unmatched original or keeps changed details (``alert_duplicate_apply``).
 
     A parsed record is mended first (``record_mend``): the alert stores and applies what the database
-    can hold, with a note per mend, or is ``rejected`` when an identity field cannot be stored exactly.
+    can hold, with a note per mend, or is ``rejected`` when an identity field cannot be stored exactly
+    (a re-send of an earlier alert with such an identity is kept as its ``duplicate``, the refusal in its
+    reason, and never used to repair or update the original).
     """
     if isinstance(record, InvalidItem):
         return alert_record(delivery=delivery, index=index, record=record)[0]
@@ -434,6 +436,10 @@ def _alert_receive(delivery: Delivery, index: int, record: ParsedAlert | Invalid
     alert, created = alert_record(delivery=delivery, index=index, record=mend.record, mend=mend)
     if created and alert.outcome == Alert.Outcome.PENDING:
         alert = alert_apply_in_transaction(alert, mend.record, ctx)
+    elif created and alert.outcome == Alert.Outcome.DUPLICATE and mend.refusal:
+        # a re-send whose identity cannot be stored exactly repairs nothing: kept, with why, never applied
+        alert.reason = f"{alert.reason}; not applied: {mend.refusal}"
+        Alert.objects.filter(pk=alert.pk).update(reason=alert.reason)
     elif created and alert.outcome == Alert.Outcome.DUPLICATE:
         alert = alert_duplicate_apply(alert=alert, record=mend.record, ctx=ctx)
     return alert

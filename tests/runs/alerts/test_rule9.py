@@ -199,6 +199,27 @@ def test_an_identity_field_the_database_cannot_hold_rejects_the_alert(
     assert "\u0000" not in alert.execution_id + alert.job_key + alert.tenant_slug
 
 
+def test_a_resend_whose_identity_cannot_be_stored_is_a_duplicate_that_repairs_nothing(
+    post_alert: PostAlert, generic_key: str
+) -> None:
+    # an unmatched original, then a re-send of it (same dedup key) whose environment holds a lone
+    # surrogate: it was used to repair the original and failed on every try (found by the source fuzzer)
+    body = generic_alert(job="no-such-job", dedup_key=f"resend-{uuid.uuid4().hex[:8]}")
+    first = assert_final(post_alert("generic", json.dumps(body).encode(), generic_key), 202)
+    original = only_alert(first)
+    assert original.outcome == Alert.Outcome.UNMATCHED
+
+    resend = {**body, "environment": "tail \udfff"}
+    second = assert_final(post_alert("generic", json.dumps(resend).encode(), generic_key), 202)
+
+    duplicate = only_alert(second)
+    assert duplicate.outcome == Alert.Outcome.DUPLICATE and duplicate.duplicate_of_id == original.pk
+    assert "not applied" in duplicate.reason and "U+DFFF" in duplicate.reason, duplicate.reason
+    original.refresh_from_db()
+    assert original.outcome == Alert.Outcome.UNMATCHED and original.environment == "prod"
+    assert not Run.objects.exists() and not Attempt.objects.exists()
+
+
 # --- times that have no window ----------------------------------------------------------------------------
 
 
