@@ -159,14 +159,8 @@ def _apply_placed(
     new_run_status = run_status_for_new_run(record)
     run, created = run_for_identity(ident, ctx, status=new_run_status)
     if record.kind == AlertKind.RUN:
-        _run_event(
-            alert,
-            run,
-            integration,
-            kind=TimelineEvent.Kind.RUN_REPORTED,
-            summary=record.summary or "The scheduler reported on the run as a whole",
-            occurred_at=record.occurred_at or received_at,
-        )
+        summary = record.summary or "The scheduler reported on the run as a whole"
+        _run_event(alert, run, TimelineEvent.Kind.RUN_REPORTED, summary, record.occurred_at or received_at, integration)
         return alert_finish(alert, Alert.Outcome.ACCEPTED, run=run)
 
     status_is_set = created and new_run_status is not None
@@ -220,23 +214,18 @@ def _refire_record(
     assert attempt is not None and instance.earlier is not None
     same = instance.earlier.attempt_id == attempt.pk
     previous = instance.earlier.group_ref.removeprefix(f"{instance.fingerprint}@")
-    timeline_event_record(
-        job=attempt.run.job,
-        run=attempt.run,
-        attempt=attempt,
-        alert=alert,
-        kind=TimelineEvent.Kind.REFIRE,
-        summary=f"Re-fire: {alert.source} alert {instance.fingerprint} fired again (startsAt {instance.starts_at}) "
+    summary = (
+        f"Re-fire: {alert.source} alert {instance.fingerprint} fired again (startsAt {instance.starts_at}) "
         f"after its instance of {previous} was resolved; "
         + (
             f"the payload names the same execution, so it belongs to attempt {attempt.number}: a person must explain it"
             if same
             else f"a new attempt {attempt.number} ({attempt.execution_id})"
-        ),
-        occurred_at=record.occurred_at or received_at,
-        actor_integration=integration,
-        data={"fingerprint": instance.fingerprint, "starts_at": instance.starts_at, "same_attempt": same},
+        )
     )
+    data = {"fingerprint": instance.fingerprint, "starts_at": instance.starts_at, "same_attempt": same}
+    at = record.occurred_at or received_at
+    _run_event(alert, attempt.run, TimelineEvent.Kind.REFIRE, summary, at, integration, attempt=attempt, data=data)
 
 
 def alert_duplicate_apply(*, alert: Alert, record: ParsedAlert, ctx: PostContext) -> Alert:
@@ -493,52 +482,38 @@ def _new_attempt_events(
     if attempt.trigger == Attempt.Trigger.MANUAL_RERUN:
         # A replay_key is honoured only with the job's runner credential: on an integration key,
         # no replay dispatched by Handover carries this attempt.
-        _run_event(
-            alert,
-            run,
-            integration,
-            kind=TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED,
-            summary=f"Attempt {attempt.number} is a manual re-run (manual_rerun) that went around the approval "
-            "process (no replay dispatched by Handover carries it)",
-            occurred_at=own.started_at or own.scheduled_at or received_at,
-            attempt=attempt,
+        summary = (
+            f"Attempt {attempt.number} is a manual re-run (manual_rerun) that went around the approval process "
+            "(no replay dispatched by Handover carries it)"
         )
+        at = own.started_at or own.scheduled_at or received_at
+        _run_event(alert, run, TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED, summary, at, integration, attempt=attempt)
     exhausted = record.details.get("exhausted_retry_condition")
     if exhausted:
         earlier = record.details.get("earlier_invocations_failed")
-        _run_event(
-            alert,
-            run,
-            integration,
-            kind=TimelineEvent.Kind.RETRIES_EXHAUSTED,
-            summary=f"Retries exhausted ({exhausted})"
-            + (f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""),
-            occurred_at=record.occurred_at or received_at,
-            attempt=attempt,
+        summary = f"Retries exhausted ({exhausted})" + (
+            f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""
         )
+        at = record.occurred_at or received_at
+        _run_event(alert, run, TimelineEvent.Kind.RETRIES_EXHAUSTED, summary, at, integration, attempt=attempt)
     for note in ident.notes:
-        _run_event(
-            alert,
-            run,
-            integration,
-            kind=TimelineEvent.Kind.SCHEDULE_MISMATCH,
-            summary=note,
-            occurred_at=record.occurred_at or received_at,
-            attempt=attempt,
-        )
+        at = record.occurred_at or received_at
+        _run_event(alert, run, TimelineEvent.Kind.SCHEDULE_MISMATCH, note, at, integration, attempt=attempt)
 
 
 def _run_event(
     alert: Alert,
     run: Run,
-    integration: Integration,
-    *,
     kind: TimelineEventKind,
     summary: str,
     occurred_at: datetime,
+    integration: Integration,
+    *,
     attempt: Attempt | None = None,
+    data: dict[str, Any] | None = None,
 ) -> None:
-    """One timeline event on ``run`` (and ``attempt``, when given) written for ``alert`` by its integration."""
+    """One timeline event of ``kind`` on ``run`` (and ``attempt``, when given) for ``alert``, its actor the
+    integration; ``occurred_at`` is UTC. The one writer of this module's run and attempt events."""
     timeline_event_record(
         job=run.job,
         run=run,
@@ -548,6 +523,7 @@ def _run_event(
         summary=summary,
         occurred_at=occurred_at,
         actor_integration=integration,
+        data=data,
     )
 
 
@@ -582,15 +558,12 @@ def _conflicting_report(
 ) -> Alert:
     """An alert naming no execution of its own, on a run that succeeded: a ``conflicting_report`` event
     (needs attention), no attempt, the run's status unchanged."""
-    _run_event(
-        alert,
-        run,
-        integration,
-        kind=TimelineEvent.Kind.CONFLICTING_REPORT,
-        summary=f"Conflicting report: {alert.source} says {record.status} for this run, which already has a "
-        "succeeded attempt; the alert names no execution of its own, so no attempt was created",
-        occurred_at=record.occurred_at or received_at,
+    summary = (
+        f"Conflicting report: {alert.source} says {record.status} for this run, which already has a "
+        "succeeded attempt; the alert names no execution of its own, so no attempt was created"
     )
+    at = record.occurred_at or received_at
+    _run_event(alert, run, TimelineEvent.Kind.CONFLICTING_REPORT, summary, at, integration)
     return alert_finish(
         alert,
         Alert.Outcome.ACCEPTED,
@@ -641,20 +614,15 @@ def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_
             reason=f"nothing to {record.kind}: no earlier alert of this integration reported the attempt it names",
         )
     kind = TimelineEvent.Kind.RESOLVED if record.kind == AlertKind.RESOLVE else TimelineEvent.Kind.ACKNOWLEDGED
-    timeline_event_record(
-        job=attempt.run.job,
-        run=attempt.run,
-        attempt=attempt,
-        alert=alert,
-        kind=kind,
-        # The sender's own line (PagerDuty's "acknowledged by on-call") says who or why; keep it.
-        # named by the integration ("nomad-prod"), not the source slug ("custom")
-        summary=f"{alert.integration.name}: {kind.value} on attempt {attempt.number} ({attempt.execution_id})"
+    # The sender's own line (PagerDuty's "acknowledged by on-call") says who or why; keep it.
+    # named by the integration ("nomad-prod"), not the source slug ("custom")
+    summary = (
+        f"{alert.integration.name}: {kind.value} on attempt {attempt.number} ({attempt.execution_id})"
         + (" — a resolve is not a success" if kind == TimelineEvent.Kind.RESOLVED else "")
-        + (f" — {alert.summary}" if alert.summary else ""),
-        occurred_at=record.occurred_at or received_at,
-        actor_integration=alert.integration,
+        + (f" — {alert.summary}" if alert.summary else "")
     )
+    at = record.occurred_at or received_at
+    _run_event(alert, attempt.run, kind, summary, at, alert.integration, attempt=attempt)
     return alert_finish(alert, Alert.Outcome.ACCEPTED, run=attempt.run, attempt=attempt)
 
 
@@ -723,15 +691,11 @@ def _apply_identity(
     """
     run, created = run_for_identity(ident, ctx, status=Run.Status.EXPECTED)
     if created:
-        _run_event(
-            alert,
-            run,
-            integration,
-            kind=TimelineEvent.Kind.RUN_REPORTED,
-            summary=f"{integration.name}: execution {record.execution_id or record.correlation_key} received "
-            "(its job, tenant and window are registered; no attempt yet)",
-            occurred_at=record.occurred_at or received_at,
+        summary = (
+            f"{integration.name}: execution {record.execution_id or record.correlation_key} received "
+            "(its job, tenant and window are registered; no attempt yet)"
         )
+        _run_event(alert, run, TimelineEvent.Kind.RUN_REPORTED, summary, record.occurred_at or received_at, integration)
     return alert_finish(alert, Alert.Outcome.ACCEPTED, reason="identity registered; no attempt", run=run)
 
 
