@@ -18,7 +18,6 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,8 +42,9 @@ from handover.core.links import absolute_url
 from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
 from runs.alerts.redaction import redact_text
+from runs.attempts.details import AttemptDetails
 from runs.attempts.models import Attempt, Run
-from runs.attempts.services import AttemptReport, AttemptReportResult, attempt_report_apply, run_status_refresh
+from runs.attempts.services import AttemptReportResult, attempt_report_apply, run_status_refresh
 from runs.catalog.models import RunnerCredential
 from runs.ledger.models import WorkItem
 from runs.permissions import may_manage_replay
@@ -351,20 +351,8 @@ def dispatch_claim(*, request: ReplayRequest, credential: RunnerCredential) -> t
     return claimed, True
 
 
-@dataclass(frozen=True)
-class RunnerAttemptReport:
-    """What the runner says about the replay's attempt (times aware, UTC)."""
-
-    execution_id: str
-    status: str
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    error_summary: str = ""
-    log_url: str = ""
-
-
 def dispatch_runner_report(
-    *, request: ReplayRequest, credential: RunnerCredential, idempotency_key: str, report: RunnerAttemptReport
+    *, request: ReplayRequest, credential: RunnerCredential, idempotency_key: str, report: AttemptDetails
 ) -> Dispatch:
     """Record the runner's report on the replay's attempt and settle what it decides.
 
@@ -414,7 +402,7 @@ def dispatch_runner_report(
 
 
 def _runner_report_check(
-    *, request: ReplayRequest, credential: RunnerCredential, idempotency_key: str, report: RunnerAttemptReport
+    *, request: ReplayRequest, credential: RunnerCredential, idempotency_key: str, report: AttemptDetails
 ) -> tuple[Dispatch, str]:
     """The report's refusals before any lock (see ``dispatch_runner_report``); returns the request's
     dispatch and the report's execution id."""
@@ -463,16 +451,19 @@ def _runner_attempt_record(
     request: ReplayRequest,
     credential: RunnerCredential,
     dispatch: Dispatch,
-    report: RunnerAttemptReport,
+    report: AttemptDetails,
     execution_id: str,
     now: datetime,
 ) -> AttemptReportResult:
     """Apply the report to the run's ``manual_replay`` attempt (``attempt_report_apply``), refresh the
-    run's status, and link the attempt to the dispatch the first time (a ``replay_attempt_linked`` event)."""
+    run's status, and link the attempt to the dispatch the first time (a ``replay_attempt_linked`` event).
+
+    Of ``report`` the runner's facts are taken: status, start and end (UTC), error and log link (both
+    redacted); the trigger and replay key are the replay's, the execution id the checked one."""
     run = request.run
     result = attempt_report_apply(
         run=run,
-        report=AttemptReport(
+        report=AttemptDetails(
             execution_id=execution_id,
             status=report.status,
             trigger=Attempt.Trigger.MANUAL_REPLAY,

@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from approvals.replays.dispatch import RunnerAttemptReport, dispatch_claim, dispatch_runner_report
+from approvals.replays.dispatch import dispatch_claim, dispatch_runner_report
 from approvals.replays.models import ReplayRequest
 from approvals.replays.selectors import runner_claimable
 from approvals.replays.serializers import (
@@ -27,6 +27,7 @@ from handover.core.errors import NotFound, problem, problem_response
 from handover.core.filters import StrictQueryMixin
 from handover.core.parsers import JSONParser
 from handover.core.serializers import ProblemSerializer
+from runs.attempts.details import AttemptDetails
 from runs.catalog.authentication import bearer_from_request, runner_credential_authenticate
 from runs.catalog.models import RunnerCredential
 from runs.catalog.services import runner_credential_record_use
@@ -149,7 +150,7 @@ class ReplayRunnerReportView(_RunnerView):
             request=replay,
             credential=credential,
             idempotency_key=values["idempotency_key"],
-            report=RunnerAttemptReport(
+            report=AttemptDetails(
                 execution_id=values["execution_id"],
                 status=values["status"],
                 started_at=values["started_at"],

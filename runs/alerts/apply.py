@@ -31,8 +31,14 @@ from runs.alerts.models import Alert
 from runs.alerts.parsers.base import AlertKind, ParsedAlert, storable_text
 from runs.alerts.records import column_fit, column_max_length
 from runs.alerts.redaction import record_redacted, redact_text
+from runs.attempts.details import AttemptDetails
 from runs.attempts.models import Attempt, Run, RunnerReport
-from runs.attempts.services import AttemptReport, attempt_details_change, attempt_report_apply, run_status_refresh
+from runs.attempts.services import (
+    AttemptReportResult,
+    attempt_details_change,
+    attempt_report_apply,
+    run_status_refresh,
+)
 from runs.catalog.models import Integration, IntegrationKey
 from runs.checks.missed_runs import run_missed_report
 from runs.timeline.models import TimelineEvent, TimelineEventKind
@@ -153,15 +159,8 @@ def _apply_placed(
     new_run_status = run_status_for_new_run(record)
     run, created = run_for_identity(ident, ctx, status=new_run_status)
     if record.kind == AlertKind.RUN:
-        timeline_event_record(
-            job=run.job,
-            run=run,
-            alert=alert,
-            kind=TimelineEvent.Kind.RUN_REPORTED,
-            summary=record.summary or "The scheduler reported on the run as a whole",
-            occurred_at=record.occurred_at or received_at,
-            actor_integration=integration,
-        )
+        summary = record.summary or "The scheduler reported on the run as a whole"
+        _run_event(alert, run, TimelineEvent.Kind.RUN_REPORTED, summary, record.occurred_at or received_at, integration)
         return alert_finish(alert, Alert.Outcome.ACCEPTED, run=run)
 
     status_is_set = created and new_run_status is not None
@@ -215,23 +214,18 @@ def _refire_record(
     assert attempt is not None and instance.earlier is not None
     same = instance.earlier.attempt_id == attempt.pk
     previous = instance.earlier.group_ref.removeprefix(f"{instance.fingerprint}@")
-    timeline_event_record(
-        job=attempt.run.job,
-        run=attempt.run,
-        attempt=attempt,
-        alert=alert,
-        kind=TimelineEvent.Kind.REFIRE,
-        summary=f"Re-fire: {alert.source} alert {instance.fingerprint} fired again (startsAt {instance.starts_at}) "
+    summary = (
+        f"Re-fire: {alert.source} alert {instance.fingerprint} fired again (startsAt {instance.starts_at}) "
         f"after its instance of {previous} was resolved; "
         + (
             f"the payload names the same execution, so it belongs to attempt {attempt.number}: a person must explain it"
             if same
             else f"a new attempt {attempt.number} ({attempt.execution_id})"
-        ),
-        occurred_at=record.occurred_at or received_at,
-        actor_integration=integration,
-        data={"fingerprint": instance.fingerprint, "starts_at": instance.starts_at, "same_attempt": same},
+        )
     )
+    data = {"fingerprint": instance.fingerprint, "starts_at": instance.starts_at, "same_attempt": same}
+    at = record.occurred_at or received_at
+    _run_event(alert, attempt.run, TimelineEvent.Kind.REFIRE, summary, at, integration, attempt=attempt, data=data)
 
 
 def alert_duplicate_apply(*, alert: Alert, record: ParsedAlert, ctx: PostContext) -> Alert:
@@ -318,12 +312,12 @@ def duplicate_details_apply(*, alert: Alert, record: ParsedAlert, attempt: Attem
     if record.kind != AlertKind.ATTEMPT:
         return False
     record = record_redacted(record)
-    report = AttemptReport(
+    report = AttemptDetails(
         execution_id=attempt.execution_id,
         status=attempt.status,
         ended_at=record.ended_at,
         error_summary=column_fit(redact_text(record.error_summary), Attempt, "error_summary"),
-        log_url=record.log_url if len(record.log_url) <= (column_max_length(Attempt, "log_url") or 0) else "",
+        log_url=_log_link_fit(record.log_url),
     )
     changed = attempt_details_change(
         attempt=attempt,
@@ -334,6 +328,11 @@ def duplicate_details_apply(*, alert: Alert, record: ParsedAlert, attempt: Attem
         include_missing=True,
     )
     return changed
+
+
+def _log_link_fit(link: str) -> str:
+    """A log link as stored: "" when it does not fit its column (a link is never cut)."""
+    return link if len(link) <= (column_max_length(Attempt, "log_url") or len(link)) else ""
 
 
 def _apply_attempts(
@@ -349,23 +348,48 @@ def _apply_attempts(
 ) -> Alert:
     """Create or move the attempts the alert reports, then the run's status.
 
-    ``run_status_is_set``: the run was created by this alert with the status of its one attempt
+    The alert's own attempt (``_own_report``) and the related ones it also reports
+    (``_related_reports``) are applied in order of the source's numbers (``_reports_apply``); a new own
+    attempt gets its events (``_new_attempt_events``); runner items are queued on ``ctx`` for after the
+    alerts. ``run_status_is_set``: the run was created by this alert with the status of its one attempt
     (``new_run_status``), so there is nothing to refresh.
     """
     if not record.execution_id or not record.status:
         return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="no execution id or status in the alert")
-    status = record.status
-    # an executor that reuses one id across retries: <id>#<retry ordinal> (docs/slots.md)
-    execution_id = execution_for_report(run=run, record=record)
+    own = _own_report(record, run, ident)
+    if record.details.get("execution_id_inferred") and _conflicts_with_success(run, own.execution_id):
+        return _conflicting_report(alert, record, run, integration, received_at)
+    own_result = _reports_apply(alert, record, run, own, integration, received_at)
+    attempt = own_result.attempt
+    if record.runner_items:
+        ctx.runner_reports.append(_runner_report(alert, record, attempt, received_at))
+    if own_result.created:
+        _new_attempt_events(alert, record, run, attempt, ident, own, integration, received_at)
+    if not run_status_is_set:
+        run_status_refresh(run=run)
+    reason = ""
+    if own_result.stale:
+        reason = (
+            f"stale: attempt {attempt.number} is already {attempt.status}; this earlier-state report changes nothing"
+        )
+    return alert_finish(alert, Alert.Outcome.ACCEPTED, reason=reason, run=run, attempt=attempt, stale=own_result.stale)
+
+
+def _own_report(record: ParsedAlert, run: Run, ident: RecordIdentity) -> AttemptDetails:
+    """What the record says about its own attempt, as stored: the execution id for the run
+    (``execution_for_report``), the trigger an integration key may give, the slot placement, and the
+    redacted text fitted to its columns. Call with a record that names an execution and a status."""
+    assert record.execution_id and record.status
     placement = ident.placement
     trigger = record.trigger
     if trigger == Attempt.Trigger.MANUAL_REPLAY:
         # manual_replay is only an attempt linked to an approved replay request (reported with the
         # job's runner credential); through an integration key it is a manual re-run, always flagged.
         trigger = Attempt.Trigger.MANUAL_RERUN
-    own = AttemptReport(
-        execution_id=execution_id,
-        status=status,
+    return AttemptDetails(
+        # an executor that reuses one id across retries: <id>#<retry ordinal> (docs/slots.md)
+        execution_id=execution_for_report(run=run, record=record),
+        status=record.status,
         source_number=_source_number(record.attempt_number),
         trigger=trigger,
         scheduled_at=record.scheduled_at or _reported_slot_time(record, ident),
@@ -374,7 +398,8 @@ def _apply_attempts(
         # Mended on receipt (records.record_mend); fitted again after redaction, which may lengthen text.
         error_summary=column_fit(redact_text(record.error_summary), Attempt, "error_summary"),
         correlation_ref=column_fit(record.correlation_ref, Attempt, "correlation_ref"),
-        log_url=record.log_url,  # redacted above: user info, e-mails, credential query parameters
+        # redacted with the record: user info, e-mails, credential query parameters
+        log_url=_log_link_fit(record.log_url),
         config_version=column_fit(record.config_version, Attempt, "config_version"),
         slot_offset_seconds=placement.offset_seconds if placement else None,
         slot_tolerance_seconds=placement.tolerance_seconds if placement and placement.t else None,
@@ -382,10 +407,13 @@ def _apply_attempts(
         is_slot_inferred=bool(placement and placement.is_inferred),
         slot_hint=placement.hint if placement else "",
     )
-    if len(own.log_url) > (column_max_length(Attempt, "log_url") or len(own.log_url)):
-        own.log_url = ""  # a link is never cut
-    related = [
-        AttemptReport(
+
+
+def _related_reports(record: ParsedAlert, own: AttemptDetails) -> list[AttemptDetails]:
+    """The other attempts of the run the record also reports (``ParsedAlert.related_attempts``), their
+    errors redacted; they share the own attempt's configuration version."""
+    return [
+        AttemptDetails(
             execution_id=r.execution_id,
             status=r.status,
             source_number=_source_number(r.number),
@@ -399,10 +427,16 @@ def _apply_attempts(
         )
         for r in record.related_attempts
     ]
+
+
+def _reports_apply(
+    alert: Alert, record: ParsedAlert, run: Run, own: AttemptDetails, integration: Integration, received_at: datetime
+) -> AttemptReportResult:
+    """Apply the own and related reports (``attempt_report_apply``) in order of the source's numbers
+    (unnumbered last, the own one after a related one of its number). Only the own report's events take
+    the record's ``occurred_at``. Returns the own report's result."""
     big = 1 << 30
-    reports = sorted([*related, own], key=lambda r: (r.source_number or big, r is not own))
-    if record.details.get("execution_id_inferred") and _conflicts_with_success(run, own.execution_id):
-        return _conflicting_report(alert, record, run, integration, received_at)
+    reports = sorted([*_related_reports(record, own), own], key=lambda r: (r.source_number or big, r is not own))
     own_result = None
     for report in reports:
         result = attempt_report_apply(
@@ -416,60 +450,81 @@ def _apply_attempts(
         if report is own:
             own_result = result
     assert own_result is not None
-    attempt = own_result.attempt
-    if record.runner_items:
-        ctx.runner_reports.append(
-            RunnerReport(
-                attempt=attempt,
-                alert=alert,
-                attempted_ids=record.runner_items.get("attempted", []),
-                completed_ids=record.runner_items.get("completed", []),
-                failed_ids=record.runner_items.get("failed", []),
-                reported_at=record.occurred_at or received_at,
-            )
-        )
+    return own_result
 
-    def event(kind: TimelineEventKind, summary: str, occurred_at: datetime) -> None:
-        timeline_event_record(
-            job=run.job,
-            run=run,
-            attempt=attempt,
-            alert=alert,
-            kind=kind,
-            summary=summary,
-            occurred_at=occurred_at,
-            actor_integration=integration,
-        )
 
-    if own_result.created and attempt.trigger == Attempt.Trigger.MANUAL_RERUN:
+def _runner_report(alert: Alert, record: ParsedAlert, attempt: Attempt, received_at: datetime) -> RunnerReport:
+    """The record's runner items (ids attempted, completed, failed) on its attempt, unsaved: written
+    after the post's alerts (``runner_reports_write``)."""
+    items = record.runner_items or {}
+    return RunnerReport(
+        attempt=attempt,
+        alert=alert,
+        attempted_ids=items.get("attempted", []),
+        completed_ids=items.get("completed", []),
+        failed_ids=items.get("failed", []),
+        reported_at=record.occurred_at or received_at,
+    )
+
+
+def _new_attempt_events(
+    alert: Alert,
+    record: ParsedAlert,
+    run: Run,
+    attempt: Attempt,
+    ident: RecordIdentity,
+    own: AttemptDetails,
+    integration: Integration,
+    received_at: datetime,
+) -> None:
+    """The events a newly created own attempt adds beside its status event: a manual re-run around the
+    approval process, retries exhausted, and the placement's schedule mismatches (``ident.notes``)."""
+    if attempt.trigger == Attempt.Trigger.MANUAL_RERUN:
         # A replay_key is honoured only with the job's runner credential: on an integration key,
         # no replay dispatched by Handover carries this attempt.
-        event(
-            TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED,
+        summary = (
             f"Attempt {attempt.number} is a manual re-run (manual_rerun) that went around the approval process "
-            "(no replay dispatched by Handover carries it)",
-            own.started_at or own.scheduled_at or received_at,
+            "(no replay dispatched by Handover carries it)"
         )
+        at = own.started_at or own.scheduled_at or received_at
+        _run_event(alert, run, TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED, summary, at, integration, attempt=attempt)
     exhausted = record.details.get("exhausted_retry_condition")
-    if own_result.created and exhausted:
+    if exhausted:
         earlier = record.details.get("earlier_invocations_failed")
-        event(
-            TimelineEvent.Kind.RETRIES_EXHAUSTED,
-            f"Retries exhausted ({exhausted})"
-            + (f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""),
-            record.occurred_at or received_at,
+        summary = f"Retries exhausted ({exhausted})" + (
+            f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""
         )
-    if own_result.created:
-        for note in ident.notes:
-            event(TimelineEvent.Kind.SCHEDULE_MISMATCH, note, record.occurred_at or received_at)
-    if not run_status_is_set:
-        run_status_refresh(run=run)
-    reason = ""
-    if own_result.stale:
-        reason = (
-            f"stale: attempt {attempt.number} is already {attempt.status}; this earlier-state report changes nothing"
-        )
-    return alert_finish(alert, Alert.Outcome.ACCEPTED, reason=reason, run=run, attempt=attempt, stale=own_result.stale)
+        at = record.occurred_at or received_at
+        _run_event(alert, run, TimelineEvent.Kind.RETRIES_EXHAUSTED, summary, at, integration, attempt=attempt)
+    for note in ident.notes:
+        at = record.occurred_at or received_at
+        _run_event(alert, run, TimelineEvent.Kind.SCHEDULE_MISMATCH, note, at, integration, attempt=attempt)
+
+
+def _run_event(
+    alert: Alert,
+    run: Run,
+    kind: TimelineEventKind,
+    summary: str,
+    occurred_at: datetime,
+    integration: Integration,
+    *,
+    attempt: Attempt | None = None,
+    data: dict[str, Any] | None = None,
+) -> None:
+    """One timeline event of ``kind`` on ``run`` (and ``attempt``, when given) for ``alert``, its actor the
+    integration; ``occurred_at`` is UTC. The one writer of this module's run and attempt events."""
+    timeline_event_record(
+        job=run.job,
+        run=run,
+        attempt=attempt,
+        alert=alert,
+        kind=kind,
+        summary=summary,
+        occurred_at=occurred_at,
+        actor_integration=integration,
+        data=data,
+    )
 
 
 def _reported_slot_time(record: ParsedAlert, ident: RecordIdentity) -> datetime | None:
@@ -503,16 +558,12 @@ def _conflicting_report(
 ) -> Alert:
     """An alert naming no execution of its own, on a run that succeeded: a ``conflicting_report`` event
     (needs attention), no attempt, the run's status unchanged."""
-    timeline_event_record(
-        job=run.job,
-        run=run,
-        alert=alert,
-        kind=TimelineEvent.Kind.CONFLICTING_REPORT,
-        summary=f"Conflicting report: {alert.source} says {record.status} for this run, which already has a "
-        "succeeded attempt; the alert names no execution of its own, so no attempt was created",
-        occurred_at=record.occurred_at or received_at,
-        actor_integration=integration,
+    summary = (
+        f"Conflicting report: {alert.source} says {record.status} for this run, which already has a "
+        "succeeded attempt; the alert names no execution of its own, so no attempt was created"
     )
+    at = record.occurred_at or received_at
+    _run_event(alert, run, TimelineEvent.Kind.CONFLICTING_REPORT, summary, at, integration)
     return alert_finish(
         alert,
         Alert.Outcome.ACCEPTED,
@@ -563,20 +614,15 @@ def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_
             reason=f"nothing to {record.kind}: no earlier alert of this integration reported the attempt it names",
         )
     kind = TimelineEvent.Kind.RESOLVED if record.kind == AlertKind.RESOLVE else TimelineEvent.Kind.ACKNOWLEDGED
-    timeline_event_record(
-        job=attempt.run.job,
-        run=attempt.run,
-        attempt=attempt,
-        alert=alert,
-        kind=kind,
-        # The sender's own line (PagerDuty's "acknowledged by on-call") says who or why; keep it.
-        # named by the integration ("nomad-prod"), not the source slug ("custom")
-        summary=f"{alert.integration.name}: {kind.value} on attempt {attempt.number} ({attempt.execution_id})"
+    # The sender's own line (PagerDuty's "acknowledged by on-call") says who or why; keep it.
+    # named by the integration ("nomad-prod"), not the source slug ("custom")
+    summary = (
+        f"{alert.integration.name}: {kind.value} on attempt {attempt.number} ({attempt.execution_id})"
         + (" — a resolve is not a success" if kind == TimelineEvent.Kind.RESOLVED else "")
-        + (f" — {alert.summary}" if alert.summary else ""),
-        occurred_at=record.occurred_at or received_at,
-        actor_integration=alert.integration,
+        + (f" — {alert.summary}" if alert.summary else "")
     )
+    at = record.occurred_at or received_at
+    _run_event(alert, attempt.run, kind, summary, at, alert.integration, attempt=attempt)
     return alert_finish(alert, Alert.Outcome.ACCEPTED, run=attempt.run, attempt=attempt)
 
 
@@ -645,16 +691,11 @@ def _apply_identity(
     """
     run, created = run_for_identity(ident, ctx, status=Run.Status.EXPECTED)
     if created:
-        timeline_event_record(
-            job=run.job,
-            run=run,
-            alert=alert,
-            kind=TimelineEvent.Kind.RUN_REPORTED,
-            summary=f"{integration.name}: execution {record.execution_id or record.correlation_key} received "
-            "(its job, tenant and window are registered; no attempt yet)",
-            occurred_at=record.occurred_at or received_at,
-            actor_integration=integration,
+        summary = (
+            f"{integration.name}: execution {record.execution_id or record.correlation_key} received "
+            "(its job, tenant and window are registered; no attempt yet)"
         )
+        _run_event(alert, run, TimelineEvent.Kind.RUN_REPORTED, summary, record.occurred_at or received_at, integration)
     return alert_finish(alert, Alert.Outcome.ACCEPTED, reason="identity registered; no attempt", run=run)
 
 

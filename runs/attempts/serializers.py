@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from handover.core.fields import HttpUrlOrNullField
 from runs.attempts.business_state import run_business_state
+from runs.attempts.details import DESCRIPTION_FIELDS, SLOT_FIELDS
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.timeline.serializers import TimelineEventSerializer
 
@@ -51,18 +52,8 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
             "duplicate_explanation",
             "duplicate_evidence_ref",
             "status",
-            "scheduled_at",
-            "started_at",
-            "ended_at",
-            "error_summary",
-            "correlation_ref",
-            "log_url",
-            "config_version",
-            "slot_offset_seconds",
-            "slot_tolerance_seconds",
-            "is_slot_late",
-            "is_slot_inferred",
-            "slot_hint",
+            *DESCRIPTION_FIELDS,
+            *SLOT_FIELDS,
             "runner_reports",
         ]
         read_only_fields = fields

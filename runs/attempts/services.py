@@ -18,6 +18,7 @@ from handover.core.errors import InvalidTransition
 from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
 from runs.alerts.models import Alert
+from runs.attempts.details import CHANGEABLE_FIELDS, AttemptDetails
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration
 from runs.checks.overlaps import attempt_overlap_record
@@ -59,29 +60,6 @@ STATUS_WORDS = {
 
 
 @dataclass
-class AttemptReport:
-    """What one alert says about one attempt (times are aware, UTC)."""
-
-    execution_id: str
-    status: str
-    source_number: int | None = None
-    trigger: str | None = None  # None: the source gives none (inferred under the run's row lock)
-    scheduled_at: datetime | None = None
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    error_summary: str = ""
-    correlation_ref: str = ""
-    log_url: str = ""
-    config_version: str = ""
-    replay_key: str = ""
-    slot_offset_seconds: int | None = None
-    slot_tolerance_seconds: int | None = None
-    is_slot_late: bool = False
-    is_slot_inferred: bool = False
-    slot_hint: str = ""
-
-
-@dataclass
 class AttemptReportResult:
     """The attempt, and what the report did: ``created``, ``changed`` (status moved) or ``stale``."""
 
@@ -91,7 +69,7 @@ class AttemptReportResult:
     stale: bool
 
 
-def _event_time(report: AttemptReport, fallback: datetime) -> datetime:
+def _event_time(report: AttemptDetails, fallback: datetime) -> datetime:
     if report.status in Attempt.TERMINAL and report.ended_at:
         return report.ended_at
     if report.status == Attempt.Status.RUNNING and report.started_at:
@@ -149,7 +127,7 @@ def run_status_refresh(*, run: Run) -> Run:
 def attempt_report_apply(
     *,
     run: Run,
-    report: AttemptReport,
+    report: AttemptDetails,
     received_at: datetime,
     occurred_at: datetime | None = None,
     alert: Alert | None = None,
@@ -230,33 +208,18 @@ def attempt_report_apply(
     return AttemptReportResult(attempt=attempt, created=False, changed=changed, stale=stale)
 
 
-def _attempt_create(run: Run, report: AttemptReport, received_at: datetime, earlier: list[Attempt]) -> Attempt:
+def _attempt_create(run: Run, report: AttemptDetails, received_at: datetime, earlier: list[Attempt]) -> Attempt:
     """Insert a new attempt numbered 1 + the run's attempts (``earlier``), its trigger decided against
     the slot's earlier executions (``trigger_decide``); call under the run's row lock."""
     trigger, inferred, duplicate = trigger_decide(report=report, earlier=earlier)
     attempt = Attempt(
         run=run,
-        execution_id=report.execution_id,
         number=max((a.number for a in earlier), default=0) + 1,
-        source_number=report.source_number,
         trigger=trigger,
         is_trigger_inferred=inferred,
         is_duplicate_trigger=duplicate,
-        status=report.status,
         status_changed_at=received_at,
-        scheduled_at=report.scheduled_at,
-        started_at=report.started_at,
-        ended_at=report.ended_at,
-        error_summary=report.error_summary,
-        correlation_ref=report.correlation_ref[:300],
-        log_url=report.log_url,
-        config_version=report.config_version,
-        replay_key=report.replay_key,
-        slot_offset_seconds=report.slot_offset_seconds,
-        slot_tolerance_seconds=report.slot_tolerance_seconds,
-        is_slot_late=report.is_slot_late,
-        is_slot_inferred=report.is_slot_inferred,
-        slot_hint=report.slot_hint[:200],
+        **report.as_model_fields(),
     )
     attempt.save(force_insert=True)
     return attempt
@@ -266,7 +229,7 @@ SCHEDULE_STARTED = frozenset({Attempt.Trigger.SCHEDULED, Attempt.Trigger.CATCH_U
 RETRY_AFTER = frozenset({Attempt.Status.FAILED, Attempt.Status.TIMED_OUT})
 
 
-def trigger_decide(*, report: AttemptReport, earlier: list[Attempt]) -> tuple[str, bool, bool]:
+def trigger_decide(*, report: AttemptDetails, earlier: list[Attempt]) -> tuple[str, bool, bool]:
     """Decide a new execution's ``(trigger, is_trigger_inferred, is_duplicate_trigger)`` on its slot.
 
     ``earlier``: the slot's executions already reported. A duplicate trigger is a ``scheduled`` one
@@ -392,13 +355,10 @@ def source_number_twins(attempts: list[Attempt]) -> dict[int, list[int]]:
     }
 
 
-DETAIL_FIELDS = ("error_summary", "ended_at", "log_url")
-
-
 def attempt_details_change(
     *,
     attempt: Attempt,
-    report: AttemptReport,
+    report: AttemptDetails,
     alert: Alert | None = None,
     actor_integration: Integration | None = None,
     at: datetime | None = None,
@@ -411,19 +371,12 @@ def attempt_details_change(
     (a duplicate alert's details are never filled in silently). Returns whether anything changed.
     Call inside a transaction.
     """
-    changes = {
-        name: getattr(report, name)
-        for name in DETAIL_FIELDS
-        if getattr(report, name)
-        and (include_missing or getattr(attempt, name))
-        and getattr(report, name) != getattr(attempt, name)
-    }
+    changes = report.changed_fields(attempt, include_missing=include_missing)
     if not changes:
         return False
     Attempt.objects.filter(pk=attempt.pk).update(**changes, updated_at=timezone.now())
     for name, value in changes.items():
         setattr(attempt, name, value)
-    words = {"error_summary": "error", "ended_at": "end time", "log_url": "log link"}
     detail = f": {attempt.error_summary[:200]}" if "error_summary" in changes else ""
     timeline_event_record(
         job=attempt.run.job,
@@ -432,7 +385,7 @@ def attempt_details_change(
         alert=alert,
         kind=TimelineEvent.Kind.ATTEMPT_DETAILS_CHANGED,
         summary=f"Attempt {attempt.number} ({attempt.execution_id}) reported again as {attempt.status} with a new "
-        + " and ".join(words[n] for n in changes)
+        + " and ".join(CHANGEABLE_FIELDS[n] for n in changes)
         + detail,
         occurred_at=at or timezone.now(),
         actor_integration=actor_integration,
@@ -440,15 +393,9 @@ def attempt_details_change(
     return True
 
 
-def _fill_missing_details(attempt: Attempt, report: AttemptReport) -> None:
+def _fill_missing_details(attempt: Attempt, report: AttemptDetails) -> None:
     """Copy details the attempt does not have yet (a later alert often knows the end time)."""
-    updates: dict[str, Any] = {}
-    for name in ("scheduled_at", "started_at", "ended_at", "correlation_ref", "log_url", "config_version"):
-        value = getattr(report, name)
-        if value and not getattr(attempt, name):
-            updates[name] = value
-    if report.error_summary and not attempt.error_summary:
-        updates["error_summary"] = report.error_summary
+    updates = report.missing_on(attempt)
     if updates:
         Attempt.objects.filter(pk=attempt.pk).update(**updates, updated_at=timezone.now())
         for name, value in updates.items():
@@ -460,7 +407,7 @@ def attempt_transition(
     attempt: Attempt,
     status: str,
     at: datetime | None = None,
-    details: AttemptReport | None = None,
+    details: AttemptDetails | None = None,
     reason: str = "",
     actor: Person | None = None,
     alert: Alert | None = None,
@@ -482,17 +429,7 @@ def attempt_transition(
     now = at or timezone.now()
     values: dict[str, Any] = {"status_changed_at": now, "updated_at": timezone.now()}
     if details is not None:
-        for name in (
-            "started_at",
-            "ended_at",
-            "error_summary",
-            "correlation_ref",
-            "log_url",
-            "config_version",
-        ):
-            value = getattr(details, name)
-            if value:
-                values[name] = value
+        values.update(details.move_fields())
     if target == Attempt.Status.ABANDONED:
         if not reason or actor is None:
             raise InvalidTransition("Abandoning an attempt needs a person and a reason.")
