@@ -10,6 +10,7 @@ not see answers 404). Errors are problem details; a bad file's problem names its
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
@@ -456,6 +457,39 @@ def _writable_run(request: Request, run_id: object) -> Run:
     return run
 
 
+def _validated(request: Request, serializer_class: type[serializers.Serializer[Any]]) -> Any:
+    """The request body as ``serializer_class`` validates it (``validated_data``); a body that does not pass
+    raises ValidationError (problem details, 400, with the field errors)."""
+    data = serializer_class(data=request.data)
+    data.is_valid(raise_exception=True)
+    return data.validated_data
+
+
+def _run_write(
+    request: Request,
+    run_id: object,
+    *,
+    input_class: type[serializers.Serializer[Any]],
+    write: Callable[..., Any],
+    output_class: type[serializers.BaseSerializer[Any]],
+) -> Response:
+    """One write on a run's ledger: the run (``_writable_run``: 404, then 403, before the body is read),
+    the body checked by ``input_class`` (400), ``write(actor=, run=, **body)`` (the service; its refusals
+    carry their own status, e.g. 409), and what it returns serialized by ``output_class`` (200)."""
+    run = _writable_run(request, run_id)
+    values = _validated(request, input_class)
+    return Response(output_class(write(actor=request.user, run=run, **values)).data)
+
+
+def _load(run: Run, load_id: object) -> WorkItemLoad:
+    """The load ``load_id`` of ``run`` (404 when malformed or not this run's), holding ``run`` itself."""
+    load = work_item_load_get(run=run, public_id=_uuid(load_id))
+    if load is None:
+        raise Http404
+    load.run = run
+    return load
+
+
 def _input_problem(exc: LedgerInputError) -> Response:
     """A bad file as problem details, with its ``line`` and ``column`` as fields of their own."""
     extra: dict[str, Any] = {"line": exc.line, "column": exc.column or None}
@@ -530,11 +564,13 @@ class WorkItemChangeView(StrictQueryMixin, APIView):
         },
     )
     def post(self, request: Request, id: str) -> Response:
-        run = _writable_run(request, id)
-        data = WorkItemChangeInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        item = work_item_change(actor=request.user, run=run, **data.validated_data)
-        return Response(WorkItemSerializer(item).data)
+        return _run_write(
+            request,
+            id,
+            input_class=WorkItemChangeInputSerializer,
+            write=work_item_change,
+            output_class=WorkItemSerializer,
+        )
 
 
 class WorkItemVerifyView(StrictQueryMixin, APIView):
@@ -551,11 +587,13 @@ class WorkItemVerifyView(StrictQueryMixin, APIView):
         },
     )
     def post(self, request: Request, id: str) -> Response:
-        run = _writable_run(request, id)
-        data = WorkItemVerifyInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        item = work_item_verify(actor=request.user, run=run, **data.validated_data)
-        return Response(WorkItemSerializer(item).data)
+        return _run_write(
+            request,
+            id,
+            input_class=WorkItemVerifyInputSerializer,
+            write=work_item_verify,
+            output_class=WorkItemSerializer,
+        )
 
 
 class WorkItemLoadListCreateView(StrictQueryMixin, generics.ListAPIView[WorkItemLoad]):
@@ -597,9 +635,7 @@ class WorkItemLoadListCreateView(StrictQueryMixin, generics.ListAPIView[WorkItem
     )
     def post(self, request: Request, id: str) -> Response:
         run = _writable_run(request, id)
-        data = WorkItemLoadCreateInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = _validated(request, WorkItemLoadCreateInputSerializer)
         files = [
             LoadFile(kind=kind, content=values[kind].read(), file_name=values[kind].name or kind)
             for kind in WorkItemLoad.Kind.values
@@ -631,10 +667,7 @@ class WorkItemLoadDetailView(StrictQueryMixin, APIView):
         responses={200: WorkItemLoadSerializer, **READ_PROBLEMS},
     )
     def get(self, request: Request, id: str, load_id: str) -> Response:
-        load = work_item_load_get(run=_run(request, id), public_id=_uuid(load_id))
-        if load is None:
-            raise Http404
-        return Response(WorkItemLoadSerializer(load).data)
+        return Response(WorkItemLoadSerializer(_load(_run(request, id), load_id)).data)
 
 
 class WorkItemLoadRetryView(StrictQueryMixin, APIView):
@@ -652,10 +685,7 @@ class WorkItemLoadRetryView(StrictQueryMixin, APIView):
     )
     def post(self, request: Request, id: str, load_id: str) -> Response:
         run = _writable_run(request, id)
-        load = work_item_load_get(run=run, public_id=_uuid(load_id))
-        if load is None:
-            raise Http404
-        load.run = run
+        load = _load(run, load_id)
         load = work_item_load_retry(actor=request.user, load=load)
         return Response(WorkItemLoadSerializer(load).data, status=status.HTTP_202_ACCEPTED)
 
@@ -684,14 +714,10 @@ class WorkItemLoadConfirmView(StrictQueryMixin, APIView):
     )
     def post(self, request: Request, id: str, load_id: str) -> Response:
         run = _writable_run(request, id)
-        data = WorkItemLoadConfirmInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        load = work_item_load_get(run=run, public_id=_uuid(load_id))
-        if load is None:
-            raise Http404
-        load.run = run
+        values = _validated(request, WorkItemLoadConfirmInputSerializer)
+        load = _load(run, load_id)
         try:
-            load = work_item_load_confirm(actor=request.user, load=load, **data.validated_data)
+            load = work_item_load_confirm(actor=request.user, load=load, **values)
         except LedgerVersionConflict as exc:
             body = problem(
                 exc.status,
@@ -724,13 +750,8 @@ class WorkItemLoadDiscardView(StrictQueryMixin, APIView):
     )
     def post(self, request: Request, id: str, load_id: str) -> Response:
         run = _writable_run(request, id)
-        data = WorkItemLoadDiscardInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        load = work_item_load_get(run=run, public_id=_uuid(load_id))
-        if load is None:
-            raise Http404
-        load.run = run
-        load = work_item_load_discard(actor=request.user, load=load, **data.validated_data)
+        values = _validated(request, WorkItemLoadDiscardInputSerializer)
+        load = work_item_load_discard(actor=request.user, load=_load(run, load_id), **values)
         return Response(WorkItemLoadSerializer(load).data)
 
 
@@ -748,11 +769,13 @@ class WorkItemDuplicateExplainView(StrictQueryMixin, APIView):
         },
     )
     def post(self, request: Request, id: str) -> Response:
-        run = _writable_run(request, id)
-        data = WorkItemDuplicateExplainInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        item = work_item_duplicate_explain(actor=request.user, run=run, **data.validated_data)
-        return Response(WorkItemSerializer(item).data)
+        return _run_write(
+            request,
+            id,
+            input_class=WorkItemDuplicateExplainInputSerializer,
+            write=work_item_duplicate_explain,
+            output_class=WorkItemSerializer,
+        )
 
 
 class RunLedgerView(StrictQueryMixin, APIView):
@@ -777,11 +800,13 @@ class RunFailureClassConfirmView(StrictQueryMixin, APIView):
         responses={200: RunLedgerSerializer, **PROBLEMS},
     )
     def post(self, request: Request, id: str) -> Response:
-        run = _writable_run(request, id)
-        data = RunFailureClassConfirmInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        run = run_failure_class_confirm(actor=request.user, run=run, **data.validated_data)
-        return Response(RunLedgerSerializer(run).data)
+        return _run_write(
+            request,
+            id,
+            input_class=RunFailureClassConfirmInputSerializer,
+            write=run_failure_class_confirm,
+            output_class=RunLedgerSerializer,
+        )
 
 
 __all__ = [
