@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from handover.core.filters import StrictQueryMixin
-from handover.core.serializers import ProblemSerializer
+from handover.core.serializers import ProblemSerializer, validated_body
 from runs.attempts.corrections import (
     attempt_correction_require,
     attempt_duplicate_trigger_explain,
@@ -90,9 +90,8 @@ class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         before the body is read), the body checked by ``input_class`` (400), ``write(attempt=, actor=,
         **body)`` (the service; its refusals carry their own status, 409), answering the attempt (200)."""
         attempt = self._attempt(attempt_id)
-        data = input_class(data=self.request.data)
-        data.is_valid(raise_exception=True)
-        attempt = write(attempt=attempt, actor=self.request.user, **data.validated_data)
+        values = validated_body(self.request, input_class)
+        attempt = write(attempt=attempt, actor=self.request.user, **values)
         return Response(AttemptSerializer(attempt).data)
 
     @extend_schema(

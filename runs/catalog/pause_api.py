@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 
 from handover.core.filters import StrictQueryMixin
 from handover.core.people import Person, signed_in
-from handover.core.serializers import ProblemSerializer
+from handover.core.serializers import ProblemSerializer, validated_body
 from runs.catalog.models import Job, JobTarget
 from runs.catalog.pause import job_pause, job_resume, target_pause, target_resume
 from runs.catalog.pause_serializers import (
@@ -100,9 +100,7 @@ def resume_answer(request: Request, id: str, subject: PauseSubject) -> Response:
     """Resume the ``subject`` object with public id ``id``: 404 when the caller may not see it, 400 for a
     malformed body, then the service's refusals (403). Answers the object."""
     found = _visible(request, id, subject)
-    data = JobResumeInputSerializer(data=request.data)
-    data.is_valid(raise_exception=True)
-    note = data.validated_data.get("note", "")
+    note = validated_body(request, JobResumeInputSerializer).get("note", "")
     return Response(subject.body(subject.resume(found, signed_in(request.user), note)))
 
 

@@ -28,7 +28,7 @@ from handover.core.filters import StrictQueryMixin
 from handover.core.pagination import DefaultPagination, page_number_read
 from handover.core.parsers import FormParser, MultiPartParser
 from handover.core.people import Person
-from handover.core.serializers import ProblemSerializer
+from handover.core.serializers import ProblemSerializer, validated_body
 from runs.attempts.models import Run
 from runs.ledger.common import run_ledger_require_writer
 from runs.ledger.confirmations import LedgerVersionConflict, work_item_load_confirm, work_item_load_discard
@@ -457,14 +457,6 @@ def _writable_run(request: Request, run_id: object) -> Run:
     return run
 
 
-def _validated(request: Request, serializer_class: type[serializers.Serializer[Any]]) -> Any:
-    """The request body as ``serializer_class`` validates it (``validated_data``); a body that does not pass
-    raises ValidationError (problem details, 400, with the field errors)."""
-    data = serializer_class(data=request.data)
-    data.is_valid(raise_exception=True)
-    return data.validated_data
-
-
 def _run_write(
     request: Request,
     run_id: object,
@@ -477,7 +469,7 @@ def _run_write(
     the body checked by ``input_class`` (400), ``write(actor=, run=, **body)`` (the service; its refusals
     carry their own status, e.g. 409), and what it returns serialized by ``output_class`` (200)."""
     run = _writable_run(request, run_id)
-    values = _validated(request, input_class)
+    values = validated_body(request, input_class)
     return Response(output_class(write(actor=request.user, run=run, **values)).data)
 
 
@@ -635,7 +627,7 @@ class WorkItemLoadListCreateView(StrictQueryMixin, generics.ListAPIView[WorkItem
     )
     def post(self, request: Request, id: str) -> Response:
         run = _writable_run(request, id)
-        values = _validated(request, WorkItemLoadCreateInputSerializer)
+        values = validated_body(request, WorkItemLoadCreateInputSerializer)
         files = [
             LoadFile(kind=kind, content=values[kind].read(), file_name=values[kind].name or kind)
             for kind in WorkItemLoad.Kind.values
@@ -714,7 +706,7 @@ class WorkItemLoadConfirmView(StrictQueryMixin, APIView):
     )
     def post(self, request: Request, id: str, load_id: str) -> Response:
         run = _writable_run(request, id)
-        values = _validated(request, WorkItemLoadConfirmInputSerializer)
+        values = validated_body(request, WorkItemLoadConfirmInputSerializer)
         load = _load(run, load_id)
         try:
             load = work_item_load_confirm(actor=request.user, load=load, **values)
@@ -750,7 +742,7 @@ class WorkItemLoadDiscardView(StrictQueryMixin, APIView):
     )
     def post(self, request: Request, id: str, load_id: str) -> Response:
         run = _writable_run(request, id)
-        values = _validated(request, WorkItemLoadDiscardInputSerializer)
+        values = validated_body(request, WorkItemLoadDiscardInputSerializer)
         load = work_item_load_discard(actor=request.user, load=_load(run, load_id), **values)
         return Response(WorkItemLoadSerializer(load).data)
 
