@@ -174,8 +174,9 @@ def _failed_runs(cut: datetime, user: User | None) -> QuerySet[Run]:
             status__in=[Run.Status.FAILED, Run.Status.MISSED],
         )
         .filter(~Exists(HandoverRun.objects.filter(run=OuterRef("pk"))))
-        .annotate(since=Coalesce("status_changed_at", "scheduled_for", "created_at"), **_RUN_PLACE)
+        .annotate(since=Coalesce("status_changed_at", "scheduled_for", "created_at"))
         .filter(since__lte=cut)
+        .annotate(**_RUN_PLACE)
         .select_related("job", "tenant")
         .order_by("since", "id")
     )
@@ -184,8 +185,9 @@ def _failed_runs(cut: datetime, user: User | None) -> QuerySet[Run]:
 def _unresolved_ledger_runs(cut: datetime, user: User | None) -> QuerySet[Run]:
     return (
         Run.objects.filter(run_visibility_filter(user=user) if user is not None else Q(), unresolved_count__gt=0)
-        .annotate(since=Coalesce("ledger_updated_at", "created_at"), **_RUN_PLACE)
+        .annotate(since=Coalesce("ledger_updated_at", "created_at"))
         .filter(since__lte=cut)
+        .annotate(**_RUN_PLACE)
         .select_related("job", "tenant")
         .order_by("since", "id")
     )
