@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.models import QuerySet
 from django.http import Http404
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import generics, serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -457,22 +457,6 @@ def _writable_run(request: Request, run_id: object) -> Run:
     return run
 
 
-def _run_write(
-    request: Request,
-    run_id: object,
-    *,
-    input_class: type[serializers.Serializer[Any]],
-    write: Callable[..., Any],
-    output_class: type[serializers.BaseSerializer[Any]],
-) -> Response:
-    """One write on a run's ledger: the run (``_writable_run``: 404, then 403, before the body is read),
-    the body checked by ``input_class`` (400), ``write(actor=, run=, **body)`` (the service; its refusals
-    carry their own status, e.g. 409), and what it returns serialized by ``output_class`` (200)."""
-    run = _writable_run(request, run_id)
-    values = validated_body(request, input_class)
-    return Response(output_class(write(actor=request.user, run=run, **values)).data)
-
-
 def _load(run: Run, load_id: object) -> WorkItemLoad:
     """The load ``load_id`` of ``run`` (404 when malformed or not this run's), holding ``run`` itself."""
     load = work_item_load_get(run=run, public_id=_uuid(load_id))
@@ -542,50 +526,55 @@ class WorkItemChangeListView(StrictQueryMixin, generics.ListAPIView[WorkItemChan
         return work_item_change_list(run=_run(self.request, self.kwargs["id"]), **self.query_filters)
 
 
-class WorkItemChangeView(StrictQueryMixin, APIView):
+class RunWriteView(StrictQueryMixin, APIView):
+    """A POST that writes one run's ledger through one service.
+
+    The run (``_writable_run``: 404, then 403, before the body is read), the body checked by
+    ``input_class`` (400), ``write(actor=, run=, **body)`` (the service; its refusals carry their own
+    status, e.g. 409) and what it returns serialized by ``output_class`` (200). A subclass names the
+    three (``write`` as a staticmethod) and declares its schema with ``_write_schema``.
+    """
+
+    input_class: ClassVar[type[serializers.Serializer[Any]]]
+    write: ClassVar[Callable[..., Any]]
+    output_class: ClassVar[type[serializers.BaseSerializer[Any]]] = WorkItemSerializer
+
+    def post(self, request: Request, id: str) -> Response:
+        run = _writable_run(request, id)
+        values = validated_body(request, self.input_class)
+        return Response(self.output_class(self.write(actor=request.user, run=run, **values)).data)
+
+
+def _write_schema(summary: str, conflict: str = "") -> Callable[[type[RunWriteView]], type[RunWriteView]]:
+    """The schema of a ``RunWriteView``'s POST from its own classes: ``summary``, and ``conflict`` the
+    description of its 409 (none when empty)."""
+
+    def decorate(view: type[RunWriteView]) -> type[RunWriteView]:
+        schema = extend_schema(
+            summary=summary,
+            tags=["work ledger"],
+            request=view.input_class,
+            responses={200: view.output_class, **PROBLEMS, **(_problem(409, conflict) if conflict else {})},
+        )
+        return extend_schema_view(post=schema)(view)
+
+    return decorate
+
+
+@_write_schema("Change one item's outcome", "the item already has that outcome")
+class WorkItemChangeView(RunWriteView):
     """A person changes one item's outcome, saying why (kept in its history and on the timeline)."""
 
-    @extend_schema(
-        summary="Change one item's outcome",
-        tags=["work ledger"],
-        request=WorkItemChangeInputSerializer,
-        responses={
-            200: WorkItemSerializer,
-            **PROBLEMS,
-            **_problem(409, "the item already has that outcome"),
-        },
-    )
-    def post(self, request: Request, id: str) -> Response:
-        return _run_write(
-            request,
-            id,
-            input_class=WorkItemChangeInputSerializer,
-            write=work_item_change,
-            output_class=WorkItemSerializer,
-        )
+    input_class = WorkItemChangeInputSerializer
+    write = staticmethod(work_item_change)
 
 
-class WorkItemVerifyView(StrictQueryMixin, APIView):
+@_write_schema("Verify one uncertain item with a provider lookup", "the item is not uncertain or unverified")
+class WorkItemVerifyView(RunWriteView):
     """Record a provider lookup for one uncertain (or unverified) item."""
 
-    @extend_schema(
-        summary="Verify one uncertain item with a provider lookup",
-        tags=["work ledger"],
-        request=WorkItemVerifyInputSerializer,
-        responses={
-            200: WorkItemSerializer,
-            **PROBLEMS,
-            **_problem(409, "the item is not uncertain or unverified"),
-        },
-    )
-    def post(self, request: Request, id: str) -> Response:
-        return _run_write(
-            request,
-            id,
-            input_class=WorkItemVerifyInputSerializer,
-            write=work_item_verify,
-            output_class=WorkItemSerializer,
-        )
+    input_class = WorkItemVerifyInputSerializer
+    write = staticmethod(work_item_verify)
 
 
 class WorkItemLoadListCreateView(StrictQueryMixin, generics.ListAPIView[WorkItemLoad]):
@@ -747,27 +736,12 @@ class WorkItemLoadDiscardView(StrictQueryMixin, APIView):
         return Response(WorkItemLoadSerializer(load).data)
 
 
-class WorkItemDuplicateExplainView(StrictQueryMixin, APIView):
+@_write_schema("Explain a possible duplicate", "the item is not an unexplained possible duplicate")
+class WorkItemDuplicateExplainView(RunWriteView):
     """A person explains one possible duplicate (the only way its flag is cleared)."""
 
-    @extend_schema(
-        summary="Explain a possible duplicate",
-        tags=["work ledger"],
-        request=WorkItemDuplicateExplainInputSerializer,
-        responses={
-            200: WorkItemSerializer,
-            **PROBLEMS,
-            **_problem(409, "the item is not an unexplained possible duplicate"),
-        },
-    )
-    def post(self, request: Request, id: str) -> Response:
-        return _run_write(
-            request,
-            id,
-            input_class=WorkItemDuplicateExplainInputSerializer,
-            write=work_item_duplicate_explain,
-            output_class=WorkItemSerializer,
-        )
+    input_class = WorkItemDuplicateExplainInputSerializer
+    write = staticmethod(work_item_duplicate_explain)
 
 
 class RunLedgerView(StrictQueryMixin, APIView):
@@ -782,23 +756,13 @@ class RunLedgerView(StrictQueryMixin, APIView):
         return Response(RunLedgerSerializer(_run(request, id)).data)
 
 
-class RunFailureClassConfirmView(StrictQueryMixin, APIView):
+@_write_schema("Confirm the run's failure class")
+class RunFailureClassConfirmView(RunWriteView):
     """A person confirms the run's failure class (the app only suggests it)."""
 
-    @extend_schema(
-        summary="Confirm the run's failure class",
-        tags=["work ledger"],
-        request=RunFailureClassConfirmInputSerializer,
-        responses={200: RunLedgerSerializer, **PROBLEMS},
-    )
-    def post(self, request: Request, id: str) -> Response:
-        return _run_write(
-            request,
-            id,
-            input_class=RunFailureClassConfirmInputSerializer,
-            write=run_failure_class_confirm,
-            output_class=RunLedgerSerializer,
-        )
+    input_class = RunFailureClassConfirmInputSerializer
+    write = staticmethod(run_failure_class_confirm)
+    output_class = RunLedgerSerializer
 
 
 __all__ = [
