@@ -1,4 +1,5 @@
-"""Shared set-up of the work-ledger benchmarks (``bench/reconcile.py``, ``bench/pages.py``).
+"""Shared set-up of the benchmarks on a throw-away database (``bench/reconcile.py``, ``bench/pages.py``,
+``bench/recurrence.py``).
 
 A throw-away PostgreSQL database ``handover_bench_ledger_<random>`` on 127.0.0.1 (refusing any
 other host), migrated, with one tenant, one job, one failed run and a support person; record-id
@@ -7,12 +8,15 @@ files written to a temporary folder; the database dropped again on exit unless `
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
 import secrets
 import shutil
+import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,35 @@ LOOPBACK_NAMES = {"127.0.0.1", "localhost"}
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def add_database_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the throw-away database's options to ``parser``: ``--database-url`` (the PostgreSQL server,
+    127.0.0.1 only; default ``DEFAULT_SERVER_URL``) and ``--keep`` (keep the database afterwards), the
+    arguments of ``BenchDatabase``."""
+    parser.add_argument("--database-url", default=DEFAULT_SERVER_URL, help="PostgreSQL server (127.0.0.1 only)")
+    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+
+
+def timed(client: Any, url: str, repeat: int, *, warmups: int = 2) -> tuple[float, int]:
+    """Median milliseconds of ``repeat`` GETs of ``url`` through the Django test ``client`` after
+    ``warmups`` untimed ones, and the queries of one more. Exits (SystemExit) when a warm-up does not
+    answer 200."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for _ in range(warmups):
+        response = client.get(url)
+        if response.status_code != 200:
+            raise SystemExit(f"GET {url} answered {response.status_code}")
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        client.get(url)
+        samples.append((time.perf_counter() - started) * 1000)
+    with CaptureQueriesContext(connection) as queries:
+        client.get(url)
+    return statistics.median(samples), len(queries.captured_queries)
 
 
 def loopback_url(url: str, database: str | None = None) -> str:

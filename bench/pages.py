@@ -27,46 +27,31 @@ printed is::
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.ledger_setup import DEFAULT_SERVER_URL, BenchDatabase, load_files, log, make_world, write_files  # noqa: E402
+from bench.ledger_setup import (  # noqa: E402
+    BenchDatabase,
+    add_database_arguments,
+    load_files,
+    log,
+    make_world,
+    timed,
+    write_files,
+)
 
 TARGET_MS = 300.0
-
-
-def timed(client: Any, url: str, repeat: int) -> tuple[float, int]:
-    """Median milliseconds of ``repeat`` GETs of ``url`` after two warm-ups, and the queries of one."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    for _ in range(2):
-        response = client.get(url)
-        if response.status_code != 200:
-            raise SystemExit(f"GET {url} answered {response.status_code}")
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        client.get(url)
-        samples.append((time.perf_counter() - started) * 1000)
-    with CaptureQueriesContext(connection) as queries:
-        client.get(url)
-    return statistics.median(samples), len(queries.captured_queries)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="work items of the run (default 1,000,000)")
     parser.add_argument("--repeat", type=int, default=15, help="timed requests per page (median reported)")
-    parser.add_argument("--database-url", default=DEFAULT_SERVER_URL, help="PostgreSQL server (127.0.0.1 only)")
-    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    add_database_arguments(parser)
     args = parser.parse_args()
     if args.rows < 1000:
         parser.error("--rows must be at least 1,000")

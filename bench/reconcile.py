@@ -45,7 +45,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.ledger_setup import DEFAULT_SERVER_URL, BenchDatabase, load_files, log, make_world, write_files  # noqa: E402
+from bench.ledger_setup import (  # noqa: E402
+    BenchDatabase,
+    add_database_arguments,
+    load_files,
+    log,
+    make_world,
+    write_files,
+)
 
 
 def baseline_seconds(population_ids: Path, destination_ids: Path, folder: Path) -> float:
@@ -64,8 +71,7 @@ def baseline_seconds(population_ids: Path, destination_ids: Path, folder: Path) 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="eligible ids (default 1,000,000)")
-    parser.add_argument("--database-url", default=DEFAULT_SERVER_URL, help="PostgreSQL server (127.0.0.1 only)")
-    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    add_database_arguments(parser)
     parser.add_argument(
         "--one-by-one", action="store_true", help="three uploads in a row instead of one upload of the three files"
     )

@@ -28,44 +28,23 @@ The last line printed is::
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.ledger_setup import DEFAULT_SERVER_URL, BenchDatabase, log  # noqa: E402
-
-
-def timed(client: Any, url: str, repeat: int) -> tuple[float, int]:
-    """Median milliseconds of ``repeat`` GETs of ``url`` after one warm-up, and the queries of one."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    response = client.get(url)
-    if response.status_code != 200:
-        raise SystemExit(f"GET {url} answered {response.status_code}")
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        client.get(url)
-        samples.append((time.perf_counter() - started) * 1000)
-    with CaptureQueriesContext(connection) as queries:
-        client.get(url)
-    return statistics.median(samples), len(queries.captured_queries)
+from bench.ledger_setup import BenchDatabase, add_database_arguments, log, timed  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=100_000, help="runs in the history (default 100,000)")
     parser.add_argument("--repeat", type=int, default=5, help="timed requests per page (median reported)")
-    parser.add_argument("--database-url", default=DEFAULT_SERVER_URL, help="PostgreSQL server (127.0.0.1 only)")
-    parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    add_database_arguments(parser)
     args = parser.parse_args()
 
     db = BenchDatabase(args.database_url, keep=args.keep)
@@ -101,12 +80,12 @@ def main() -> int:
         client = Client(SERVER_NAME="localhost")
         client.force_login(support)
         with timezone.override("UTC"):
-            page90, queries = timed(client, "/recurrence/?days=90", args.repeat)
-            page30, _ = timed(client, "/recurrence/?days=30", args.repeat)
-            api90, api_queries = timed(client, "/api/v1/recurrence/?days=90", args.repeat)
-            support_ms, support_queries = timed(client, "/supportability/?days=90", args.repeat)
+            page90, queries = timed(client, "/recurrence/?days=90", args.repeat, warmups=1)
+            page30, _ = timed(client, "/recurrence/?days=30", args.repeat, warmups=1)
+            api90, api_queries = timed(client, "/api/v1/recurrence/?days=90", args.repeat, warmups=1)
+            support_ms, support_queries = timed(client, "/supportability/?days=90", args.repeat, warmups=1)
             client.force_login(admin)
-            admin90, admin_queries = timed(client, "/recurrence/?days=90", args.repeat)
+            admin90, admin_queries = timed(client, "/recurrence/?days=90", args.repeat, warmups=1)
 
         print(f"  history: {args.runs:,} runs, {failed:,} failed in the last 90 days (all tenants)")
         print(f"  /recurrence/?days=90 (support: 10/30 tenants) {page90:8.1f} ms ({queries} queries)")

@@ -15,7 +15,7 @@ from handover.core.errors import Forbidden
 
 Viewer = Person | AnonymousUser
 
-__all__ = ["Person", "Viewer", "signed_in"]
+__all__ = ["Person", "Viewer", "person_or_none", "signed_in"]
 
 
 def signed_in(user: Person | AnonymousUser) -> Person:
@@ -24,3 +24,9 @@ def signed_in(user: Person | AnonymousUser) -> Person:
     if isinstance(user, Person):
         return user
     raise Forbidden("Sign in to do this.")
+
+
+def person_or_none(user: Person | AnonymousUser) -> Person | None:
+    """``user`` when a person is signed in, else None: for services that record who acted where nobody
+    may be signed in (``signed_in`` refuses instead)."""
+    return user if isinstance(user, Person) else None

@@ -1,8 +1,21 @@
-"""The API's error shape for the schema: RFC 9457 problem details."""
+"""The API's error shape for the schema (RFC 9457 problem details), and reading a request body through an
+input serializer."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
+from rest_framework.request import Request
+
+
+def validated_body(request: Request, serializer_class: type[serializers.BaseSerializer[Any]]) -> Any:
+    """``request``'s body as ``serializer_class`` validates it (its ``validated_data``: a dict for a plain
+    input serializer). A body that does not pass raises DRF's ValidationError, answered 400 with the
+    field errors by the project's exception handler."""
+    data = serializer_class(data=request.data)
+    data.is_valid(raise_exception=True)
+    return data.validated_data
 
 
 class ProblemSerializer(serializers.Serializer[dict[str, object]]):

@@ -19,13 +19,15 @@ the job's; an item with neither shows "no owner".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Exists, F, Max, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 
@@ -161,127 +163,160 @@ def _run_title(run: Run) -> str:
     return f"{run.job.key} · {run.tenant.slug} · {run.environment} · window {run.window_start:%Y-%m-%d %H:%M}Z"
 
 
+# Each kind's rows carry the same annotations: ``since`` and the item's tenant, run and target ids.
+_RUN_PLACE = {"aged_tenant_id": F("tenant_id"), "aged_run_id": F("pk"), "aged_target_id": F("target_id")}
+
+
+def _failed_runs(cut: datetime, user: User | None) -> QuerySet[Run]:
+    return (
+        Run.objects.filter(
+            run_visibility_filter(user=user) if user is not None else Q(),
+            status__in=[Run.Status.FAILED, Run.Status.MISSED],
+        )
+        .filter(~Exists(HandoverRun.objects.filter(run=OuterRef("pk"))))
+        .annotate(since=Coalesce("status_changed_at", "scheduled_for", "created_at"))
+        .filter(since__lte=cut)
+        .annotate(**_RUN_PLACE)
+        .select_related("job", "tenant")
+        .order_by("since", "id")
+    )
+
+
+def _unresolved_ledger_runs(cut: datetime, user: User | None) -> QuerySet[Run]:
+    return (
+        Run.objects.filter(run_visibility_filter(user=user) if user is not None else Q(), unresolved_count__gt=0)
+        .annotate(since=Coalesce("ledger_updated_at", "created_at"))
+        .filter(since__lte=cut)
+        .annotate(**_RUN_PLACE)
+        .select_related("job", "tenant")
+        .order_by("since", "id")
+    )
+
+
+def _stalled_handovers(cut: datetime, user: User | None) -> QuerySet[Handover]:
+    first_run = HandoverRun.objects.filter(handover=OuterRef("pk")).order_by("pk")
+    return (
+        Handover.objects.filter(status__in=STALLED_HANDOVER_STATUSES, updated_at__lte=cut)
+        .filter(handover_visibility_filter(user=user) if user is not None else Q())
+        .annotate(
+            since=F("updated_at"),
+            aged_run_id=Subquery(first_run.values("run_id")[:1]),
+            aged_tenant_id=Subquery(first_run.values("run__tenant_id")[:1]),
+            aged_target_id=Subquery(first_run.values("run__target_id")[:1]),
+        )
+        .select_related("job")
+        .order_by("updated_at", "id")
+    )
+
+
+def _overdue_checks(cut: datetime, user: User | None) -> QuerySet[NextRunCheck]:
+    return (
+        NextRunCheck.objects.filter(status=NextRunCheck.Status.SCHEDULED, deadline_at__lte=cut)
+        .filter(run_visibility_filter(user=user, prefix="target__") if user is not None else Q())
+        .annotate(
+            since=F("deadline_at"),
+            aged_tenant_id=F("target__tenant_id"),
+            aged_run_id=F("recovered_run_id"),
+            aged_target_id=F("target_id"),
+        )
+        .select_related("target__job", "target__tenant")
+        .order_by("deadline_at", "id")
+    )
+
+
+def _check_title(check: NextRunCheck) -> str:
+    target = check.target
+    return (
+        f"{target.job.key} · {target.tenant.slug} · {target.environment} · next run {check.expected_at:%Y-%m-%d %H:%M}Z"
+    )
+
+
+@dataclass(frozen=True)
+class AgedSource:
+    """How one aged-work kind is read and shown.
+
+    ``rows(cut, user)``: the queryset of that kind's rows aged at ``cut`` (UTC: now minus the kind's
+    age), oldest first, limited to what ``user`` may see (None: everything); each row is annotated with
+    ``since`` (UTC) and ``aged_tenant_id`` / ``aged_run_id`` / ``aged_target_id`` (each may be None).
+    ``url_name``: the page of a row (reversed with its ``public_id``); ``job``, ``title`` and ``detail``:
+    a row's job and its words."""
+
+    rows: Callable[[datetime, User | None], QuerySet[Any]]
+    url_name: str
+    job: Callable[[Any], Job]
+    title: Callable[[Any], str]
+    detail: Callable[[Any], str]
+
+    def item(self, kind: str, row: Any) -> AgedItem:
+        """The aged item of one of ``rows``'s rows, ``age_seconds`` 0 and owner and last step unset
+        (``aged_work_list`` fills them)."""
+        return AgedItem(
+            kind=kind,
+            subject=row.public_id,
+            title=self.title(row),
+            detail=self.detail(row),
+            url=reverse(self.url_name, kwargs={"id": row.public_id}),
+            since=row.since,
+            age_seconds=0,
+            job=self.job(row),
+            tenant_id=row.aged_tenant_id,
+            run_id=row.aged_run_id,
+            target_id=row.aged_target_id,
+        )
+
+
+# Read in this order; ``aged_work_list`` sorts the union afterwards.
+AGED_SOURCES: dict[str, AgedSource] = {
+    Kind.FAILED_RUN: AgedSource(
+        rows=_failed_runs,
+        url_name="runs:run-detail",
+        job=lambda run: run.job,
+        title=_run_title,
+        detail=lambda run: f"run {run.status}; no handover written",
+    ),
+    Kind.UNRESOLVED_LEDGER: AgedSource(
+        rows=_unresolved_ledger_runs,
+        url_name="runs:run-detail",
+        job=lambda run: run.job,
+        title=_run_title,
+        detail=lambda run: (
+            f"{run.unresolved_count} unresolved item(s): {run.uncertain_count} uncertain, "
+            f"{run.absent_count} absent, {run.unverified_count} unverified"
+        ),
+    ),
+    Kind.STALLED_HANDOVER: AgedSource(
+        rows=_stalled_handovers,
+        url_name="handover:handover-detail",
+        job=lambda handover: handover.job,
+        title=lambda handover: handover.title,
+        detail=lambda handover: f"{handover.get_status_display().lower()}; no change since",
+    ),
+    Kind.OVERDUE_CHECK: AgedSource(
+        rows=_overdue_checks,
+        url_name="runs:check-detail",
+        job=lambda check: check.target.job,
+        title=_check_title,
+        detail=lambda check: "next-run check still scheduled past its deadline",
+    ),
+}
+
+
 def aged_work_list(*, now: datetime, user: User | None = None, kinds: list[str] | None = None) -> list[AgedItem]:
     """Every aged item at ``now`` (UTC), oldest first, with its owner and the last ladder step sent.
 
     ``user``: only what that person may see (runs by ``run_visibility_filter``, handovers by
     ``handover_visibility_filter``, checks by their target's tenant and job); None: everything (the
     sweep). ``kinds``: limit to those kinds (``AgedWorkEscalation.Kind`` values). At most
-    ``KIND_LIMIT`` per kind. Queries: one per kind asked, two for owners, one for the ladder.
+    ``KIND_LIMIT`` per kind. Each kind is read by its ``AGED_SOURCES`` entry. Queries: one per kind
+    asked, two for owners, one for the ladder.
     """
     wanted = set(kinds) if kinds else set(Kind.values)
     items: list[AgedItem] = []
-    run_scope = run_visibility_filter(user=user) if user is not None else Q()
-    if Kind.FAILED_RUN in wanted:
-        cut = now - timedelta(seconds=aged_age_seconds(Kind.FAILED_RUN))
-        runs = (
-            Run.objects.filter(run_scope, status__in=[Run.Status.FAILED, Run.Status.MISSED])
-            .filter(~Exists(HandoverRun.objects.filter(run=OuterRef("pk"))))
-            .annotate(since=Coalesce("status_changed_at", "scheduled_for", "created_at"))
-            .filter(since__lte=cut)
-            .select_related("job", "tenant")
-            .order_by("since", "id")[:KIND_LIMIT]
-        )
-        for run in runs:
-            items.append(
-                AgedItem(
-                    kind=Kind.FAILED_RUN,
-                    subject=run.public_id,
-                    title=_run_title(run),
-                    detail=f"run {run.status}; no handover written",
-                    url=reverse("runs:run-detail", kwargs={"id": run.public_id}),
-                    since=run.since,
-                    age_seconds=0,
-                    job=run.job,
-                    tenant_id=run.tenant_id,
-                    run_id=run.pk,
-                    target_id=run.target_id,
-                )
-            )
-    if Kind.UNRESOLVED_LEDGER in wanted:
-        cut = now - timedelta(seconds=aged_age_seconds(Kind.UNRESOLVED_LEDGER))
-        runs = (
-            Run.objects.filter(run_scope, unresolved_count__gt=0)
-            .annotate(since=Coalesce("ledger_updated_at", "created_at"))
-            .filter(since__lte=cut)
-            .select_related("job", "tenant")
-            .order_by("since", "id")[:KIND_LIMIT]
-        )
-        for run in runs:
-            items.append(
-                AgedItem(
-                    kind=Kind.UNRESOLVED_LEDGER,
-                    subject=run.public_id,
-                    title=_run_title(run),
-                    detail=(
-                        f"{run.unresolved_count} unresolved item(s): {run.uncertain_count} uncertain, "
-                        f"{run.absent_count} absent, {run.unverified_count} unverified"
-                    ),
-                    url=reverse("runs:run-detail", kwargs={"id": run.public_id}),
-                    since=run.since,
-                    age_seconds=0,
-                    job=run.job,
-                    tenant_id=run.tenant_id,
-                    run_id=run.pk,
-                    target_id=run.target_id,
-                )
-            )
-    if Kind.STALLED_HANDOVER in wanted:
-        cut = now - timedelta(seconds=aged_age_seconds(Kind.STALLED_HANDOVER))
-        first_run = HandoverRun.objects.filter(handover=OuterRef("pk")).order_by("pk")
-        handovers = (
-            Handover.objects.filter(status__in=STALLED_HANDOVER_STATUSES, updated_at__lte=cut)
-            .filter(handover_visibility_filter(user=user) if user is not None else Q())
-            .annotate(
-                first_run_id=Subquery(first_run.values("run_id")[:1]),
-                first_tenant_id=Subquery(first_run.values("run__tenant_id")[:1]),
-                first_target_id=Subquery(first_run.values("run__target_id")[:1]),
-            )
-            .select_related("job")
-            .order_by("updated_at", "id")[:KIND_LIMIT]
-        )
-        for handover in handovers:
-            items.append(
-                AgedItem(
-                    kind=Kind.STALLED_HANDOVER,
-                    subject=handover.public_id,
-                    title=handover.title,
-                    detail=f"{handover.get_status_display().lower()}; no change since",
-                    url=reverse("handover:handover-detail", kwargs={"id": handover.public_id}),
-                    since=handover.updated_at,
-                    age_seconds=0,
-                    job=handover.job,
-                    tenant_id=handover.first_tenant_id,
-                    run_id=handover.first_run_id,
-                    target_id=handover.first_target_id,
-                )
-            )
-    if Kind.OVERDUE_CHECK in wanted:
-        cut = now - timedelta(seconds=aged_age_seconds(Kind.OVERDUE_CHECK))
-        checks = (
-            NextRunCheck.objects.filter(status=NextRunCheck.Status.SCHEDULED, deadline_at__lte=cut)
-            .filter(run_visibility_filter(user=user, prefix="target__") if user is not None else Q())
-            .select_related("target__job", "target__tenant")
-            .order_by("deadline_at", "id")[:KIND_LIMIT]
-        )
-        for check in checks:
-            target = check.target
-            items.append(
-                AgedItem(
-                    kind=Kind.OVERDUE_CHECK,
-                    subject=check.public_id,
-                    title=f"{target.job.key} · {target.tenant.slug} · {target.environment} · "
-                    f"next run {check.expected_at:%Y-%m-%d %H:%M}Z",
-                    detail="next-run check still scheduled past its deadline",
-                    url=reverse("runs:check-detail", kwargs={"id": check.public_id}),
-                    since=check.deadline_at,
-                    age_seconds=0,
-                    job=target.job,
-                    tenant_id=target.tenant_id,
-                    run_id=check.recovered_run_id,
-                    target_id=target.pk,
-                )
-            )
+    for kind, source in AGED_SOURCES.items():
+        if kind not in wanted:
+            continue
+        cut = now - timedelta(seconds=aged_age_seconds(kind))
+        items.extend(source.item(kind, row) for row in source.rows(cut, user)[:KIND_LIMIT])
     owners = owners_resolve({(item.job.pk, item.target_id) for item in items})
     steps = _last_steps(items)
     for item in items:

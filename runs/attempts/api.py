@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
 from uuid import UUID
 
 from django.db.models import QuerySet
@@ -14,7 +16,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from handover.core.filters import StrictQueryMixin
-from handover.core.serializers import ProblemSerializer
+from handover.core.serializers import ProblemSerializer, validated_body
 from runs.attempts.corrections import (
     attempt_correction_require,
     attempt_duplicate_trigger_explain,
@@ -81,6 +83,17 @@ class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
             raise Http404
         return attempt
 
+    def _correct(
+        self, attempt_id: UUID, input_class: type[BaseSerializer[Any]], write: Callable[..., Attempt]
+    ) -> Response:
+        """One correction of the run's attempt ``attempt_id``: the attempt (``_attempt``: 404, then 403
+        before the body is read), the body checked by ``input_class`` (400), ``write(attempt=, actor=,
+        **body)`` (the service; its refusals carry their own status, 409), answering the attempt (200)."""
+        attempt = self._attempt(attempt_id)
+        values = validated_body(self.request, input_class)
+        attempt = write(attempt=attempt, actor=self.request.user, **values)
+        return Response(AttemptSerializer(attempt).data)
+
     @extend_schema(
         summary="Explain an attempt's duplicate trigger",
         description="Support on the tenant or the job's technical owner records why a second scheduled start "
@@ -101,11 +114,7 @@ class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         url_name="attempt-explain-duplicate",
     )
     def explain_duplicate(self, request: Request, id: UUID, attempt_id: UUID) -> Response:
-        attempt = self._attempt(attempt_id)
-        data = DuplicateTriggerExplainInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        attempt = attempt_duplicate_trigger_explain(attempt=attempt, actor=request.user, **data.validated_data)  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
-        return Response(AttemptSerializer(attempt).data)
+        return self._correct(attempt_id, DuplicateTriggerExplainInputSerializer, attempt_duplicate_trigger_explain)
 
     @extend_schema(
         summary="Abandon an attempt that will never report",
@@ -127,11 +136,7 @@ class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         url_name="attempt-abandon",
     )
     def abandon(self, request: Request, id: UUID, attempt_id: UUID) -> Response:
-        attempt = self._attempt(attempt_id)
-        data = AttemptAbandonInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        attempt = attempt_abandon(attempt=attempt, actor=request.user, reason=data.validated_data["reason"])  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
-        return Response(AttemptSerializer(attempt).data)
+        return self._correct(attempt_id, AttemptAbandonInputSerializer, attempt_abandon)
 
     @extend_schema(
         summary="Re-place a flagged attempt on another slot",
@@ -156,8 +161,4 @@ class RunViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModelMi
         url_name="attempt-replace-slot",
     )
     def replace_slot(self, request: Request, id: UUID, attempt_id: UUID) -> Response:
-        attempt = self._attempt(attempt_id)
-        data = AttemptReplaceSlotInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        attempt = attempt_replace_slot(attempt=attempt, actor=request.user, **data.validated_data)  # type: ignore[arg-type]  # signed in: the view's permission refuses anonymous users
-        return Response(AttemptSerializer(attempt).data)
+        return self._correct(attempt_id, AttemptReplaceSlotInputSerializer, attempt_replace_slot)

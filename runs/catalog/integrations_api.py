@@ -28,8 +28,8 @@ from rest_framework.response import Response
 
 from handover.core.errors import InvalidTransition
 from handover.core.filters import StrictQueryMixin
-from handover.core.people import Person, signed_in
-from handover.core.serializers import ProblemSerializer
+from handover.core.people import person_or_none, signed_in
+from handover.core.serializers import ProblemSerializer, validated_body
 from runs.alerts.decoders import DECODERS
 from runs.alerts.filters import RefusedRequestFilterSet
 from runs.alerts.mapping import (
@@ -533,9 +533,7 @@ class IntegrationViewSet(
         },
     )
     def create(self, request: Request) -> Response:
-        data = IntegrationCreateInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated_body(request, IntegrationCreateInputSerializer)
         key = values.get("key")
         issued: IssuedKey | None = None
         if key:
@@ -575,9 +573,7 @@ class IntegrationViewSet(
     )
     def partial_update(self, request: Request, id: str) -> Response:
         integration = self.get_object()
-        data = IntegrationUpdateInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated_body(request, IntegrationUpdateInputSerializer)
         integration = integration_custom_update(
             integration=integration,
             name=values.get("name"),
@@ -606,9 +602,7 @@ class IntegrationViewSet(
     @action(detail=True, methods=["post"])
     def test(self, request: Request, id: str) -> Response:
         integration = self._custom()
-        data = MappingTestInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated_body(request, MappingTestInputSerializer)
         if "delivery" in values:
             samples = samples_from_deliveries(integration=integration, delivery_ids=[values["delivery"]])
             if not samples:
@@ -638,9 +632,7 @@ class IntegrationViewSet(
     def mapping(self, request: Request, id: str) -> Response:
         integration = self._custom()
         if request.method == "PUT":
-            data = MappingImportInputSerializer(data=request.data)
-            data.is_valid(raise_exception=True)
-            values = data.validated_data
+            values = validated_body(request, MappingImportInputSerializer)
             integration = integration_custom_update(
                 integration=integration,
                 mapping=values["mapping"],
@@ -675,15 +667,13 @@ class IntegrationViewSet(
     @action(detail=True, methods=["post"])
     def keys(self, request: Request, id: str) -> Response:
         integration = self.get_object()
-        data = IntegrationKeyIssueInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated_body(request, IntegrationKeyIssueInputSerializer)
         issued = integration_key_create(
             integration=integration,
             tenants=values["tenant_rows"],
             all_tenants=values["all_tenants"],
             label=values["label"],
-            created_by=request.user if isinstance(request.user, Person) else None,
+            created_by=person_or_none(request.user),
             kind=values["kind"],
         )
         body = IssuedKeySerializer(issued, context={"request": request}).data
@@ -700,12 +690,10 @@ class IntegrationViewSet(
     @action(detail=True, methods=["post"])
     def transport(self, request: Request, id: str) -> Response:
         integration = self.get_object()
-        data = TransportUpdateInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated_body(request, TransportUpdateInputSerializer)
         integration = integration_transport_update(
             integration=integration,
-            actor=request.user if isinstance(request.user, Person) else None,
+            actor=person_or_none(request.user),
             allow_get=values["allow_get"],
             decoder_kind=values["decoder"],
             item_types=values["item_types"],
@@ -778,11 +766,10 @@ class IntegrationViewSet(
         integration = self.get_object()
         if integration.source == SOURCE:
             raise InvalidTransition(f"{integration.name!r} is a custom integration: its mapping says where fields are.")
-        data = ConventionsUpdateInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
+        values = validated_body(request, ConventionsUpdateInputSerializer)
         integration = integration_conventions_update(
             integration=integration,
-            actor=request.user if isinstance(request.user, Person) else None,
-            values=data.validated_data["values"],
+            actor=person_or_none(request.user),
+            values=values["values"],
         )
         return self._detail(integration)

@@ -7,6 +7,10 @@ come from the services (runs/catalog/pause.py); these views only look the object
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.request import Request
@@ -14,8 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from handover.core.filters import StrictQueryMixin
-from handover.core.people import signed_in
-from handover.core.serializers import ProblemSerializer
+from handover.core.people import Person, signed_in
+from handover.core.serializers import ProblemSerializer, validated_body
 from runs.catalog.models import Job, JobTarget
 from runs.catalog.pause import job_pause, job_resume, target_pause, target_resume
 from runs.catalog.pause_serializers import (
@@ -42,24 +46,62 @@ TARGET_PROBLEMS = {
 }
 
 
-def _job_for_pause(request: Request, id: str) -> Job:
-    job = job_get(user=request.user, public_id=id)
-    if job is None:
-        raise Http404("No such job.")
-    return job
+@dataclass(frozen=True)
+class PauseSubject:
+    """What a pause or resume view acts on: a job, or a target (one tenant's part of a job).
+
+    ``get(user, public_id)``: the object if the caller may see it, else None (answered 404 with
+    ``not_found``); ``pause(obj, actor, reason)`` and ``resume(obj, actor, note)``: the services (they
+    raise the 403 and 400 refusals, runs/catalog/pause.py); ``body(obj)``: the answer's data, the object
+    reloaded with what its serializer shows."""
+
+    get: Callable[[Any, str], Any]
+    not_found: str
+    pause: Callable[[Any, Person, str], Any]
+    resume: Callable[[Any, Person, str], Any]
+    body: Callable[[Any], Any]
 
 
-def _target(request: Request, id: str) -> JobTarget:
-    target = target_get(user=request.user, public_id=id)
-    if target is None:
-        raise Http404("No such target.")
-    return target
-
-
-def _target_body(target: JobTarget) -> Response:
-    return Response(
+JOB = PauseSubject(
+    get=lambda user, id: job_get(user=user, public_id=id),
+    not_found="No such job.",
+    pause=lambda job, actor, reason: job_pause(job=job, actor=actor, reason=reason),
+    resume=lambda job, actor, note: job_resume(job=job, actor=actor, note=note),
+    body=lambda job: JobPauseSerializer(Job.objects.select_related("paused_by").get(pk=job.pk)).data,
+)
+TARGET = PauseSubject(
+    get=lambda user, id: target_get(user=user, public_id=id),
+    not_found="No such target.",
+    pause=lambda target, actor, reason: target_pause(target=target, actor=actor, reason=reason),
+    resume=lambda target, actor, note: target_resume(target=target, actor=actor, note=note),
+    body=lambda target: (
         TargetPauseSerializer(JobTarget.objects.select_related("job", "tenant", "paused_by").get(pk=target.pk)).data
-    )
+    ),
+)
+
+
+def _visible(request: Request, id: str, subject: PauseSubject) -> Any:
+    found = subject.get(request.user, id)
+    if found is None:
+        raise Http404(subject.not_found)
+    return found
+
+
+def pause_answer(request: Request, id: str, subject: PauseSubject) -> Response:
+    """Pause the ``subject`` object with public id ``id``: 404 when the caller may not see it; the
+    service refuses who may not pause (403) before it asks for the reason (400). Answers the object."""
+    found = _visible(request, id, subject)
+    data = JobPauseInputSerializer(data=request.data)
+    reason = data.validated_data["reason"] if data.is_valid() else ""
+    return Response(subject.body(subject.pause(found, signed_in(request.user), reason)))
+
+
+def resume_answer(request: Request, id: str, subject: PauseSubject) -> Response:
+    """Resume the ``subject`` object with public id ``id``: 404 when the caller may not see it, 400 for a
+    malformed body, then the service's refusals (403). Answers the object."""
+    found = _visible(request, id, subject)
+    note = validated_body(request, JobResumeInputSerializer).get("note", "")
+    return Response(subject.body(subject.resume(found, signed_in(request.user), note)))
 
 
 class JobPauseView(StrictQueryMixin, APIView):
@@ -73,12 +115,7 @@ class JobPauseView(StrictQueryMixin, APIView):
         responses={200: JobPauseSerializer, **PROBLEMS},
     )
     def post(self, request: Request, id: str) -> Response:
-        job = _job_for_pause(request, id)
-        data = JobPauseInputSerializer(data=request.data)
-        # the service refuses who may not pause (403) before it asks for the reason (400)
-        reason = data.validated_data["reason"] if data.is_valid() else ""
-        job = job_pause(job=job, actor=signed_in(request.user), reason=reason)
-        return Response(JobPauseSerializer(Job.objects.select_related("paused_by").get(pk=job.pk)).data)
+        return pause_answer(request, id, JOB)
 
 
 class JobResumeView(StrictQueryMixin, APIView):
@@ -92,11 +129,7 @@ class JobResumeView(StrictQueryMixin, APIView):
         responses={200: JobPauseSerializer, **PROBLEMS},
     )
     def post(self, request: Request, id: str) -> Response:
-        job = _job_for_pause(request, id)
-        data = JobResumeInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        job = job_resume(job=job, actor=signed_in(request.user), note=data.validated_data.get("note", ""))
-        return Response(JobPauseSerializer(Job.objects.select_related("paused_by").get(pk=job.pk)).data)
+        return resume_answer(request, id, JOB)
 
 
 class TargetPauseView(StrictQueryMixin, APIView):
@@ -111,10 +144,7 @@ class TargetPauseView(StrictQueryMixin, APIView):
         responses={200: TargetPauseSerializer, **TARGET_PROBLEMS},
     )
     def post(self, request: Request, id: str) -> Response:
-        target = _target(request, id)
-        data = JobPauseInputSerializer(data=request.data)
-        reason = data.validated_data["reason"] if data.is_valid() else ""  # refusal (403) before the reason (400)
-        return _target_body(target_pause(target=target, actor=signed_in(request.user), reason=reason))
+        return pause_answer(request, id, TARGET)
 
 
 class TargetResumeView(StrictQueryMixin, APIView):
@@ -129,8 +159,4 @@ class TargetResumeView(StrictQueryMixin, APIView):
         responses={200: TargetPauseSerializer, **TARGET_PROBLEMS},
     )
     def post(self, request: Request, id: str) -> Response:
-        target = _target(request, id)
-        data = JobResumeInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        note = data.validated_data.get("note", "")
-        return _target_body(target_resume(target=target, actor=signed_in(request.user), note=note))
+        return resume_answer(request, id, TARGET)

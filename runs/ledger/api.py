@@ -10,11 +10,12 @@ not see answers 404). Errors are problem details; a bad file's problem names its
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from django.db.models import QuerySet
 from django.http import Http404
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import generics, serializers, status
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -27,7 +28,7 @@ from handover.core.filters import StrictQueryMixin
 from handover.core.pagination import DefaultPagination, page_number_read
 from handover.core.parsers import FormParser, MultiPartParser
 from handover.core.people import Person
-from handover.core.serializers import ProblemSerializer
+from handover.core.serializers import ProblemSerializer, validated_body
 from runs.attempts.models import Run
 from runs.ledger.common import run_ledger_require_writer
 from runs.ledger.confirmations import LedgerVersionConflict, work_item_load_confirm, work_item_load_discard
@@ -456,6 +457,15 @@ def _writable_run(request: Request, run_id: object) -> Run:
     return run
 
 
+def _load(run: Run, load_id: object) -> WorkItemLoad:
+    """The load ``load_id`` of ``run`` (404 when malformed or not this run's), holding ``run`` itself."""
+    load = work_item_load_get(run=run, public_id=_uuid(load_id))
+    if load is None:
+        raise Http404
+    load.run = run
+    return load
+
+
 def _input_problem(exc: LedgerInputError) -> Response:
     """A bad file as problem details, with its ``line`` and ``column`` as fields of their own."""
     extra: dict[str, Any] = {"line": exc.line, "column": exc.column or None}
@@ -516,46 +526,55 @@ class WorkItemChangeListView(StrictQueryMixin, generics.ListAPIView[WorkItemChan
         return work_item_change_list(run=_run(self.request, self.kwargs["id"]), **self.query_filters)
 
 
-class WorkItemChangeView(StrictQueryMixin, APIView):
+class RunWriteView(StrictQueryMixin, APIView):
+    """A POST that writes one run's ledger through one service.
+
+    The run (``_writable_run``: 404, then 403, before the body is read), the body checked by
+    ``input_class`` (400), ``write(actor=, run=, **body)`` (the service; its refusals carry their own
+    status, e.g. 409) and what it returns serialized by ``output_class`` (200). A subclass names the
+    three (``write`` as a staticmethod) and declares its schema with ``_write_schema``.
+    """
+
+    input_class: ClassVar[type[serializers.Serializer[Any]]]
+    write: ClassVar[Callable[..., Any]]
+    output_class: ClassVar[type[serializers.BaseSerializer[Any]]] = WorkItemSerializer
+
+    def post(self, request: Request, id: str) -> Response:
+        run = _writable_run(request, id)
+        values = validated_body(request, self.input_class)
+        return Response(self.output_class(self.write(actor=request.user, run=run, **values)).data)
+
+
+def _write_schema(summary: str, conflict: str = "") -> Callable[[type[RunWriteView]], type[RunWriteView]]:
+    """The schema of a ``RunWriteView``'s POST from its own classes: ``summary``, and ``conflict`` the
+    description of its 409 (none when empty)."""
+
+    def decorate(view: type[RunWriteView]) -> type[RunWriteView]:
+        schema = extend_schema(
+            summary=summary,
+            tags=["work ledger"],
+            request=view.input_class,
+            responses={200: view.output_class, **PROBLEMS, **(_problem(409, conflict) if conflict else {})},
+        )
+        return extend_schema_view(post=schema)(view)
+
+    return decorate
+
+
+@_write_schema("Change one item's outcome", "the item already has that outcome")
+class WorkItemChangeView(RunWriteView):
     """A person changes one item's outcome, saying why (kept in its history and on the timeline)."""
 
-    @extend_schema(
-        summary="Change one item's outcome",
-        tags=["work ledger"],
-        request=WorkItemChangeInputSerializer,
-        responses={
-            200: WorkItemSerializer,
-            **PROBLEMS,
-            **_problem(409, "the item already has that outcome"),
-        },
-    )
-    def post(self, request: Request, id: str) -> Response:
-        run = _writable_run(request, id)
-        data = WorkItemChangeInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        item = work_item_change(actor=request.user, run=run, **data.validated_data)
-        return Response(WorkItemSerializer(item).data)
+    input_class = WorkItemChangeInputSerializer
+    write = staticmethod(work_item_change)
 
 
-class WorkItemVerifyView(StrictQueryMixin, APIView):
+@_write_schema("Verify one uncertain item with a provider lookup", "the item is not uncertain or unverified")
+class WorkItemVerifyView(RunWriteView):
     """Record a provider lookup for one uncertain (or unverified) item."""
 
-    @extend_schema(
-        summary="Verify one uncertain item with a provider lookup",
-        tags=["work ledger"],
-        request=WorkItemVerifyInputSerializer,
-        responses={
-            200: WorkItemSerializer,
-            **PROBLEMS,
-            **_problem(409, "the item is not uncertain or unverified"),
-        },
-    )
-    def post(self, request: Request, id: str) -> Response:
-        run = _writable_run(request, id)
-        data = WorkItemVerifyInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        item = work_item_verify(actor=request.user, run=run, **data.validated_data)
-        return Response(WorkItemSerializer(item).data)
+    input_class = WorkItemVerifyInputSerializer
+    write = staticmethod(work_item_verify)
 
 
 class WorkItemLoadListCreateView(StrictQueryMixin, generics.ListAPIView[WorkItemLoad]):
@@ -597,9 +616,7 @@ class WorkItemLoadListCreateView(StrictQueryMixin, generics.ListAPIView[WorkItem
     )
     def post(self, request: Request, id: str) -> Response:
         run = _writable_run(request, id)
-        data = WorkItemLoadCreateInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        values = data.validated_data
+        values = validated_body(request, WorkItemLoadCreateInputSerializer)
         files = [
             LoadFile(kind=kind, content=values[kind].read(), file_name=values[kind].name or kind)
             for kind in WorkItemLoad.Kind.values
@@ -631,10 +648,7 @@ class WorkItemLoadDetailView(StrictQueryMixin, APIView):
         responses={200: WorkItemLoadSerializer, **READ_PROBLEMS},
     )
     def get(self, request: Request, id: str, load_id: str) -> Response:
-        load = work_item_load_get(run=_run(request, id), public_id=_uuid(load_id))
-        if load is None:
-            raise Http404
-        return Response(WorkItemLoadSerializer(load).data)
+        return Response(WorkItemLoadSerializer(_load(_run(request, id), load_id)).data)
 
 
 class WorkItemLoadRetryView(StrictQueryMixin, APIView):
@@ -652,10 +666,7 @@ class WorkItemLoadRetryView(StrictQueryMixin, APIView):
     )
     def post(self, request: Request, id: str, load_id: str) -> Response:
         run = _writable_run(request, id)
-        load = work_item_load_get(run=run, public_id=_uuid(load_id))
-        if load is None:
-            raise Http404
-        load.run = run
+        load = _load(run, load_id)
         load = work_item_load_retry(actor=request.user, load=load)
         return Response(WorkItemLoadSerializer(load).data, status=status.HTTP_202_ACCEPTED)
 
@@ -684,14 +695,10 @@ class WorkItemLoadConfirmView(StrictQueryMixin, APIView):
     )
     def post(self, request: Request, id: str, load_id: str) -> Response:
         run = _writable_run(request, id)
-        data = WorkItemLoadConfirmInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        load = work_item_load_get(run=run, public_id=_uuid(load_id))
-        if load is None:
-            raise Http404
-        load.run = run
+        values = validated_body(request, WorkItemLoadConfirmInputSerializer)
+        load = _load(run, load_id)
         try:
-            load = work_item_load_confirm(actor=request.user, load=load, **data.validated_data)
+            load = work_item_load_confirm(actor=request.user, load=load, **values)
         except LedgerVersionConflict as exc:
             body = problem(
                 exc.status,
@@ -724,35 +731,17 @@ class WorkItemLoadDiscardView(StrictQueryMixin, APIView):
     )
     def post(self, request: Request, id: str, load_id: str) -> Response:
         run = _writable_run(request, id)
-        data = WorkItemLoadDiscardInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        load = work_item_load_get(run=run, public_id=_uuid(load_id))
-        if load is None:
-            raise Http404
-        load.run = run
-        load = work_item_load_discard(actor=request.user, load=load, **data.validated_data)
+        values = validated_body(request, WorkItemLoadDiscardInputSerializer)
+        load = work_item_load_discard(actor=request.user, load=_load(run, load_id), **values)
         return Response(WorkItemLoadSerializer(load).data)
 
 
-class WorkItemDuplicateExplainView(StrictQueryMixin, APIView):
+@_write_schema("Explain a possible duplicate", "the item is not an unexplained possible duplicate")
+class WorkItemDuplicateExplainView(RunWriteView):
     """A person explains one possible duplicate (the only way its flag is cleared)."""
 
-    @extend_schema(
-        summary="Explain a possible duplicate",
-        tags=["work ledger"],
-        request=WorkItemDuplicateExplainInputSerializer,
-        responses={
-            200: WorkItemSerializer,
-            **PROBLEMS,
-            **_problem(409, "the item is not an unexplained possible duplicate"),
-        },
-    )
-    def post(self, request: Request, id: str) -> Response:
-        run = _writable_run(request, id)
-        data = WorkItemDuplicateExplainInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        item = work_item_duplicate_explain(actor=request.user, run=run, **data.validated_data)
-        return Response(WorkItemSerializer(item).data)
+    input_class = WorkItemDuplicateExplainInputSerializer
+    write = staticmethod(work_item_duplicate_explain)
 
 
 class RunLedgerView(StrictQueryMixin, APIView):
@@ -767,21 +756,13 @@ class RunLedgerView(StrictQueryMixin, APIView):
         return Response(RunLedgerSerializer(_run(request, id)).data)
 
 
-class RunFailureClassConfirmView(StrictQueryMixin, APIView):
+@_write_schema("Confirm the run's failure class")
+class RunFailureClassConfirmView(RunWriteView):
     """A person confirms the run's failure class (the app only suggests it)."""
 
-    @extend_schema(
-        summary="Confirm the run's failure class",
-        tags=["work ledger"],
-        request=RunFailureClassConfirmInputSerializer,
-        responses={200: RunLedgerSerializer, **PROBLEMS},
-    )
-    def post(self, request: Request, id: str) -> Response:
-        run = _writable_run(request, id)
-        data = RunFailureClassConfirmInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        run = run_failure_class_confirm(actor=request.user, run=run, **data.validated_data)
-        return Response(RunLedgerSerializer(run).data)
+    input_class = RunFailureClassConfirmInputSerializer
+    write = staticmethod(run_failure_class_confirm)
+    output_class = RunLedgerSerializer
 
 
 __all__ = [

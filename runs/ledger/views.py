@@ -4,7 +4,9 @@ changes, verifications and failure class, and "what happened to this record?".""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
@@ -50,6 +52,8 @@ from runs.ledger.selectors import (
     work_item_search,
 )
 from runs.permissions import may_act_on_run, run_needs_recovery
+
+T = TypeVar("T")
 
 LEDGER_PAGE_SIZE = 50
 # Feedback of the ledger's forms is shown inside the ledger section, next to the forms (the page
@@ -173,10 +177,17 @@ def run_ledger_context(request: HttpRequest, run: Run) -> dict[str, object]:
     }
 
 
-def _ledger_run(request: HttpRequest, id: str) -> Run:
+def _readable_run(request: HttpRequest, id: str) -> Run:
+    """The run ``id`` if the viewer may see its ledger, else 404."""
     run = run_get_for_ledger(user=request.user, public_id=id)
     if run is None:
         raise Http404("No such run")
+    return run
+
+
+def _ledger_run(request: HttpRequest, id: str) -> Run:
+    """The run whose ledger the viewer changes: 404 when they may not see it, 403 when they may only read."""
+    run = _readable_run(request, id)
     with refusals():  # the ledger services' refusal, before a form or file is read
         run_ledger_require_writer(actor=request.user, run=run)
     return run
@@ -184,6 +195,31 @@ def _ledger_run(request: HttpRequest, id: str) -> Run:
 
 def _to_ledger(run: Run) -> HttpResponse:
     return redirect(f"{reverse('runs:run-detail', kwargs={'id': run.public_id})}#ledger")
+
+
+def _run_form_post(
+    request: HttpRequest,
+    id: str,
+    form_class: type[forms.Form],
+    *,
+    invalid: str,
+    write: Callable[..., T],
+    success: Callable[[T], str],
+) -> HttpResponse:
+    """A form that changes run ``id``'s ledger through one service: the run (``_ledger_run``: 404, then 403
+    before the form is read), ``form_class`` on the POST (``invalid``: the message when it does not pass),
+    ``write(actor=, run=, **cleaned_data)`` and its ``success`` message (``form_post``); back to the ledger
+    either way."""
+    run = _ledger_run(request, id)
+    return form_post(
+        request,
+        form_class(request.POST),
+        invalid=invalid,
+        act=lambda data: write(actor=request.user, run=run, **data),
+        success=success,
+        done=_to_ledger(run),
+        extra_tags=LEDGER_MESSAGE_TAG,
+    )
 
 
 @login_required
@@ -234,12 +270,8 @@ def work_item_load_create_view(request: HttpRequest, id: str) -> HttpResponse:
 @login_required
 def work_item_load_progress_view(request: HttpRequest, id: str, load_id: str) -> HttpResponse:
     """The progress bar of one load (htmx polls it every second while the load is pending or running)."""
-    run = run_get_for_ledger(user=request.user, public_id=id)
-    if run is None:
-        raise Http404("No such run")
-    load = work_item_load_get(run=run, public_id=load_id)
-    if load is None:
-        raise Http404("No such load")
+    run = _readable_run(request, id)
+    load = _ledger_load(run, load_id)
     response = render(
         request,
         "runs/ledger/_ledger_load_progress.html",
@@ -254,15 +286,13 @@ def work_item_load_progress_view(request: HttpRequest, id: str, load_id: str) ->
 @require_POST
 def work_item_change_view(request: HttpRequest, id: str) -> HttpResponse:
     """A person changes one item's outcome, saying why."""
-    run = _ledger_run(request, id)
-    return form_post(
+    return _run_form_post(
         request,
-        WorkItemChangeForm(request.POST),
+        id,
+        WorkItemChangeForm,
         invalid="Give the record id, the new outcome and why.",
-        act=lambda data: work_item_change(actor=request.user, run=run, **data),
+        write=work_item_change,
         success=lambda item: f"{item.record_id} is now {item.outcome}.",
-        done=_to_ledger(run),
-        extra_tags=LEDGER_MESSAGE_TAG,
     )
 
 
@@ -270,15 +300,13 @@ def work_item_change_view(request: HttpRequest, id: str) -> HttpResponse:
 @require_POST
 def work_item_verify_view(request: HttpRequest, id: str) -> HttpResponse:
     """Record a provider lookup for one uncertain item."""
-    run = _ledger_run(request, id)
-    return form_post(
+    return _run_form_post(
         request,
-        WorkItemVerifyForm(request.POST),
+        id,
+        WorkItemVerifyForm,
         invalid="Give the record id and whether the provider found it.",
-        act=lambda data: work_item_verify(actor=request.user, run=run, **data),
+        write=work_item_verify,
         success=lambda item: f"{item.record_id} verified: {item.outcome}.",
-        done=_to_ledger(run),
-        extra_tags=LEDGER_MESSAGE_TAG,
     )
 
 
@@ -286,15 +314,13 @@ def work_item_verify_view(request: HttpRequest, id: str) -> HttpResponse:
 @require_POST
 def run_failure_class_confirm_view(request: HttpRequest, id: str) -> HttpResponse:
     """A person confirms the run's failure class."""
-    run = _ledger_run(request, id)
-    return form_post(
+    return _run_form_post(
         request,
-        RunFailureClassForm(request.POST),
+        id,
+        RunFailureClassForm,
         invalid="Choose a failure class.",
-        act=lambda data: run_failure_class_confirm(actor=request.user, run=run, **data),
+        write=run_failure_class_confirm,
         success=lambda _: "Failure class confirmed.",
-        done=_to_ledger(run),
-        extra_tags=LEDGER_MESSAGE_TAG,
     )
 
 
@@ -364,10 +390,7 @@ def work_item_load_discard_view(request: HttpRequest, id: str, load_id: str) -> 
 @login_required
 def work_item_load_preview_view(request: HttpRequest, id: str, load_id: str) -> HttpResponse:
     """Download every item a waiting load would weaken, as CSV."""
-    run = run_get_for_ledger(user=request.user, public_id=id)
-    if run is None:
-        raise Http404("No such run")
-    load = _ledger_load(run, load_id)
+    load = _ledger_load(_readable_run(request, id), load_id)
     response = HttpResponse(work_item_load_preview_csv(load=load), content_type="text/csv; charset=utf-8")
     name = f"{load.kind}-{load.number}-weakened.csv"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
