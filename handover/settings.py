@@ -242,6 +242,10 @@ if CACHES["default"]["BACKEND"].endswith("FileBasedCache"):
     SILENCED_SYSTEM_CHECKS = ["axes.W001"]
 
 # --- REST framework -----------------------------------------------------------------------------
+# Lists count at most this many rows, then say "10,000+" (pages) or count_capped (API): a list over
+# years of history never runs an unbounded COUNT(*) (handover/core/pagination.py).
+LIST_COUNT_CAP = env.int("HANDOVER_LIST_COUNT_CAP", default=10_000)
+
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes an unauthenticated call a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -13,12 +13,13 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Page, Paginator
+from django.core.paginator import Page
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
+from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.polling import list_page
 from handover.core.views import refusals
@@ -113,7 +114,7 @@ def handover_list_view(request: HttpRequest) -> HttpResponse:
         template="handover/handovers/handover_list.html",
         fragment="handover/handovers/_handover_list_rows.html",
         context=lambda: {
-            "page": _with_business_state(Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
+            "page": _with_business_state(CappedPaginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
             "heading": "Handovers",
             "statuses": Handover.Status.choices,
             "status": status,
@@ -134,7 +135,7 @@ def handover_mine_view(request: HttpRequest) -> HttpResponse:
         template="handover/handovers/handover_list.html",
         fragment="handover/handovers/_handover_list_rows.html",
         context=lambda: {
-            "page": _with_business_state(Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
+            "page": _with_business_state(CappedPaginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
             "closed": list(closed[:20]),
             "heading": "My handovers",
             "mine": True,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.polling import list_page
 from handover.core.views import form_post, refusals
@@ -56,7 +56,7 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
         query.pop("page", None)
         return {
             "form": form,
-            "page": Paginator(runs, 50).get_page(request.GET.get("page")),
+            "page": CappedPaginator(runs, 50).get_page(request.GET.get("page")),
             "query": query.urlencode(),
             "tenants": tenant_list_visible(user=request.user),
         }
