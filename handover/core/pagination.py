@@ -33,6 +33,8 @@ def count_at_most(rows: Any, limit: int) -> int:
     if callable(own):
         return int(own(limit))
     if isinstance(rows, QuerySet):
+        if rows.query.is_sliced:  # already bounded (a search's first N): count within its slice
+            return rows[:limit].count()
         return rows.order_by().values("pk")[:limit].count()
     return min(len(rows), limit)
 
@@ -197,7 +199,7 @@ def counts_at_most(querysets: dict[str, QuerySet[Any]], limit: int) -> dict[str,
     params: list[Any] = []
     alias = next(iter(querysets.values())).db
     for name, queryset in querysets.items():
-        inner = queryset.order_by().values("pk")[:limit]
+        inner = queryset[:limit] if queryset.query.is_sliced else queryset.order_by().values("pk")[:limit]
         try:
             sql, inner_params = inner.query.get_compiler(using=alias).as_sql()
         except EmptyResultSet:  # a filter that can match nothing (``pk__in=[]``): 0, no SQL

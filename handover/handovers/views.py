@@ -22,6 +22,7 @@ from handover.core.errors import DomainError
 from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.polling import list_page
+from handover.core.replica import replica_reads
 from handover.core.views import refusals
 from handover.handovers.closing import handover_closing_conditions
 from handover.handovers.export import handover_markdown, handover_sections
@@ -96,6 +97,7 @@ def _tell_redacted(request: HttpRequest, saved: object) -> None:
 
 
 @login_required
+@replica_reads
 def handover_list_view(request: HttpRequest) -> HttpResponse:
     """Every handover the viewer may see, newest first; ``?status=``, ``?open=1`` and ``?q=`` (title prefix) filter.
 
@@ -126,6 +128,7 @@ def handover_list_view(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@replica_reads
 def handover_mine_view(request: HttpRequest) -> HttpResponse:
     """The handovers whose escalation owner is the viewer, open ones and newest first (polled like the list)."""
     handovers = handover_list(user=request.user, escalation_owner=signed_in(request.user), is_open=True)

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
 from handover.core.pagination import CappedPaginator
+from handover.core.replica import replica_reads
 from handover.core.views import form_post
 from handover.handovers.models import Handover
 from handover.handovers.selectors import handover_get, handover_runs
@@ -81,6 +82,7 @@ def _filters(request: HttpRequest) -> dict[str, Any]:
 
 
 @login_required
+@replica_reads
 def problem_list_view(request: HttpRequest) -> HttpResponse:
     """Problems the viewer may see, newest first.
 

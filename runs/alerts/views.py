@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from handover.core.errors import DomainError
 from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
+from handover.core.replica import replica_reads
 from handover.core.views import form_post, is_htmx
 from runs.alerts.forms import AlertIgnoreForm
 from runs.alerts.models import Alert, Delivery
@@ -29,6 +30,7 @@ from runs.alerts.triage import alert_ignore, alert_reprocess
 
 
 @login_required
+@replica_reads
 def alert_inbox_view(request: HttpRequest) -> HttpResponse:
     """Alert outcomes at a glance: counts (failed posts too), then original alerts with the unmatched ones
     first; admins also see the latest rejected and failed posts (a post names no tenant)."""

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.polling import list_page
+from handover.core.replica import replica_reads
 from handover.core.views import form_post, refusals
 from runs.attempts.corrections import (
     attempt_correction_require,
@@ -32,6 +33,7 @@ from runs.permissions import tenant_list_visible
 
 
 @login_required
+@replica_reads
 def run_list_view(request: HttpRequest) -> HttpResponse:
     """Runs the viewer may see, newest window first, filterable and paginated (50 a page).
 

@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from handover.core.pagination import CappedPaginator
+from handover.core.replica import replica_reads
 from runs.audit.models import AuditEvent
 from runs.audit.selectors import audit_event_list, audit_is_readable
 
@@ -15,6 +16,7 @@ from runs.audit.selectors import audit_event_list, audit_is_readable
 
 
 @login_required
+@replica_reads
 def audit_list_view(request: HttpRequest) -> HttpResponse:
     """The audit trail the viewer may read (admins: all; auditors: their tenants'); 403 for others."""
     if not audit_is_readable(user=request.user):
