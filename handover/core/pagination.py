@@ -33,10 +33,18 @@ def count_at_most(rows: Any, limit: int) -> int:
     if callable(own):
         return int(own(limit))
     if isinstance(rows, QuerySet):
-        if rows.query.is_sliced:  # already bounded (a search's first N): count within its slice
-            return rows[:limit].count()
-        return rows.order_by().values("pk")[:limit].count()
+        return _bounded(rows, limit).count()
     return min(len(rows), limit)
+
+
+def _bounded(rows: QuerySet[Any], limit: int) -> QuerySet[Any]:
+    """``rows`` limited to ``limit`` for counting: ids only and no ORDER BY when that keeps its rows
+    (a plain filtered queryset), else the queryset itself sliced (grouped, combined, already sliced
+    -- a search's first N -- or distinct on fields)."""
+    query = rows.query
+    if query.is_sliced or query.combinator or query.group_by is not None or query.distinct_fields:
+        return rows[:limit]
+    return rows.order_by().values("pk")[:limit]
 
 
 def capped_label(count: int, cap: int | None = None) -> str:
@@ -199,7 +207,7 @@ def counts_at_most(querysets: dict[str, QuerySet[Any]], limit: int) -> dict[str,
     params: list[Any] = []
     alias = next(iter(querysets.values())).db
     for name, queryset in querysets.items():
-        inner = queryset[:limit] if queryset.query.is_sliced else queryset.order_by().values("pk")[:limit]
+        inner = _bounded(queryset, limit)
         try:
             sql, inner_params = inner.query.get_compiler(using=alias).as_sql()
         except EmptyResultSet:  # a filter that can match nothing (``pk__in=[]``): 0, no SQL

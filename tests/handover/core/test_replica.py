@@ -40,6 +40,7 @@ def test_reads_stay_on_default_outside_a_replica_scope(replica: None) -> None:
     assert ReplicaRouter().db_for_read(Run) is None
 
 
+@pytest.mark.django_db(transaction=True)  # no test transaction around it: a view's reads run outside one
 def test_reads_in_a_replica_scope_go_to_the_replica(replica: None) -> None:
     with reading_from_replica():
         assert ReplicaRouter().db_for_read(Run) == REPLICA
