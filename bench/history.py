@@ -4,7 +4,7 @@
 Usage (from the repository root, after the README setup of ``.venv``)::
 
     .venv/bin/python bench/history.py                                # 0, 100,000 and 1,000,000 stored alerts
-    .venv/bin/python bench/history.py --sizes 100000,1000000,10000000  # and 10 million (hours, ~15 GB)
+    .venv/bin/python bench/history.py --sizes 100000,1000000,10000000  # and 10 million (hours, ~20 GB)
     .venv/bin/python bench/history.py --sizes 20000 --posts 300      # a quick check
     .venv/bin/python bench/history.py --keep                         # keep the database afterwards
 
