@@ -139,6 +139,7 @@ class DefaultPagination(PageNumberPagination):
 
     def get_paginated_response(self, data: Any) -> Response:
         """DRF's page, with ``count`` capped and ``count_capped`` beside it."""
+        assert self.page is not None  # set by paginate_queryset, which the view called first
         paginator = self.page.paginator
         assert isinstance(paginator, CappedPaginator)
         return Response(
