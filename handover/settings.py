@@ -117,6 +117,17 @@ else:
     # A new PostgreSQL connection per request costs more than a core at load (docs/production.md, "Toolchain facts").
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# An optional read replica (streaming replication of default): list pages and reports marked
+# @replica_reads read from it; everything else uses default (handover/core/replica.py). In tests it
+# mirrors default.
+if env.str("DATABASE_REPLICA_URL", default=""):
+    DATABASES["replica"] = {
+        **env.db_url("DATABASE_REPLICA_URL"),
+        "CONN_MAX_AGE": DATABASES["default"].get("CONN_MAX_AGE", 0),
+        "CONN_HEALTH_CHECKS": DATABASES["default"].get("CONN_HEALTH_CHECKS", False),
+        "TEST": {"MIRROR": "default"},
+    }
+DATABASE_ROUTERS = ["handover.core.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
@@ -242,6 +253,10 @@ if CACHES["default"]["BACKEND"].endswith("FileBasedCache"):
     SILENCED_SYSTEM_CHECKS = ["axes.W001"]
 
 # --- REST framework -----------------------------------------------------------------------------
+# Lists count at most this many rows, then say "10,000+" (pages) or count_capped (API): a list over
+# years of history never runs an unbounded COUNT(*) (handover/core/pagination.py).
+LIST_COUNT_CAP = env.int("HANDOVER_LIST_COUNT_CAP", default=10_000)
+
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes an unauthenticated call a 401, not a 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [

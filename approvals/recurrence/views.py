@@ -15,6 +15,7 @@ from approvals.recurrence.filters import RecurrenceForm, tenants_named
 from approvals.recurrence.selectors import recurrence_report
 from approvals.recurrence.supportability import MISSING_FIELDS, supportability_report
 from handover.core.links import base_url
+from handover.core.replica import replica_reads
 from runs.attempts.failures import PERIOD_DAYS, Period, period_ending
 from runs.permissions import tenant_list_visible
 
@@ -30,6 +31,7 @@ def _filters(request: HttpRequest) -> tuple[RecurrenceForm, dict[str, Any], Peri
 
 
 @login_required
+@replica_reads
 def recurrence_view(request: HttpRequest) -> HttpResponse:
     """Jobs ranked by cost to the support desk over 7, 30 or 90 days; per tenant and failure class; trend chart."""
     form, values, period = _filters(request)
@@ -54,6 +56,7 @@ def recurrence_view(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@replica_reads
 def supportability_view(request: HttpRequest) -> HttpResponse:
     """Jobs ranked by what their alerts lacked and by handovers their technical owner had to explain."""
     form, values, period = _filters(request)
@@ -73,6 +76,7 @@ def supportability_view(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@replica_reads
 def supportability_export_view(request: HttpRequest) -> HttpResponse:
     """The supportability report as a Markdown file for an engineering ticket (same filters as the page)."""
     _form, values, period = _filters(request)

@@ -13,14 +13,16 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Page, Paginator
+from django.core.paginator import Page
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
+from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.polling import list_page
+from handover.core.replica import replica_reads
 from handover.core.views import refusals
 from handover.handovers.closing import handover_closing_conditions
 from handover.handovers.export import handover_markdown, handover_sections
@@ -95,6 +97,7 @@ def _tell_redacted(request: HttpRequest, saved: object) -> None:
 
 
 @login_required
+@replica_reads
 def handover_list_view(request: HttpRequest) -> HttpResponse:
     """Every handover the viewer may see, newest first; ``?status=``, ``?open=1`` and ``?q=`` (title prefix) filter.
 
@@ -113,7 +116,7 @@ def handover_list_view(request: HttpRequest) -> HttpResponse:
         template="handover/handovers/handover_list.html",
         fragment="handover/handovers/_handover_list_rows.html",
         context=lambda: {
-            "page": _with_business_state(Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
+            "page": _with_business_state(CappedPaginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
             "heading": "Handovers",
             "statuses": Handover.Status.choices,
             "status": status,
@@ -125,6 +128,7 @@ def handover_list_view(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@replica_reads
 def handover_mine_view(request: HttpRequest) -> HttpResponse:
     """The handovers whose escalation owner is the viewer, open ones and newest first (polled like the list)."""
     handovers = handover_list(user=request.user, escalation_owner=signed_in(request.user), is_open=True)
@@ -134,7 +138,7 @@ def handover_mine_view(request: HttpRequest) -> HttpResponse:
         template="handover/handovers/handover_list.html",
         fragment="handover/handovers/_handover_list_rows.html",
         context=lambda: {
-            "page": _with_business_state(Paginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
+            "page": _with_business_state(CappedPaginator(handovers, PAGE_SIZE).get_page(request.GET.get("page"))),
             "closed": list(closed[:20]),
             "heading": "My handovers",
             "mine": True,

@@ -13,12 +13,13 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
+from handover.core.pagination import CappedPaginator
+from handover.core.replica import replica_reads
 from handover.core.views import form_post
 from handover.handovers.models import Handover
 from handover.handovers.selectors import handover_get, handover_runs
@@ -81,12 +82,13 @@ def _filters(request: HttpRequest) -> dict[str, Any]:
 
 
 @login_required
+@replica_reads
 def problem_list_view(request: HttpRequest) -> HttpResponse:
     """Problems the viewer may see, newest first.
 
     Filters: ``status``, ``team``, ``job``, ``tenant``, ``q`` (title prefix, case-insensitive)."""
     filters = _filters(request)
-    page = Paginator(problem_list(user=request.user, **filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    page = CappedPaginator(problem_list(user=request.user, **filters), PAGE_SIZE).get_page(request.GET.get("page"))
     summaries = problem_summaries(user=request.user, problems=list(page))
     rows = [(p, summaries[p.pk]) for p in page]
     query = request.GET.copy()

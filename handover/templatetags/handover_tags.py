@@ -13,6 +13,7 @@ from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from handover.core import durations
+from handover.core.pagination import capped_label
 from handover.core.time_format import window_parts
 from runs.attempts.business_state import business_reason_words, run_business_state
 from runs.attempts.models import Attempt
@@ -139,6 +140,12 @@ def window(start: datetime | None, end: datetime | None, zone_name: str | None =
         last_text,
         label,
     )
+
+
+@register.filter
+def capped(value: int) -> str:
+    """A count from a capped count (``LIST_COUNT_CAP + 1`` at most): ``"1234"``, or ``"10,000+"`` past the cap."""
+    return capped_label(int(value))
 
 
 @register.filter

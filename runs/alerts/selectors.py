@@ -11,6 +11,7 @@ from uuid import UUID
 
 from django.db.models import Count, Q, QuerySet
 
+from handover.core.pagination import count_at_most, count_cap, counts_at_most
 from runs.alerts.models import Alert, Delivery
 from runs.catalog.models import Integration
 from runs.permissions import User, is_admin, is_staff, run_visibility_filter, tenant_list_visible
@@ -41,21 +42,51 @@ INBOX_FIRST = (Alert.Outcome.UNMATCHED, Alert.Outcome.PENDING)
 
 
 @dataclass
+class InboxPart:
+    """One part of the inbox: its queryset and how many rows it holds, counted up to ``counted_to``.
+
+    ``size`` is exact when ``counted_to`` is None or ``size < counted_to``; otherwise the part holds at
+    least ``size`` rows (it was counted no further).
+    """
+
+    queryset: QuerySet[Alert]
+    size: int
+    counted_to: int | None = None
+
+    @property
+    def exact(self) -> bool:
+        return self.counted_to is None or self.size < self.counted_to
+
+
+@dataclass
 class InboxAlerts:
     """The inbox's original alerts as one list a ``Paginator`` can page: unmatched, pending, the rest.
 
     Each part is its own queryset in the order an index gives (``runs_alert_inbox_idx`` on
-    (outcome, created_at) for the first two, the ``created_at`` index for the rest), with the
-    number of rows it holds from :func:`alert_inbox`'s grouped count. Slicing runs one query per
-    part the slice touches (one, or two at a boundary), each with its own LIMIT/OFFSET, so a page
-    never sorts every alert.
+    (outcome, created_at) for the first two, the ``created_at`` index for the rest), with the number
+    of rows it holds from :func:`alert_inbox`'s capped count. Slicing runs one query per part the
+    slice touches (one, or two at a boundary), each with its own LIMIT/OFFSET, so a page never sorts
+    every alert; a part counted only up to the cap is counted further only when a slice reaches past
+    it. ``count_at_most(limit)`` is what ``CappedPaginator`` asks; ``count()`` counts exactly.
     """
 
-    parts: list[tuple[QuerySet[Alert], int]]
+    parts: list[InboxPart]
     ordered = True  # the paginator's check: the parts are ordered
 
+    def count_at_most(self, limit: int) -> int:
+        """Original alerts in the inbox, counted no further than ``limit`` (at most one query)."""
+        if any(not part.exact and part.counted_to is not None and part.counted_to < limit for part in self.parts):
+            sizes = counts_at_most({str(n): part.queryset for n, part in enumerate(self.parts)}, limit)
+            for n, part in enumerate(self.parts):
+                part.size, part.counted_to = sizes[str(n)], limit
+        return min(sum(part.size for part in self.parts), limit)
+
     def count(self) -> int:
-        return sum(size for _, size in self.parts)
+        """Every original alert in the inbox (exact: counts each part not yet counted exactly)."""
+        for part in self.parts:
+            if not part.exact:
+                part.size, part.counted_to = part.queryset.count(), None
+        return sum(part.size for part in self.parts)
 
     def __len__(self) -> int:
         return self.count()
@@ -75,17 +106,21 @@ class InboxAlerts:
             return found[0]
         if key.step not in (None, 1):
             raise TypeError("InboxAlerts supports plain slices only (as Paginator takes them)")
-        total = self.count()
-        start, stop, _ = key.indices(total)
+        start, stop = key.start or 0, key.stop
+        if stop is None or start < 0 or stop < 0:
+            start, stop, _ = key.indices(self.count())
         rows: list[Alert] = []
         offset = 0
-        for queryset, size in self.parts:
-            low, high = max(start - offset, 0), min(stop - offset, size)
-            if low < high:
-                rows.extend(queryset[low:high])
-            offset += size
+        for part in self.parts:
             if offset >= stop:
                 break
+            need = stop - offset  # rows of this part the slice could reach
+            if not part.exact and need > part.size:
+                part.size, part.counted_to = count_at_most(part.queryset, need), need
+            low, high = max(start - offset, 0), min(need, part.size)
+            if low < high:
+                rows.extend(part.queryset[low:high])
+            offset += part.size
         return rows
 
     def __iter__(self) -> Iterator[Alert]:
@@ -96,25 +131,16 @@ def alert_inbox(*, user: User) -> tuple[InboxAlerts, dict[str, int]]:
     """The inbox: original alerts visible to ``user``, unmatched first, then pending, then the rest,
     each newest first; plus how many visible alerts (duplicates included) have each outcome.
 
-    Returns ``(alerts, counts)``: ``alerts`` pages like a queryset (``count()`` and slices, see
-    :class:`InboxAlerts`), ``counts`` maps each outcome present to its number of alerts.
-    Queries: one grouped count (per outcome: all alerts and the originals among them), then one
-    per part a page touches -- usually one, with the delivery (not its body) and the run joined:
-    what ``runs/alerts/_inbox_rows.html`` shows. Only the grouped count still reads every visible alert
-    (the page shows all-time counts and "page N of M"); the old shape also sorted all of them on a
-    CASE of the outcome and counted the originals again, on every read and every 30 s poll.
+    Returns ``(alerts, counts)``: ``alerts`` pages like a queryset (``count_at_most()``, ``count()``
+    and slices, see :class:`InboxAlerts`), ``counts`` maps each outcome present to its number of
+    alerts, counted up to ``LIST_COUNT_CAP + 1`` (the page shows "10,000+" past the cap).
+    Queries: one, of bounded counts (per outcome: all alerts; per part: the originals), each
+    ``COUNT(*)`` over a ``LIMIT cap + 1`` subquery an index serves; then one per part a page touches --
+    usually one, with the delivery (not its body) and the run joined: what
+    ``runs/alerts/_inbox_rows.html`` shows. Nothing reads every visible alert, however long the history.
     """
     alerts = alert_list(user=user)
-    grouped = (
-        alerts.order_by()
-        .values("outcome")
-        .annotate(n=Count("id"), originals=Count("id", filter=Q(duplicate_of__isnull=True)))
-    )
-    counts: dict[str, int] = {}
-    originals: dict[str, int] = {}
-    for row in grouped:
-        counts[row["outcome"]] = row["n"]
-        originals[row["outcome"]] = row["originals"]
+    limit = count_cap() + 1
     # The rows show the alert, its delivery's notes and a link to its run: join just those (every
     # extra join costs planning time on each read, more than running the bounded page query), and
     # leave out the raw body (up to the post size limit each).
@@ -124,9 +150,19 @@ def alert_inbox(*, user: User) -> tuple[InboxAlerts, dict[str, int]]:
         .select_related("delivery", "run")
         .defer("delivery__body")
     )
-    parts = [(shown.filter(outcome=outcome), originals.get(outcome, 0)) for outcome in INBOX_FIRST]
-    rest = sum(n for outcome, n in originals.items() if outcome not in INBOX_FIRST)
-    parts.append((shown.exclude(outcome__in=INBOX_FIRST), rest))
+    querysets = [shown.filter(outcome=outcome) for outcome in INBOX_FIRST]
+    querysets.append(shown.exclude(outcome__in=INBOX_FIRST))
+    counted = counts_at_most(
+        {
+            **{f"outcome:{outcome}": alerts.filter(outcome=outcome) for outcome in Alert.Outcome.values},
+            **{f"part:{n}": queryset for n, queryset in enumerate(querysets)},
+        },
+        limit,
+    )
+    counts = {
+        outcome: counted[f"outcome:{outcome}"] for outcome in Alert.Outcome.values if counted[f"outcome:{outcome}"]
+    }
+    parts = [InboxPart(queryset, counted[f"part:{n}"], limit) for n, queryset in enumerate(querysets)]
     return InboxAlerts(parts=parts), counts
 
 

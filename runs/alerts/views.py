@@ -5,13 +5,15 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Page, Paginator
+from django.core.paginator import Page
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
+from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
+from handover.core.replica import replica_reads
 from handover.core.views import form_post, is_htmx
 from runs.alerts.forms import AlertIgnoreForm
 from runs.alerts.models import Alert, Delivery
@@ -28,11 +30,12 @@ from runs.alerts.triage import alert_ignore, alert_reprocess
 
 
 @login_required
+@replica_reads
 def alert_inbox_view(request: HttpRequest) -> HttpResponse:
     """Alert outcomes at a glance: counts (failed posts too), then original alerts with the unmatched ones
     first; admins also see the latest rejected and failed posts (a post names no tenant)."""
     alerts, counts = alert_inbox(user=request.user)
-    page: Page[Alert] = Paginator(alerts, 50).get_page(request.GET.get("page"))
+    page: Page[Alert] = CappedPaginator(alerts, 50).get_page(request.GET.get("page"))
     polled = is_htmx(request)  # django-htmx's middleware sets it
     template = "runs/alerts/_inbox_rows.html" if polled else "runs/alerts/alert_inbox.html"
     order = ["unmatched", "pending", "accepted", "duplicate", "rejected", "ignored"]

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.polling import list_page
+from handover.core.replica import replica_reads
 from handover.core.views import form_post, refusals
 from runs.attempts.corrections import (
     attempt_correction_require,
@@ -32,6 +33,7 @@ from runs.permissions import tenant_list_visible
 
 
 @login_required
+@replica_reads
 def run_list_view(request: HttpRequest) -> HttpResponse:
     """Runs the viewer may see, newest window first, filterable and paginated (50 a page).
 
@@ -56,7 +58,7 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
         query.pop("page", None)
         return {
             "form": form,
-            "page": Paginator(runs, 50).get_page(request.GET.get("page")),
+            "page": CappedPaginator(runs, 50).get_page(request.GET.get("page")),
             "query": query.urlencode(),
             "tenants": tenant_list_visible(user=request.user),
         }

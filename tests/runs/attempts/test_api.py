@@ -36,7 +36,7 @@ def test_runs_list_is_paginated_and_shows_only_the_tenants_a_person_holds_a_role
 
     body = token_client(person).get("/api/v1/runs/").json()
 
-    assert set(body) == {"count", "next", "previous", "results"}
+    assert set(body) == {"count", "count_capped", "next", "previous", "results"}
     assert body["count"] == 2
     assert {r["tenant"] for r in body["results"]} == {"acme-foods"}
     newest = body["results"][0]

@@ -10,6 +10,7 @@ import pytest
 from django.core.paginator import Paginator
 from django.test import Client
 
+from handover.core.pagination import CappedPaginator
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.selectors import alert_inbox
 from runs.attempts.models import Run
@@ -186,3 +187,37 @@ def test_inbox_page_query_count_does_not_grow_with_alerts(
     with django_assert_max_num_queries(7):
         response = client.get("/inbox/?page=2", HTTP_HX_REQUEST="true")
     assert len(response.context["page"]) == 8 and b"<html" not in response.content
+
+
+def test_inbox_counts_stop_past_the_cap_and_pages_still_reach_every_alert(
+    integration: Integration, settings: Any
+) -> None:
+    settings.LIST_COUNT_CAP = 3
+    admin = UserFactory(admin=True)
+    run = RunFactory()
+    outcomes = ["unmatched"] * 5 + ["accepted"] * 4 + ["pending"] * 2 + ["duplicate"]
+    specs = [(outcome, minutes, run if outcome == "accepted" else None, "") for minutes, outcome in enumerate(outcomes)]
+    alerts = make_alerts(integration, specs)
+
+    listed, counts = alert_inbox(user=admin)
+    paginator = CappedPaginator(listed, 2)  # 11 originals; page 1 counts to 3 and one more
+    first = paginator.page(1)
+
+    assert counts == {"unmatched": 4, "accepted": 4, "pending": 2, "duplicate": 1}  # 4 = the cap and one more
+    assert paginator.count_capped and paginator.count_label == "3+"
+    assert [a.pk for a in first] == expected_inbox_order(alerts)[:2]
+    paged = [alert.pk for number in range(1, 7) for alert in CappedPaginator(listed, 2).page(number)]
+    assert paged == expected_inbox_order(alerts)
+    last = CappedPaginator(listed, 2).page(6)
+    assert not last.has_next() and last.paginator.count == 11 and not last.paginator.count_capped
+    assert listed.count() == 11 and [a.pk for a in listed] == expected_inbox_order(alerts)
+
+
+def test_inbox_page_says_past_the_cap(integration: Integration, settings: Any) -> None:
+    settings.LIST_COUNT_CAP = 2
+    make_alerts(integration, [("unmatched", n, None, "t") for n in range(3)])
+
+    html = logged_in(UserFactory(admin=True)).get("/inbox/").content.decode()
+
+    assert '<span class="n">2+</span>' in html  # the unmatched count
+    assert "page 1 of 1 · 3 alerts" in html  # the page of 50 counts as far as it reaches
