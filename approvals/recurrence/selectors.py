@@ -28,7 +28,7 @@ from approvals.replays.models import ReplayRequest
 from handover.handovers.models import HandoverRun
 from handover.ownership.selectors import Owner, owners_resolve
 from runs.attempts.failures import Period, TrendPoint, failure_trend, run_failure_list
-from runs.attempts.models import Run
+from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Job, Tenant
 from runs.permissions import TECHNICAL_OWNER_CODENAME, User
 
@@ -200,12 +200,20 @@ def failed_run_facts(
         .values("approved_at")[:1]
     )
     replays = ReplayRequest.objects.filter(run=OuterRef("pk")).order_by().values("run").annotate(n=Count("pk"))
+    # when the attempt that made the run succeed finished, as its executor reported it (not when it was heard of)
+    last_success = (
+        Attempt.objects.filter(run=OuterRef("pk"), status=Attempt.Status.SUCCEEDED)
+        .annotate(done_at=Coalesce("ended_at", "status_changed_at"))
+        .order_by("-number")
+        .values("done_at")[:1]
+    )
     rows = (
         run_failure_list(user=user, since=period.since, until=period.until, jobs=jobs, tenants=tenants)
         .annotate(
             handed_over_at=Subquery(first_handover, output_field=DateTimeField()),
             approved_at=Subquery(first_approval, output_field=DateTimeField()),
             replay_count=Coalesce(Subquery(replays.values("n"), output_field=IntegerField()), Value(0)),
+            succeeded_at=Subquery(last_success, output_field=DateTimeField()),
         )
         .values_list(
             "pk",
@@ -222,6 +230,7 @@ def failed_run_facts(
             "status",
             "status_changed_at",
             "replay_count",
+            "succeeded_at",
         )
     )
     until = period.until
@@ -242,9 +251,11 @@ def failed_run_facts(
         status,
         status_changed_at,
         replay_count,
+        succeeded_at,
     ) in rows:
-        recovered = status == Run.Status.SUCCEEDED and status_changed_at is not None and status_changed_at >= failed_at
-        recovered_at = status_changed_at if recovered else None
+        done_at = succeeded_at or status_changed_at
+        recovered = status == Run.Status.SUCCEEDED and done_at is not None and done_at >= failed_at
+        recovered_at = done_at if recovered else None
         facts.append(
             FailedRun(
                 run_id=pk,
