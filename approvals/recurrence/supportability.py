@@ -156,13 +156,15 @@ def supportability_report(
     when one of its runs is visible, of the period (and of ``tenants``, when given). Queries: five
     or six, whatever the number of alerts.
     """
-    alerts = Alert.objects.filter(
-        run_visibility_filter(user=user, prefix="run__"),
-        outcome=Alert.Outcome.ACCEPTED,
-        run__isnull=False,
-        fields__status__in=FAILURE_STATUSES,
-    ).alias(run_at=Coalesce("run__scheduled_for", "run__window_end")).filter(
-        run_at__gte=period.since, run_at__lt=period.until
+    alerts = (
+        Alert.objects.filter(
+            run_visibility_filter(user=user, prefix="run__"),
+            outcome=Alert.Outcome.ACCEPTED,
+            run__isnull=False,
+            fields__status__in=FAILURE_STATUSES,
+        )
+        .alias(run_at=Coalesce("run__scheduled_for", "run__window_end"))
+        .filter(run_at__gte=period.since, run_at__lt=period.until)
     )
     links = (
         HandoverRun.objects.filter(run_visibility_filter(user=user, prefix="run__"), handover=OuterRef("pk"))
