@@ -20,7 +20,7 @@ from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
-from django.db.models import Count, DateTimeField, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models import Count, DateTimeField, F, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from guardian.models import UserObjectPermission
 
@@ -200,11 +200,12 @@ def failed_run_facts(
         .values("approved_at")[:1]
     )
     replays = ReplayRequest.objects.filter(run=OuterRef("pk")).order_by().values("run").annotate(n=Count("pk"))
-    # when the attempt that made the run succeed finished, as its executor reported it (not when it was heard of)
+    # when the attempt that made the run succeed finished, as its executor reported it (not when it was heard
+    # of): the last succeeded attempt to end, a duplicate trigger (a second firing of the slot) left out
     last_success = (
-        Attempt.objects.filter(run=OuterRef("pk"), status=Attempt.Status.SUCCEEDED)
+        Attempt.objects.filter(run=OuterRef("pk"), status=Attempt.Status.SUCCEEDED, is_duplicate_trigger=False)
         .annotate(done_at=Coalesce("ended_at", "status_changed_at"))
-        .order_by("-number")
+        .order_by(F("done_at").desc(nulls_last=True), "-number")
         .values("done_at")[:1]
     )
     rows = (
