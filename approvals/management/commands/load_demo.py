@@ -104,8 +104,9 @@ def history_line() -> str:
     """Where the demo's weeks of history are read: the period ending on its fixed last day (it is not "now")."""
     query = f"?days=30&until={DEMO_LAST_DAY.isoformat()}"
     return (
-        f"The demo's history ends {DEMO_LAST_DAY.isoformat()}: which jobs cost most and who owns each at "
-        f"/recurrence/{query}, what their alerts lack at /supportability/{query}."
+        "The demo's history is on fixed dates, read over the 30 days ending "
+        f"{DEMO_LAST_DAY.isoformat()}: which jobs cost most and who owns each at /recurrence/{query}, "
+        f"what their alerts lack at /supportability/{query}."
     )
 
 
