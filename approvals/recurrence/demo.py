@@ -3,21 +3,29 @@ ingestion API (``load_demo``).
 
 So that ``/recurrence/`` and ``/supportability/`` have something to rank: from 2026-10-26 to 2026-11-29,
 
-- ``nightly-payment-sync`` (owned by ``tech-owner``) fails for acme-foods about twice a week and now and
-  then for borealis-retail; some nights its automatic retry succeeds. Its runner reports no window, no
-  correlation id and no business impact: the supportability report names those fields. Two of its
-  failures got handovers in which the technical owner had to explain what the job did (written by the
-  services when the demo is loaded, so their times are the load's);
-- ``weekly-statement-mail`` (no technical owner named) fails twice, each alert complete.
+- ``nightly-payment-sync`` (technical owner ``tech-owner``; owning team "Payments platform", escalation
+  owner ``tech-owner``) fails for acme-foods about twice a week and now and then for borealis-retail;
+  some nights its automatic retry succeeds. Its runner reports no window, no correlation id and no
+  business impact: the supportability report names those fields. Two of its failures got handovers, on
+  fixed times the morning after, in which the technical owner had to explain what the job did;
+- ``weekly-statement-mail`` (no technical owner named; owning team "Customer communications", escalation
+  owner ``support``) fails twice, each alert complete.
 
-Posted as two batches of the generic format with an integration key labelled ``demo-history``;
-idempotent: nothing is posted again once that key has a delivery. About two dozen runs.
+The owners are named on a fixed date (2026-10-19 09:00 UTC) through the ownership services. Every date
+is fixed, so the figures are the same whenever the demo is loaded; the pages show them over the period
+ending 2026-11-30 (``DEMO_LAST_DAY``: ``/recurrence/?days=30&until=2026-11-30``), and over the default
+period (the last 30 days) while that still reaches back to them.
+
+Posted as two batches of the generic format with an integration key labelled ``demo-history`` (through the
+real ingestion endpoint: the alerts are received when the demo is loaded, and the reports count them by
+their runs' times); idempotent: nothing is posted again once that key has a delivery, and owners already
+named are left as they are. About two dozen runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -25,6 +33,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.test import Client
 
+from handover.notifications.models import Team
+from handover.ownership.services import job_ownership_set
 from runs.alerts.models import Delivery
 from runs.attempts.models import Run
 from runs.catalog.services import (
@@ -37,6 +47,9 @@ from runs.catalog.services import (
 )
 
 KEY_LABEL = "demo-history"
+# the last day of the period the demo's history is read over (``load_demo`` prints the links)
+DEMO_LAST_DAY = date(2026, 11, 30)
+OWNERS_SET_AT = datetime(2026, 10, 19, 9, 0, tzinfo=UTC)
 ZONE = ZoneInfo("Europe/Berlin")
 TENANTS = ("acme-foods", "borealis-retail", "cedar-health")
 PAYMENT_SYNC_KEY = "nightly-payment-sync"
@@ -85,6 +98,11 @@ STATEMENT_WEEKS = [
     (date(2026, 11, 16), "cedar-health", "succeeded"),
     (date(2026, 11, 23), "cedar-health", "failed"),
 ]
+# job key -> (owning team, its members, escalation owner)
+HISTORY_OWNERS = {
+    PAYMENT_SYNC_KEY: ("Payments platform", ["tech-owner", "support"], "tech-owner"),
+    STATEMENT_MAIL_KEY: ("Customer communications", ["support"], "support"),
+}
 PAYMENT_ERRORS = [
     "Provider settlement API answered 503",
     "Ledger booking lock not acquired within 300 s",
@@ -153,19 +171,18 @@ def demo_history_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
     """Register the two jobs and their targets, then post the history once; True when it posted.
 
     Needs the demo people (``runs.demo.loader.demo_load`` first): ``tech-owner`` becomes the payment
-    sync's technical owner, ``support`` writes the two handovers. Returns False (nothing posted) when
-    the history is already loaded or the demo people are missing. Side effects: rows through the
-    services, and two HTTP posts through Django's test client to the real ingestion endpoint.
+    sync's technical owner, ``support`` writes the two handovers, ``admin`` names the owning teams
+    (``HISTORY_OWNERS``). Returns False (nothing posted) when the history is already loaded or the demo
+    people are missing. Side effects: rows through the services, and two HTTP posts through Django's
+    test client to the real ingestion endpoint.
     """
     User = get_user_model()
-    people = {u.get_username(): u for u in User.objects.filter(username__in=["support", "tech-owner"])}
-    if len(people) != 2:
+    people = {u.get_username(): u for u in User.objects.filter(username__in=["support", "tech-owner", "admin"])}
+    if len(people) != 3:
         log("  history: the demo people are missing; skipped")
         return False
     integration = integration_get_or_create(source="generic")
-    if Delivery.objects.filter(integration=integration, key__label=KEY_LABEL).exists():
-        log("  history: already loaded")
-        return False
+    loaded = Delivery.objects.filter(integration=integration, key__label=KEY_LABEL).exists()
     with transaction.atomic():
         payment, _ = job_get_or_create(key=PAYMENT_SYNC_KEY, defaults=PAYMENT_SYNC)
         statement, _ = job_get_or_create(key=STATEMENT_MAIL_KEY, defaults=STATEMENT_MAIL)
@@ -174,6 +191,10 @@ def demo_history_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
             job_target_get_or_create(job=payment, tenant=tenant, environment="prod")
         job_target_get_or_create(job=statement, tenant=tenants[2], environment="prod")
         role_grant(user=people["tech-owner"], role="technical_owner", obj=payment)
+        _owners(people=people, jobs={PAYMENT_SYNC_KEY: payment, STATEMENT_MAIL_KEY: statement})
+        if loaded:
+            log("  history: already loaded")
+            return False
         issued = integration_key_create(integration=integration, tenants=tenants, label=KEY_LABEL)
     client = Client(SERVER_NAME="localhost")
     for name, items in (("payment sync", _payment_items()), ("statement mail", _statement_items())):
@@ -188,11 +209,35 @@ def demo_history_load(*, log: Callable[[str], None] = lambda _: None) -> bool:
     return True
 
 
+def _owners(*, people: dict[str, Any], jobs: dict[str, Any]) -> None:
+    """Name each history job's owning team and escalation owner (``HISTORY_OWNERS``) on ``OWNERS_SET_AT``.
+
+    Idempotent: a team that exists is reused, and the ownership services write nothing when the owners
+    are already the same.
+    """
+    User = get_user_model()
+    for key, (team_name, members, escalation) in HISTORY_OWNERS.items():
+        team, _ = Team.objects.get_or_create(name=team_name)
+        team.members.add(*User.objects.filter(username__in=members))
+        job_ownership_set(
+            actor=people["admin"],
+            job=jobs[key],
+            team=team,
+            escalation_owner=User.objects.get(username=escalation),
+            at=OWNERS_SET_AT,
+        )
+
+
 def _handovers(*, people: dict[str, Any], job: Any, log: Callable[[str], None]) -> None:
     """Two handed-over handovers on acme-foods' payment sync failures, each a supportability defect."""
     from handover.handovers.services import handover_create, handover_hand_over, handover_update
 
     support, owner = people["support"], people["tech-owner"]
+    # the failures ended by 05:00 Europe/Berlin; the handovers were written that morning (UTC)
+    written = {
+        date(2026, 11, 17): datetime(2026, 11, 17, 8, 15, tzinfo=UTC),
+        date(2026, 11, 26): datetime(2026, 11, 26, 13, 40, tzinfo=UTC),
+    }
     texts = {
         date(2026, 11, 17): "SUP-97: the sync logs no settlement batch id; the owner had to read the provider's "
         "console to say which payments were booked",
@@ -203,7 +248,7 @@ def _handovers(*, people: dict[str, Any], job: Any, log: Callable[[str], None]) 
         if run is None or run.handover_links.exists():
             continue
         with transaction.atomic():
-            handover = handover_create(actor=support, runs=[run])
+            handover = handover_create(actor=support, runs=[run], at=written[day])
             handover = handover_update(
                 handover=handover,
                 actor=support,
@@ -212,6 +257,7 @@ def _handovers(*, people: dict[str, Any], job: Any, log: Callable[[str], None]) 
                     "show as unpaid and dunning may start."
                 },
                 fields={"escalation_owner": owner, "is_supportability_defect": True, "supportability_ticket": ticket},
+                at=written[day] + timedelta(minutes=10),
             )
-            handover_hand_over(handover=handover, actor=support)
+            handover_hand_over(handover=handover, actor=support, at=written[day] + timedelta(minutes=15))
         log(f"  history: handover for acme-foods {day}")

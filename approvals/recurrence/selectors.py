@@ -20,7 +20,7 @@ from uuid import UUID
 
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
-from django.db.models import Count, DateTimeField, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models import Count, DateTimeField, F, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from guardian.models import UserObjectPermission
 
@@ -28,7 +28,7 @@ from approvals.replays.models import ReplayRequest
 from handover.handovers.models import HandoverRun
 from handover.ownership.selectors import Owner, owners_resolve
 from runs.attempts.failures import Period, TrendPoint, failure_trend, run_failure_list
-from runs.attempts.models import Run
+from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Job, Tenant
 from runs.permissions import TECHNICAL_OWNER_CODENAME, User
 
@@ -200,12 +200,21 @@ def failed_run_facts(
         .values("approved_at")[:1]
     )
     replays = ReplayRequest.objects.filter(run=OuterRef("pk")).order_by().values("run").annotate(n=Count("pk"))
+    # when the attempt that made the run succeed finished, as its executor reported it (not when it was heard
+    # of): the last succeeded attempt to end, a duplicate trigger (a second firing of the slot) left out
+    last_success = (
+        Attempt.objects.filter(run=OuterRef("pk"), status=Attempt.Status.SUCCEEDED, is_duplicate_trigger=False)
+        .annotate(done_at=Coalesce("ended_at", "status_changed_at"))
+        .order_by(F("done_at").desc(nulls_last=True), "-number")
+        .values("done_at")[:1]
+    )
     rows = (
         run_failure_list(user=user, since=period.since, until=period.until, jobs=jobs, tenants=tenants)
         .annotate(
             handed_over_at=Subquery(first_handover, output_field=DateTimeField()),
             approved_at=Subquery(first_approval, output_field=DateTimeField()),
             replay_count=Coalesce(Subquery(replays.values("n"), output_field=IntegerField()), Value(0)),
+            succeeded_at=Subquery(last_success, output_field=DateTimeField()),
         )
         .values_list(
             "pk",
@@ -222,6 +231,7 @@ def failed_run_facts(
             "status",
             "status_changed_at",
             "replay_count",
+            "succeeded_at",
         )
     )
     until = period.until
@@ -242,9 +252,11 @@ def failed_run_facts(
         status,
         status_changed_at,
         replay_count,
+        succeeded_at,
     ) in rows:
-        recovered = status == Run.Status.SUCCEEDED and status_changed_at is not None and status_changed_at >= failed_at
-        recovered_at = status_changed_at if recovered else None
+        done_at = succeeded_at or status_changed_at
+        recovered = status == Run.Status.SUCCEEDED and done_at is not None and done_at >= failed_at
+        recovered_at = done_at if recovered else None
         facts.append(
             FailedRun(
                 run_id=pk,

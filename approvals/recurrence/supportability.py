@@ -12,8 +12,9 @@ record), so "lacked" is a JSON key test done in SQL (``has_key``, on SQLite and 
   or custom details.
 
 Alerts counted: ``accepted`` alerts reporting a failure (status ``failed``, ``timed_out`` or ``cancelled``:
-the ones support calls engineering about) on runs the viewer may see, received in the period (duplicates,
-rejected, unmatched and ignored ones name no run of theirs). One aggregate query for the alerts, one
+the ones support calls engineering about) on runs the viewer may see whose run time (slot, else window
+end) is in the period, as on the recurrence page (duplicates, rejected, unmatched and ignored ones name
+no run of theirs). One aggregate query for the alerts, one
 for the handovers, one for the jobs, one for their technical owners and one for their owning teams.
 """
 
@@ -24,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models.functions import Coalesce
 
 from approvals.recurrence.selectors import WEIGHT_OWNER_EXPLAINED, job_owning, job_technical_owners
 from handover.handovers.models import Handover, HandoverRun
@@ -148,19 +150,27 @@ def supportability_report(
 ) -> SupportabilityReport:
     """Jobs ranked by what their alerts lacked and how often the owner had to explain, on what the viewer sees.
 
-    Alerts by received time, handovers by creation time, both within ``[period.since, period.until)``;
-    a handover counts when one of its runs is visible (and of ``tenants``, when given). Queries: five
+    Alerts and handovers by their runs' run time (a run's slot, else its window's end: the recurrence
+    figures' rule), within ``[period.since, period.until)``, so an alert received late or a handover
+    written days after the failure counts in the period of the failure it is about; a handover counts
+    when one of its runs is visible, of the period (and of ``tenants``, when given). Queries: five
     or six, whatever the number of alerts.
     """
-    alerts = Alert.objects.filter(
-        run_visibility_filter(user=user, prefix="run__"),
-        outcome=Alert.Outcome.ACCEPTED,
-        run__isnull=False,
-        fields__status__in=FAILURE_STATUSES,
-        created_at__gte=period.since,
-        created_at__lt=period.until,
+    alerts = (
+        Alert.objects.filter(
+            run_visibility_filter(user=user, prefix="run__"),
+            outcome=Alert.Outcome.ACCEPTED,
+            run__isnull=False,
+            fields__status__in=FAILURE_STATUSES,
+        )
+        .alias(run_at=Coalesce("run__scheduled_for", "run__window_end"))
+        .filter(run_at__gte=period.since, run_at__lt=period.until)
     )
-    links = HandoverRun.objects.filter(run_visibility_filter(user=user, prefix="run__"), handover=OuterRef("pk"))
+    links = (
+        HandoverRun.objects.filter(run_visibility_filter(user=user, prefix="run__"), handover=OuterRef("pk"))
+        .alias(run_at=Coalesce("run__scheduled_for", "run__window_end"))
+        .filter(run_at__gte=period.since, run_at__lt=period.until)
+    )
     if tenants is not None:
         tenants = list(tenants)
         alerts = alerts.filter(run__tenant__in=tenants)
@@ -170,7 +180,7 @@ def supportability_report(
         alerts.order_by().values("run__job_id", "source").annotate(total=Count("pk"), **counts).order_by("source")
     )
     handovers = list(
-        Handover.objects.filter(Exists(links), created_at__gte=period.since, created_at__lt=period.until)
+        Handover.objects.filter(Exists(links))
         .order_by("created_at", "pk")
         .values_list("job_id", "public_id", "title", "supportability_ticket", "is_supportability_defect")
     )

@@ -1,13 +1,15 @@
 """The demo's handover: acme-foods' partially committed run of the night of 2026-11-27 (``load_demo``).
 
-Called by ``manage.py load_demo`` after ``runs.demo.loader.demo_load`` posted the stories. Idempotent: a run that
+Called by ``manage.py load_demo`` after ``runs.demo.loader.demo_load`` posted the stories. Written on fixed
+times (drafted 2026-11-28 07:40 UTC, the morning after the failure, handed over 20 minutes later), so the
+recurrence figures (time to handover) are the same whenever the demo is loaded. Idempotent: a run that
 already has a handover is left alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -19,6 +21,8 @@ DEMO_JOB_KEY = "nightly-invoice-export"
 DEMO_TENANT = "acme-foods"
 # window 2026-11-27T00:00+01:00 → 2026-11-28T00:00+01:00 (Europe/Berlin), stored in UTC
 DEMO_WINDOW_START = datetime(2026, 11, 26, 23, 0, tzinfo=UTC)
+# drafted the morning after the failure (the run failed at 2026-11-28 02:31 Europe/Berlin)
+DEMO_WRITTEN_AT = datetime(2026, 11, 28, 7, 40, tzinfo=UTC)
 
 BUSINESS_IMPACT = (
     "Acme Foods' invoices for orders of 27 November: the first two reached the ledger gateway, the other two "
@@ -62,7 +66,7 @@ def demo_handover_load(*, log: Callable[[str], None] = lambda _: None) -> Handov
         log("  handover: demo users missing; no demo handover")
         return None
     with transaction.atomic():
-        handover = handover_create(actor=support, runs=[run])
+        handover = handover_create(actor=support, runs=[run], at=DEMO_WRITTEN_AT)
         handover = handover_update(
             handover=handover,
             actor=support,
@@ -75,7 +79,8 @@ def demo_handover_load(*, log: Callable[[str], None] = lambda _: None) -> Handov
                 "supportability_ticket": "https://tickets.example.internal/SUP-88 (the runner reports claims, "
                 "not what the ledger gateway acknowledged)",
             },
+            at=DEMO_WRITTEN_AT + timedelta(minutes=12),
         )
-        handover = handover_hand_over(handover=handover, actor=support)
+        handover = handover_hand_over(handover=handover, actor=support, at=DEMO_WRITTEN_AT + timedelta(minutes=20))
     log(f"  handover: {handover.title} ({handover.get_status_display().lower()}) /handovers/{handover.public_id}/")
     return handover

@@ -130,7 +130,7 @@ def handover_event_record(
 # Create, edit, confirm, refresh
 
 
-def handover_create(*, actor: Person, runs: Iterable[Run]) -> Handover:
+def handover_create(*, actor: Person, runs: Iterable[Run], at: datetime | None = None) -> Handover:
     """Draft a handover for ``runs`` (one or several runs of one job), pre-filled from the evidence.
 
     Each run is linked with its latest attempt (the execution the handover is about). The generated
@@ -139,6 +139,7 @@ def handover_create(*, actor: Person, runs: Iterable[Run]) -> Handover:
     Conflict (409) when a run already has an open handover. Side effects: the handover, its run
     links, one revision per generated section, and a ``handover_created`` event on each run. The
     returned handover's ``redacted_sections`` lists the sections whose pre-filled text lost a secret.
+    ``at`` (UTC, default now): when it was drafted, for a story replayed on fixed dates (the demo).
     """
     runs = list({run.pk: run for run in runs}.values())
     if not runs:
@@ -148,7 +149,7 @@ def handover_create(*, actor: Person, runs: Iterable[Run]) -> Handover:
             "A handover covers runs of one job only.", errors={"runs": ["The runs belong to different jobs."]}
         )
     handover_require_writer(actor, runs=runs)
-    now = timezone.now()
+    now = at or timezone.now()
     with transaction.atomic():
         existing = (
             HandoverRun.objects.filter(run__in=runs, is_open=True).select_related("handover", "run__tenant").first()
@@ -169,6 +170,7 @@ def handover_create(*, actor: Person, runs: Iterable[Run]) -> Handover:
             title=handover_title(job=job_evidence, runs=run_evidence),
             status=Handover.Status.DRAFT,
             status_changed_at=now,
+            created_at=now,
             created_by=actor,
             generated_sections=list(texts),
             generated_evidence=_evidence_of(run_evidence),
@@ -234,6 +236,7 @@ def handover_update(
     fields: Mapping[str, Any] | None = None,
     base_version: int | None = None,
     via_if_match: bool = False,
+    at: datetime | None = None,
 ) -> Handover:
     """Edit sections and fields of ``handover``, and confirm generated sections as they are.
 
@@ -251,6 +254,7 @@ def handover_update(
     changes after the hand-over — a notification of the new owner (on commit). Returns the handover
     (unchanged and without an event when nothing changed); its ``redacted_sections`` lists the
     sections and fields whose new text lost what looked like a secret (``redacted_notice`` words it).
+    ``at`` (UTC, default now): when the edit happened, for a story replayed on fixed dates (the demo).
     """
     handover_require_writer(actor, handover=handover)
     sections = dict(sections or {})
@@ -263,7 +267,7 @@ def handover_update(
             "Unknown sections or fields: " + ", ".join(unknown + unknown_fields) + ".",
             errors={name: ["unknown"] for name in unknown + unknown_fields},
         )
-    now = timezone.now()
+    now = at or timezone.now()
     with transaction.atomic():
         locked = Handover.objects.select_for_update().select_related("job").get(pk=handover.pk)
         version_check(
@@ -306,6 +310,9 @@ def handover_update(
         locked.generated_sections = [s for s in generated if s not in changed and s not in confirmed]
         locked.version += 1
         locked.save(update_fields=[*changed, *field_changes, "generated_sections", "version", "updated_at"])
+        if at is not None:  # ``updated_at`` is stamped on save; a replayed story keeps its own time
+            Handover.objects.filter(pk=locked.pk).update(updated_at=at)
+            locked.updated_at = at
         revisions = HandoverRevision.objects.bulk_create(
             HandoverRevision(handover=locked, section=s, text=t, is_generated=False, created_by=actor, created_at=now)
             for s, t in changed.items()
@@ -406,6 +413,7 @@ def handover_transition(
     actor: Person | None = None,
     reason: str = "",
     data: dict[str, Any] | None = None,
+    at: datetime | None = None,
 ) -> Transitioned[Handover]:
     """Move ``handover`` by ``action`` (a key of ``Handover.TRANSITIONS``) with a guarded UPDATE.
 
@@ -417,13 +425,14 @@ def handover_transition(
     one of its runs). In the same transaction: one event per run (``EVENT_KINDS``) with actor,
     from, to and reason. Follow-up work is the verbs' (notifications, next-run checks). Returns
     ``Transitioned(handover, moved)`` (``handover.core.transitions``); Forbidden (403) for a person who
-    may not write the handover.
+    may not write the handover. ``at`` (UTC, default now): when the move happened, for a story replayed on
+    fixed dates (the demo).
     """
     handover_require_writer(actor, handover=handover)
     target = Handover.TRANSITIONS[action][1]
     if action == "reopen" and not reason.strip():  # the one place the rule lives: every reopen passes here
         raise DomainError("Say why the handover is reopened.", errors={"reason": ["This field is required."]})
-    now = timezone.now()
+    now = at or timezone.now()
     values: dict[str, Any] = {"status_changed_at": now, "updated_at": now, "version": F("version") + 1}
     values.update(STATUS_STAMPS[action](now, actor))
     if action == "reopen":
@@ -464,13 +473,13 @@ def handover_transition(
     )
 
 
-def handover_hand_over(*, handover: Handover, actor: Person) -> Handover:
+def handover_hand_over(*, handover: Handover, actor: Person, at: datetime | None = None) -> Handover:
     """Hand a draft over: it needs an escalation owner, who is told by e-mail (and chat) after commit.
 
     Raises InvalidTransition (409) without an escalation owner or when it is not a draft (a
     handed-over handover is returned as it is). Side effects: the transition and its events;
     notification rows, their send tasks enqueued on commit. Refuses a person who may not write it
-    first (``handover_require_writer``, Forbidden 403).
+    first (``handover_require_writer``, Forbidden 403). ``at``: as ``handover_transition``'s.
     """
     handover_require_writer(actor, handover=handover)
     with transaction.atomic():
@@ -480,7 +489,7 @@ def handover_hand_over(*, handover: Handover, actor: Person) -> Handover:
                 "Name the escalation owner before handing over.",
                 errors={"escalation_owner": ["Required to hand over."]},
             )
-        moved, changed = handover_transition(handover=current, action="hand_over", actor=actor)
+        moved, changed = handover_transition(handover=current, action="hand_over", actor=actor, at=at)
         if changed:
             handover_notifications_create(handover=moved, reason="handed_over", recipient=current.escalation_owner)
     return moved

@@ -148,12 +148,14 @@ def problem_create(
     owning_team: Team | None = None,
     clean_runs_required: int | None = None,
     handovers: Iterable[Handover] = (),
+    at: datetime | None = None,
 ) -> Problem:
     """Open a problem (status ``open``), optionally linked at once to ``handovers``.
 
     Raises Forbidden (403) when ``actor`` holds no acting role anywhere or may not write one of the
     handovers; DomainError (400) for an empty title or ``clean_runs_required`` outside 1..100. Side
     effects: the problem, its links, a ``created`` event and one ``handover_linked`` event per handover.
+    ``at`` (UTC, default now): when it was opened, for a story replayed on fixed dates (the demo).
     """
     handovers = list(dict.fromkeys(handovers))
     if not may_act_anywhere(user=actor):
@@ -164,7 +166,7 @@ def problem_create(
     if not title:
         raise DomainError("Give the problem a title.", errors={"title": ["This field is required."]})
     required = _check_clean_runs(clean_runs_required) if clean_runs_required is not None else None
-    now = timezone.now()
+    now = at or timezone.now()
     with transaction.atomic():
         problem = Problem.objects.create(
             title=title,
@@ -172,6 +174,7 @@ def problem_create(
             description=_clean(description),
             owning_team=owning_team,
             created_by=actor,
+            created_at=now,
             status_changed_at=now,
             **({"clean_runs_required": required} if required is not None else {}),
         )
@@ -312,6 +315,7 @@ def problem_transition(
     action: str,
     actor: Person | None,
     reason: str = "",
+    at: datetime | None = None,
 ) -> Transitioned[Problem]:
     """Move ``problem`` by ``action`` (a key of ``Problem.TRANSITIONS``) with a guarded UPDATE.
 
@@ -322,7 +326,8 @@ def problem_transition(
     disallowed move raises InvalidTransition (409), nothing written. Raises DomainError (400) for a
     missing reason, Forbidden (403) for a person who may not write it, KeyError for an unknown action.
     ``actor`` None is the system (the verify sweep). Side effects: the status with its stamps and one
-    ``transitioned`` event (actor, from, to, reason, the clean-run counts for ``verify``).
+    ``transitioned`` event (actor, from, to, reason, the clean-run counts for ``verify``). ``at`` (UTC,
+    default now): when the move happened, for a story replayed on fixed dates (the demo).
     """
     _require_write(actor, problem)
     allowed_from, target = Problem.TRANSITIONS[action]
@@ -360,7 +365,7 @@ def problem_transition(
                         + ".",
                         errors={"clean_runs": [f"{figures.clean} of {figures.required}"]},
                     )
-        now = timezone.now()
+        now = at or timezone.now()
         values = {"status_changed_at": now, "updated_at": now, **_stamps(action, now, actor)}
 
         def record(moved: Problem, before: str) -> None:

@@ -207,10 +207,10 @@ def _log_in(page: Page, base: str, username: str, password: str) -> None:
 def demo(settings: Any) -> dict[str, str]:
     settings.AXES_ENABLED = False
     passwords = demo_load().passwords
-    demo_handover_load()  # as manage.py load_demo does: the runs app's loader writes no handover or replay
+    demo_ownership_load()  # as manage.py load_demo does: owners first, so the problem names its team
+    demo_handover_load()  # the runs app's loader writes no handover or replay
     demo_problem_load()
     demo_replay_load()
-    demo_ownership_load()
     demo_history_load()  # weeks of failures of two more jobs: the recurrence and supportability pages rank them
     return passwords
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.recurrence.demo import demo_history_load
+from approvals.recurrence.demo import DEMO_LAST_DAY, demo_history_load
 from approvals.replays.demo import demo_replay_load
 from handover.handovers.demo import demo_handover_load
 from handover.notifications.services import notification_email_set_verified
@@ -55,22 +55,25 @@ class Command(BaseCommand):
             reset_passwords=options["reset_passwords"],
             person_ready=lambda user, address: notification_email_set_verified(user=user, address=address),
         )
-        # The handover for acme-foods' partially committed run (window 2026-11-27); once only.
+        # Owners of aged work: teams and escalation owners of the demo job and one target (fixed date);
+        # first, so that the demo problem can name its owning team.
+        demo_ownership_load(log=log)
+        # The handover for acme-foods' partially committed run (window 2026-11-27, written on fixed times);
+        # once only.
         demo_handover_load(log=log)
         # The problem behind acme-foods' and ironbridge-telecom's failures of that night (a second handover,
-        # drafted for ironbridge-telecom); once only.
+        # drafted for ironbridge-telecom), owned by "Invoicing platform", opened on a fixed date; once only.
         demo_problem_load(log=log)
         # The replays of dunmore-pharmacy's failed run (window 2026-11-27): one refused (rule 2), one
         # approved by both owners, claimed by a simulated runner through the API and completed; once only.
         demo_replay_load(log=log)
-        # Owners of aged work: teams and escalation owners of the demo job and one target (fixed date).
-        demo_ownership_load(log=log)
-        # Five weeks of nightly failures of two more jobs on fixed dates, for the recurrence and
-        # supportability pages; once only.
+        # Five weeks of nightly failures of two more jobs on fixed dates, with their owning teams, for the
+        # recurrence and supportability pages; once only.
         demo_history_load(log=log)
         if options["verbosity"] >= 1:
             for line in summary_lines(report, refused_replays):
                 self.stdout.write(line)
+            self.stdout.write(history_line())
             for line in password_box(report.passwords):
                 self.stdout.write(line)
 
@@ -95,6 +98,16 @@ def summary_lines(report: DemoReport, refused_replays: list[str]) -> list[str]:
     if parts:
         lines.append("Expected refusals (the demo shows them): " + "; ".join(parts) + ".")
     return lines
+
+
+def history_line() -> str:
+    """Where the demo's weeks of history are read: the period ending on its fixed last day (it is not "now")."""
+    query = f"?days=30&until={DEMO_LAST_DAY.isoformat()}"
+    return (
+        "The demo's history is on fixed dates, read over the 30 days ending "
+        f"{DEMO_LAST_DAY.isoformat()}: which jobs cost most and who owns each at /recurrence/{query}, "
+        f"what their alerts lack at /supportability/{query}."
+    )
 
 
 def password_box(passwords: dict[str, str]) -> list[str]:

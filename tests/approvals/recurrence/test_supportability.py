@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import date
 from typing import Any
 
 import pytest
@@ -21,6 +22,11 @@ from runs.catalog.services import job_get_or_create, job_target_get_or_create, r
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
+
+# The posts' runs are of 2026-11-10 … 2026-11-15: the report counts alerts and handovers by their runs' run
+# time, so a fixed period holds them whatever day the tests run on.
+PERIOD = period_ending(days=7, last_day=date(2026, 11, 16))
+PARAMS = {"days": "7", "until": "2026-11-16"}
 
 # (job, tenant, has correlation id, has window, has business impact)
 POSTS = [
@@ -116,12 +122,26 @@ def _got(report: Any) -> dict[str, dict[str, int]]:
 
 
 def test_missing_fields_per_job_match_what_was_posted(world: World) -> None:
-    report = supportability_report(user=world.admin, period=period_ending(days=7))
+    report = supportability_report(user=world.admin, period=PERIOD)
     assert _got(report) == _expected(POSTS)
     by_source = {(row.job.key, s.source): s.alerts for row in report.jobs for s in row.sources}
     assert by_source == {("nightly-invoice-export", "generic"): 4, ("nightly-payment-sync", "generic"): 2}
     stored = Alert.objects.get(execution_id="sup-0")
     assert stored.fields["details"]["business_impact"] == "Invoices of the day are not sent to customers."
+
+
+def test_alerts_and_handovers_count_in_the_period_of_their_runs_not_of_their_arrival(world: World) -> None:
+    world.handover("nightly-payment-sync", "acme-foods", explained=True, ticket="ENG-7")
+
+    before = supportability_report(user=world.admin, period=period_ending(days=7, last_day=date(2026, 11, 9)))
+    today = supportability_report(user=world.admin, period=period_ending(days=7, last_day=date(2026, 11, 12)))
+
+    # received and written today, but about runs of 2026-11-10 … 15: none before the 10th, only the
+    # runs of the 10th … 12th (posts 0 … 2) in the period ending on the 12th
+    assert before.jobs == []
+    assert _got(today) == _expected(POSTS[:3])
+    assert {r.job.key: len(r.owner_explained) for r in today.jobs} == {"nightly-invoice-export": 0}
+    assert _got(supportability_report(user=world.admin, period=PERIOD)) == _expected(POSTS)
 
 
 def test_an_impact_in_annotations_and_an_inferred_execution_id_are_read_from_the_stored_fields(world: World) -> None:
@@ -130,7 +150,7 @@ def test_an_impact_in_annotations_and_an_inferred_execution_id_are_read_from_the
     fields["details"] = {"annotations": {"business_impact": "Retail prices are stale"}, "execution_id_inferred": True}
     Alert.objects.filter(pk=alert.pk).update(fields=fields)  # as an Alertmanager/Grafana alert stores them
 
-    report = supportability_report(user=world.admin, period=period_ending(days=7))
+    report = supportability_report(user=world.admin, period=PERIOD)
 
     row = next(r for r in report.jobs if r.job.key == "nightly-invoice-export")
     expected = _expected(POSTS)["nightly-invoice-export"]
@@ -143,7 +163,7 @@ def test_handovers_the_owner_had_to_explain_rank_the_job_and_reach_the_markdown(
     world.handover("nightly-payment-sync", "borealis-retail", explained=True)
     world.handover("nightly-invoice-export", "acme-foods", explained=False)
 
-    report = supportability_report(user=world.admin, period=period_ending(days=7))
+    report = supportability_report(user=world.admin, period=PERIOD)
 
     rows = {r.job.key: r for r in report.jobs}
     assert rows["nightly-payment-sync"].handovers == 2
@@ -157,7 +177,7 @@ def test_handovers_the_owner_had_to_explain_rank_the_job_and_reach_the_markdown(
     assert [r.job.key for r in report.jobs] == ["nightly-payment-sync", "nightly-invoice-export"]
 
     client.force_login(world.admin)
-    response = client.get("/supportability/export.md", {"days": "7"})
+    response = client.get("/supportability/export.md", PARAMS)
     assert response.status_code == 200
     assert response["Content-Type"] == "text/markdown; charset=utf-8"
     assert response["Content-Disposition"].startswith('attachment; filename="supportability-7d-')
@@ -178,22 +198,22 @@ def test_each_job_names_its_owning_team_on_the_page_the_markdown_and_the_api(wor
         escalation_owner=escalation,
     )
 
-    report = supportability_report(user=world.admin, period=period_ending(days=7))
+    report = supportability_report(user=world.admin, period=PERIOD)
 
     rows = {r.job.key: r for r in report.jobs}
     assert rows["nightly-payment-sync"].ownership.team == payments
     assert rows["nightly-payment-sync"].ownership.escalation_owner == escalation
     assert rows["nightly-invoice-export"].ownership.team is None
     client.force_login(world.admin)
-    page = client.get("/supportability/", {"days": "7"}).content.decode()
+    page = client.get("/supportability/", PARAMS).content.decode()
     assert f'href="/teams/{payments.public_id}/">Payments team</a>' in page and "no owning team" in page
-    text = client.get("/supportability/export.md", {"days": "7"}).content.decode()
+    text = client.get("/supportability/export.md", PARAMS).content.decode()
     payment_part = text[text.index("`nightly-payment-sync`") :].split("\n## ")[0]
     invoice_part = text[text.index("`nightly-invoice-export`") :].split("\n## ")[0]
     assert f"- **Owning team:** Payments team — http://testserver/teams/{payments.public_id}/" in payment_part
     assert "**escalation owner:** pat-escalation" in payment_part
     assert "- **Owning team:** no owning team" in invoice_part
-    body = client.get("/api/v1/supportability/", {"days": "7"}).json()
+    body = client.get("/api/v1/supportability/", PARAMS).json()
     api = {r["job"]["key"]: r["ownership"] for r in body["jobs"]}
     assert api["nightly-payment-sync"]["team"] == {"id": str(payments.public_id), "name": "Payments team"}
     assert api["nightly-payment-sync"]["escalation_owner"] == "pat-escalation"
@@ -203,7 +223,7 @@ def test_each_job_names_its_owning_team_on_the_page_the_markdown_and_the_api(wor
 def test_a_support_person_of_one_tenant_counts_only_that_tenants_alerts_and_handovers(world: World) -> None:
     world.handover("nightly-payment-sync", "borealis-retail", explained=True)
 
-    report = supportability_report(user=world.support, period=period_ending(days=7))
+    report = supportability_report(user=world.support, period=PERIOD)
 
     own = [p for p in POSTS if p[1] == "acme-foods"]
     assert _got(report) == _expected(own)
@@ -211,19 +231,19 @@ def test_a_support_person_of_one_tenant_counts_only_that_tenants_alerts_and_hand
 
 
 def test_a_technical_owner_counts_every_tenant_of_their_job_only(world: World, client: Client) -> None:
-    report = supportability_report(user=world.owner, period=period_ending(days=7))
+    report = supportability_report(user=world.owner, period=PERIOD)
     assert _got(report) == {k: v for k, v in _expected(POSTS).items() if k == "nightly-invoice-export"}
     assert report.jobs[0].owners == ["sup-owner"]
 
     client.force_login(world.owner)
-    body = client.get("/api/v1/supportability/", {"days": "7"}).json()
+    body = client.get("/api/v1/supportability/", PARAMS).json()
     assert [r["job"]["key"] for r in body["jobs"]] == ["nightly-invoice-export"]
     assert body["jobs"][0]["missing"]["window"] == _expected(POSTS)["nightly-invoice-export"]["window"]
 
 
 def test_the_supportability_page_lists_the_concrete_fields_to_add(world: World, client: Client) -> None:
     client.force_login(world.support)
-    page = client.get("/supportability/", {"days": "7"})
+    page = client.get("/supportability/", PARAMS)
     assert page.status_code == 200
     html = page.content.decode()
     assert "nightly-payment-sync" in html and "missing from 1 of 1 alerts" in html
