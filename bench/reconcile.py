@@ -15,8 +15,8 @@ What it does, all on 127.0.0.1:
    report (every id attempted, 99.5 % claimed done, 0.1 % failed) and a destination export of
    99 % as many ids, 0.05 % of them not eligible (990,000 with 500 not eligible at 1,000,000);
 3. times the load of the three files through the service (``work_item_loads_create``, run inline:
-   parse, COPY into one staging table per file, dup checks, one ordered ``INSERT ... SELECT`` of the
-   items with the runner's and the destination's facts joined in, the derived-outcome pass,
+   each file's bytes COPYed into its own staging table and parsed there, dup checks, one ordered
+   ``INSERT ... SELECT`` of the items with the runner's and the destination's facts joined in,
    totals, one timeline event), the destination declared complete so the missing ids become
    ``absent``. ``--one-by-one`` uploads the files one after the other instead (three transactions,
    each rewriting the run's items: the slow path for a million rows);
