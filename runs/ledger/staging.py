@@ -184,7 +184,7 @@ def _stage_copy(cursor: Any, table: str, plan: CopyPlan, content: bytes, report:
             {f"name{i}": name for i, (_, name) in enumerate(plan.extra)},
         )
     cursor.execute(f"ANALYZE {table}")  # temporary tables are never auto-analysed
-    return count
+    return int(count)
 
 
 def stage_load(cursor: Any, table: str, load: WorkItemLoad, content: bytes, index: int, of: int) -> int:
