@@ -78,12 +78,13 @@ def loopback_url(url: str, database: str | None = None) -> str:
 
 @dataclass
 class LedgerFiles:
-    """The generated files: CSVs for the app, bare id lists for the ``sort | comm`` baseline."""
+    """The generated files: CSVs for the app, bare id lists (one id a line) for the baselines."""
 
     population: Path
     runner_report: Path
     destination: Path
     population_ids: Path
+    runner_ids: Path
     destination_ids: Path
     rows: int
     present: int
@@ -109,18 +110,20 @@ def write_files(folder: Path, rows: int, seed: int = 7) -> LedgerFiles:
     eligible_present = order[: present - not_eligible]
     claimed = rows * 995 // 1000
     failed = rows // 1000
-    paths = {name: folder / name for name in ("population.csv", "runner.csv", "destination.csv", "pop.ids", "dest.ids")}
+    names = ("population.csv", "runner.csv", "destination.csv", "pop.ids", "runner.ids", "dest.ids")
+    paths = {name: folder / name for name in names}
     with open(paths["population.csv"], "w") as pop, open(paths["pop.ids"], "w") as pop_ids:
         pop.write("record_id\n")
         for index in order:
             rid = record_id(index)
             pop.write(rid + "\n")
             pop_ids.write(rid + "\n")
-    with open(paths["runner.csv"], "w") as runner:
+    with open(paths["runner.csv"], "w") as runner, open(paths["runner.ids"], "w") as runner_ids:
         runner.write("record_id,status\n")
         for position, index in enumerate(order):
             status = "completed" if position < claimed else "failed" if position < claimed + failed else "attempted"
             runner.write(f"{record_id(index)},{status}\n")
+            runner_ids.write(record_id(index) + "\n")
     extra = [record_id(rows + n) for n in range(not_eligible)]
     dest = [record_id(i) for i in eligible_present] + extra
     rng.shuffle(dest)
@@ -134,6 +137,7 @@ def write_files(folder: Path, rows: int, seed: int = 7) -> LedgerFiles:
         runner_report=paths["runner.csv"],
         destination=paths["destination.csv"],
         population_ids=paths["pop.ids"],
+        runner_ids=paths["runner.ids"],
         destination_ids=paths["dest.ids"],
         rows=rows,
         present=present,

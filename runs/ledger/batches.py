@@ -222,6 +222,9 @@ def _batch_apply(
         if is_postgres():
             # Hash joins and aggregates over a million ids spill to disk at the default 4 MB.
             cursor.execute("SET LOCAL work_mem = '256MB'")
+            # The staging tables are analysed for row counts and distinct ids, not fine histograms: a
+            # 3,000-row sample (not 30,000) is enough, and sorts a tenth of the values per column.
+            cursor.execute("SET LOCAL default_statistics_target = 10")
         if not fresh:
             snapshot_take(cursor, params)
         for index, load in enumerate(loads):

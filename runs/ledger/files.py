@@ -400,6 +400,95 @@ def _read_jsonl(text: str, kind: str, cols: _Columns, progress: Progress | None)
             progress(number, total_lines)
 
 
+# Every character ``str.strip()`` removes (``str.isspace``): a value the plain-CSV fast path stages
+# must not start or end with one, or the row-by-row reader would have stripped it.
+WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+# Kinds a database may parse itself (``copy_plan``); provider lookups always go row by row.
+COPY_KINDS = ("population", "runner_report", "destination")
+
+
+@dataclass
+class CopyPlan:
+    """How a plain CSV file maps onto staging columns, so that PostgreSQL can parse it (``COPY`` text format).
+
+    ``columns``: the staging column of each of the file's ``width`` columns, in file order
+    (``stage_id``, ``stage_ref``, ``stage_status``, ``stage_skip``, or ``stage_c<i>`` for one
+    that is only kept as a population attribute); ``extra``: ``(column, attribute name)`` of
+    those; ``data_offset``: the byte offset of the first record in the file's bytes and
+    ``first_line`` its 1-based line number; ``status_default``: the status of a record when the
+    file has no status column.
+    """
+
+    delimiter: str
+    columns: list[str]
+    extra: list[tuple[str, str]]
+    data_offset: int
+    first_line: int
+    status_default: str
+
+
+def copy_plan(
+    text: str, *, kind: str, file_format: str, id_column: str, options: dict[str, Any], file_name: str = ""
+) -> CopyPlan | None:
+    """A CopyPlan when the database's plain-text parse of the file can match ``read_rows`` exactly; else None.
+
+    Only for CSV files of the kinds in ``COPY_KINDS`` without any quote or backslash (COPY's text
+    format would read a backslash as an escape), whose header names every column asked for,
+    with no column used twice and no repeated attribute name. The caller still checks every
+    staged value (``stage_copy_check``) and reads the file row by row when any value is one the
+    row-by-row reader would have changed or refused, so the two paths give the same rows and the
+    same errors.
+    """
+    if kind not in COPY_KINDS:
+        return None
+    chosen = detect_format(text, file_name) if file_format in ("", "auto") else file_format
+    if chosen != "csv" or '"' in text or "\\" in text:
+        return None
+    cols = _columns(kind, id_column, options)
+    end = text.find("\n")
+    first = text if end < 0 else text[:end]
+    delimiter = _sniff_delimiter(first)
+    values = (first[:-1] if first.endswith("\r") else first).split(delimiter)
+    header = [_norm(c) for c in values]
+    wanted = _norm(cols.id_column)
+    if wanted in header:
+        if end < 0:
+            return None
+        index_of = {name: index for index, name in reversed(list(enumerate(header)))}
+        if any(_norm(cols.named[option]) not in index_of for option in cols.explicit):
+            return None
+        positions = {o: index_of[_norm(n)] for o, n in cols.named.items() if _norm(n) in index_of}
+        positions["id"] = index_of[wanted]
+        data_offset, first_line = len(first.encode()) + 1, 2
+    elif len(values) == 1 and not cols.explicit and not _looks_like_header(values[0], text):
+        positions, data_offset, first_line = {"id": 0}, 0, 1
+    else:
+        return None
+    if len(set(positions.values())) != len(positions):
+        return None
+    names = {
+        "id": "stage_id",
+        "ref_column": "stage_ref",
+        "status_column": "stage_status",
+        "skip_column": "stage_skip",
+        "found_column": "",
+    }
+    by_index = {index: names[option] for option, index in positions.items()}
+    if "" in by_index.values():
+        return None
+    columns = [by_index.get(i, f"stage_c{i}") for i in range(len(values))]
+    extra = [(columns[i], values[i].strip()) for i in range(len(values)) if i not in by_index]
+    if kind != "population":
+        extra = []
+    if len({name for _, name in extra}) != len(extra):
+        return None
+    status_default = "attempted" if kind == "runner_report" and "status_column" not in positions else ""
+    return CopyPlan(delimiter, columns, extra, data_offset, first_line, status_default)
+
+
 def read_rows(
     text: str,
     *,
@@ -432,7 +521,11 @@ def read_rows(
 
 
 __all__ = [
+    "COPY_KINDS",
     "KIND_COLUMNS",
+    "WHITESPACE",
+    "CopyPlan",
+    "copy_plan",
     "LedgerFileTooLarge",
     "LedgerInputError",
     "LedgerRow",

@@ -166,9 +166,10 @@ class WorkItem(models.Model):
         # column makes each of those million-row updates several times dearer (bench/reconcile.py).
         # Filtered pages walk the (run, record_id) key instead; the run's stored per-outcome counts
         # let an empty filter answer without a query.
+        # No index on record_id alone: "what happened to INV-1003?" across runs is served by the
+        # prefix-search index on UPPER(record_id) (migration 0025), every exact lookup is within a run
+        # (the unique index), and each index on the table is a fourth of a million-row load's index work.
         indexes = [
-            # "what happened to INV-1003?" across runs
-            models.Index(fields=["record_id"], name="runs_workitem_record_idx"),
             # the prominent possible-duplicates list on the run page
             models.Index(
                 fields=["run", "record_id"], condition=Q(is_possible_duplicate=True), name="runs_workitem_dup_idx"

@@ -14,6 +14,16 @@ from runs.ledger.outcomes import DERIVED_COLUMNS, derived_sql, differs_sql, set_
 from runs.ledger.staging import destination_grouped_sql, is_postgres, stage_refuse_duplicates
 
 
+def _order() -> str:
+    """The collation new items are sorted in before they are inserted (for index locality only).
+
+    On PostgreSQL the byte order (``C``): it sorts with abbreviated keys, several times faster than
+    a locale's order over a million ids, and for UTF-8 text it is code-point order, the order of
+    the ``C.UTF-8`` indexes too. Any order gives the same rows.
+    """
+    return ' COLLATE "C"' if is_postgres() else ""
+
+
 def _rowcount(cursor: Any) -> int:
     return max(cursor.rowcount, 0)
 
@@ -61,7 +71,7 @@ def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str
             {", ".join(derived[c] for c in DERIVED_COLUMNS)}
         FROM {pop} p{joins}
         WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = p.stage_id)
-        ORDER BY p.stage_id
+        ORDER BY p.stage_id{_order()}
         """
     if fresh:
         # Nothing to update, and a repeated id trips the unique (run, record_id) index: no need to
@@ -201,7 +211,7 @@ def _apply_destination(cursor: Any, params: dict[str, Any], stages: dict[str, st
             'destination_query', s.ref, '', %(actor)s, %(now)s, '', ''
         FROM {grouped}
         WHERE NOT EXISTS ({known})
-        ORDER BY s.stage_id
+        ORDER BY s.stage_id{_order()}
         """,
         params,
     )
