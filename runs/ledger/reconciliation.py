@@ -15,7 +15,7 @@ from runs.ledger.staging import destination_grouped_sql, is_postgres, stage_refu
 
 
 def _rowcount(cursor: Any) -> int:
-    return max(cursor.rowcount, 0)
+    return max(int(cursor.rowcount), 0)
 
 
 def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str], fresh: bool) -> dict[str, int]:
