@@ -2,7 +2,8 @@
 
 Visibility comes from ``problem_get`` / ``problem_list`` (a problem the caller may not see answers
 404); writes are refused by the services (403: auditors, business owners, support of another
-tenant), whose guards run before a body is read, so a reader learns nothing from a 400.
+tenant), whose guards run before the body of a change to a problem is read, so a reader learns
+nothing from a 400 (creating reads the body first: a handover the caller may not see answers 404).
 docs/problems.md describes the states, the clean-run rule and who sees what.
 """
 
@@ -43,7 +44,6 @@ from handover.problems.services import (
     may_write_problem,
     problem_create,
     problem_link_handover,
-    problem_require_creator,
     problem_require_writer,
     problem_transition,
     problem_unlink_handover,
@@ -126,7 +126,6 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
         responses={201: ProblemRecordDetailSerializer, **WRITE_PROBLEMS},
     )
     def create(self, request: Request) -> Response:
-        problem_require_creator(self._person())  # before the body is read
         data = ProblemCreateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
