@@ -107,7 +107,7 @@ class ApiTokenUseAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="token prefix")
     def token_key(self, obj: ApiTokenUse) -> str:
-        return obj.token.token_key
+        return str(obj.token.token_key)
 
     @admin.display(description="owner")
     def owner(self, obj: ApiTokenUse) -> str:

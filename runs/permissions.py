@@ -359,8 +359,8 @@ def may_act_on_any_run(*, user: User, runs: Iterable[Run]) -> bool:
 def may_read_audit(*, user: User) -> bool:
     """Whether ``user`` may open the audit trail (``/audit/``): admins (staff) and auditors of some tenant.
 
-    The same rule as ``runs.audit.selectors.audit_is_readable``, which filters the rows. Queries: one
-    for a person who is neither.
+    ``runs.audit.selectors.audit_require_reader`` refuses with it; ``audit_event_list`` then filters
+    the rows. Queries: one for a person who is neither.
     """
     if not _active(user):
         return False

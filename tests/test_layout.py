@@ -142,3 +142,55 @@ def test_runs_imports_from_handover_only_its_core_and_the_project_files_and_noth
                 continue
             wrong.append(f"{path.relative_to(REPO)}:{line} imports {module}")
     assert wrong == [], "runs reaches into the other apps:\n" + "\n".join(wrong)
+
+
+# The one place a service's Forbidden becomes the page's PermissionDenied (``refusals``).
+REFUSAL_RELAY = "handover/core/views.py"
+
+
+def _is_page_or_api_module(path: Path) -> bool:
+    """A module answering requests: ``views.py``, ``*_views.py``, ``api.py``, ``*_api.py``."""
+    stem = path.stem
+    return stem in ("views", "api") or stem.endswith(("_views", "_api"))
+
+
+def self_refusals(source: str) -> list[tuple[int, str]]:
+    """Where a module refuses on its own: ``raise PermissionDenied(...)`` (Django's or DRF's) and
+    classes deriving from DRF's ``BasePermission``, as (line, what)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            if name == "PermissionDenied":
+                found.append((node.lineno, "raise PermissionDenied"))
+        elif isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                if name == "BasePermission":
+                    found.append((node.lineno, f"class {node.name}(BasePermission)"))
+    return sorted(found)
+
+
+def test_self_refusals_finds_a_raise_and_a_permission_class() -> None:
+    source = (
+        "from django.core.exceptions import PermissionDenied\n"
+        "def v(request):\n    if not request.user.is_staff:\n        raise PermissionDenied('no')\n"
+        "class CanRead(permissions.BasePermission):\n    pass\n"
+    )
+    assert self_refusals(source) == [(4, "raise PermissionDenied"), (5, "class CanRead(BasePermission)")]
+
+
+def test_pages_and_the_api_refuse_only_through_a_service() -> None:
+    """Every refusal comes from a service or selector (``runs.permissions`` holds the rules): a page
+    relays a Forbidden through ``handover.core.views.refusals``, the API through the exception handler.
+    No view or API module raises PermissionDenied or writes a DRF permission class of its own (DRF's
+    ``IsAuthenticated`` / ``IsAdminUser`` and Django's staff decorator are the framework's gates)."""
+    wrong = []
+    for app in APPS:
+        for path in _python_files(app):
+            relative = str(path.relative_to(REPO))
+            if relative == REFUSAL_RELAY or not _is_page_or_api_module(path):
+                continue
+            wrong += [f"{relative}:{line} {what}" for line, what in self_refusals(path.read_text(encoding="utf-8"))]
+    assert wrong == [], "pages or API modules refusing on their own:\n" + "\n".join(wrong)

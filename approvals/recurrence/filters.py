@@ -28,7 +28,7 @@ class _BoundedDateField(forms.DateField):
         return parsed
 
 
-class BoundedDateFilter(DateFilter):
+class BoundedDateFilter(DateFilter):  # type: ignore[misc]  # django-filter ships no type hints
     """A day within 2000–2199 (``_BoundedDateField``)."""
 
     field_class = _BoundedDateField
@@ -48,7 +48,7 @@ class _PeriodField(forms.ChoiceField):
         super().validate(value)
 
 
-class PeriodFilter(ChoiceFilter):
+class PeriodFilter(ChoiceFilter):  # type: ignore[misc]  # django-filter ships no type hints
     """The period's length: 7, 30 or 90 days when given (``_PeriodField``)."""
 
     field_class = _PeriodField

@@ -380,17 +380,14 @@ def _handover_link(*, request: ReplayRequest, actor: Person) -> None:
     """Link the run's open handover; a handed-over one moves to ``recovering`` through its own service."""
     from handover.handovers.models import Handover
     from handover.handovers.selectors import handover_for_run
+    from handover.handovers.services import handover_start_recovery
 
-    try:
-        from handover.handovers.services import handover_start_recovery
-    except ImportError:  # the handover app may not offer it (yet)
-        handover_start_recovery = None  # type: ignore[assignment]
     handover = next((h for h in handover_for_run(run=request.run) if h.is_open), None)
     if handover is None:
         return
     ReplayRequest.objects.filter(pk=request.pk).update(handover=handover)
     request.handover = handover
-    if handover.status == Handover.Status.HANDED_OVER and handover_start_recovery is not None:
+    if handover.status == Handover.Status.HANDED_OVER:
         try:
             handover_start_recovery(handover=handover, actor=actor)
         except InvalidTransition:  # someone moved it meanwhile; the link stands

@@ -115,9 +115,6 @@ def refusal(checks: Iterable[CheckResult]) -> ReplayRefused | None:
     )
 
 
-DISCLOSURE_FIELDS = ("kind", "record_id", "from", "to", "by", "at", "why", "reference")
-
-
 def scope_fingerprint(
     *,
     run: Run,

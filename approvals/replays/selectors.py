@@ -27,7 +27,6 @@ from runs.timeline.models import TimelineEvent
 User = Person | AnonymousUser
 
 SAMPLE_SIZE = 10
-DELIVERY_LOG_LIMIT = 50
 
 
 # --- who may do what ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from rest_framework import exceptions
 _TOKEN_CHARACTERS = re.compile(rb"[\x21-\x7e]+")
 
 
-class TokenAuthentication(KnoxTokenAuthentication):
+class TokenAuthentication(KnoxTokenAuthentication):  # type: ignore[misc]  # django-rest-knox ships no type hints
     """``Authorization: Token …`` (hashed at rest, expiring: knox), plus ``ApiTokenUse.last_used_at``."""
 
     def authenticate_credentials(self, token: bytes) -> tuple[Any, Any]:
@@ -29,7 +29,7 @@ class TokenAuthentication(KnoxTokenAuthentication):
         return user, auth_token
 
 
-class TokenAuthenticationScheme(KnoxTokenScheme):
+class TokenAuthenticationScheme(KnoxTokenScheme):  # type: ignore[no-untyped-call]  # drf-spectacular's registration hook
     """The schema's security scheme for it: knox's, unchanged (registered on import)."""
 
     target_class = "handover.accounts.authentication.TokenAuthentication"

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.http import HttpRequest
 
 
-class LoginThrottleBackend(AxesStandaloneBackend):
+class LoginThrottleBackend(AxesStandaloneBackend):  # type: ignore[misc]  # django-axes ships no type hints
     """django-axes' backend, skipped when there is no request to throttle."""
 
     def authenticate(
@@ -35,7 +35,8 @@ class LoginThrottleBackend(AxesStandaloneBackend):
     ) -> None:
         if request is None:
             return None
-        return super().authenticate(request, username=username, password=password, **kwargs)
+        super().authenticate(request, username=username, password=password, **kwargs)
+        return None
 
 
 def client_str(username: str, ip_address: str, user_agent: str, path_info: str, request: HttpRequest) -> str:

@@ -17,10 +17,11 @@ def api_token_list(*, user: Person | AnonymousUser) -> QuerySet[AuthToken]:
     (``ApiTokenUse``, None if never used) and ``is_expired`` (as of now), so a list costs one query. Nobody sees
     another person's tokens here, admins included (they revoke those in the Django admin).
     """
+    tokens: QuerySet[AuthToken] = AuthToken.objects.all()  # django-rest-knox ships no type hints
     if not user.is_authenticated:
-        return AuthToken.objects.none()
-    return (
-        AuthToken.objects.filter(user=user)
+        return tokens.none()
+    listed: QuerySet[AuthToken] = (
+        tokens.filter(user=user)
         .annotate(
             label=F("token_label__label"),
             last_used_at=F("use__last_used_at"),
@@ -28,6 +29,7 @@ def api_token_list(*, user: Person | AnonymousUser) -> QuerySet[AuthToken]:
         )
         .order_by("-created", "token_key")
     )
+    return listed
 
 
 def api_token_get(*, user: Person | AnonymousUser, prefix: str) -> AuthToken | None:

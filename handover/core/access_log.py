@@ -34,7 +34,7 @@ def _masked(value: Any) -> Any:
     return mask_url_keys(value) if isinstance(value, str) else value
 
 
-class UrlKeyMaskingLogger(Logger):
+class UrlKeyMaskingLogger(Logger):  # type: ignore[misc]  # gunicorn ships no type hints
     """gunicorn's logger whose access-log atoms have URL keys masked (``mask_url_keys``)."""
 
     def atoms(self, resp: Any, req: Any, environ: Any, request_time: Any) -> dict[str, Any]:

@@ -65,19 +65,19 @@ class _BoundedDateTimeField(forms.DateTimeField):
         return parsed
 
 
-class StrictBooleanFilter(django_filters.BooleanFilter):
+class StrictBooleanFilter(django_filters.BooleanFilter):  # type: ignore[misc]  # django-filter ships no types
     """A boolean query parameter: ``true``/``false``; any other value answers 400."""
 
     field_class = _StrictBooleanField
 
 
-class BoundedDateTimeFilter(django_filters.IsoDateTimeFilter):
+class BoundedDateTimeFilter(django_filters.IsoDateTimeFilter):  # type: ignore[misc]  # django-filter: no types
     """An ISO 8601 instant; one before 1970 or from 2200 on answers 400 (never an overflow)."""
 
     field_class = _BoundedDateTimeField
 
 
-class StrictFilterSet(django_filters.FilterSet):
+class StrictFilterSet(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no type hints
     """Base of the API's FilterSets: declared filters only, no model; ``values()`` is what selectors take.
 
     ``refuse_empty``: a declared parameter other than free text given with an empty value is a 400 (a
@@ -201,7 +201,7 @@ def query_validate(
     return filterset.values()
 
 
-class SelectorFilterBackend(DjangoFilterBackend):
+class SelectorFilterBackend(DjangoFilterBackend):  # type: ignore[misc]  # django-filter ships no type hints
     """Documents a view's FilterSet for the schema; filters nothing (``StrictQueryMixin`` validated the
     query, and the view's selector applies ``view.query_filters``)."""
 

@@ -87,16 +87,6 @@ def next_run_check_failure_people(*, check: NextRunCheck) -> list[Person]:
     return found
 
 
-def next_run_check_failure_recipients(*, check: NextRunCheck) -> list[str]:
-    """E-mail addresses of ``next_run_check_failure_people`` (distinct, non-empty, stable order)."""
-    emails: list[str] = []
-    for person in next_run_check_failure_people(check=check):
-        address = getattr(person, "email", "")
-        if address and address not in emails:
-            emails.append(address)
-    return emails
-
-
 def _tell_check_failed(*, check: NextRunCheck, people: list[Person]) -> None:
     """One ``check_failed`` notification per person (once per check), through ``handover.notifications``."""
     from django.urls import reverse

@@ -9,7 +9,7 @@ Every write by a person is refused here unless they may act on each run of the h
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime
 from typing import Any
 
@@ -44,7 +44,8 @@ EDITABLE_FIELDS = (
     "is_supportability_defect",
     "supportability_ticket",
 )
-STATUS_STAMPS = {
+# action -> the columns its move stamps, given the instant (UTC) and the acting person (None: the system)
+STATUS_STAMPS: dict[str, Callable[[datetime, Person | None], dict[str, Any]]] = {
     "hand_over": lambda now, actor: {"handed_over_at": now, "handed_over_by": actor},
     "start_recovery": lambda now, actor: {},
     "verify": lambda now, actor: {"verifying_at": now},

@@ -253,7 +253,7 @@ def _storm(delivery: NotificationDelivery, now: datetime) -> bool:
         status=NotificationDelivery.Status.SENT,
         sent_at__gte=since,
     ).count()
-    return recent >= settings.HANDOVER_NOTIFICATION_STORM_COUNT
+    return recent >= int(settings.HANDOVER_NOTIFICATION_STORM_COUNT)
 
 
 def notification_delivery_send(*, delivery_id: int) -> NotificationDelivery | None:

@@ -2,7 +2,9 @@
 
 Visibility comes from ``problem_get`` / ``problem_list`` (a problem the caller may not see answers
 404); writes are refused by the services (403: auditors, business owners, support of another
-tenant). docs/problems.md describes the states, the clean-run rule and who sees what.
+tenant), whose guards run before the body of a change to a problem is read, so a reader learns
+nothing from a 400 (creating reads the body first: a handover the caller may not see answers 404).
+docs/problems.md describes the states, the clean-run rule and who sees what.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from handover.problems.services import (
     may_write_problem,
     problem_create,
     problem_link_handover,
+    problem_require_writer,
     problem_transition,
     problem_unlink_handover,
     problem_update,
@@ -153,6 +156,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
     )
     def partial_update(self, request: Request, id: str) -> Response:
         problem = self.get_object()
+        problem_require_writer(self._person(), problem=problem)  # before the body is read
         data = ProblemUpdateInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         problem = problem_update(problem=problem, actor=self._person(), **data.validated_data)
@@ -170,6 +174,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
     @action(detail=True, methods=["post"])
     def transition(self, request: Request, id: str) -> Response:
         problem = self.get_object()
+        problem_require_writer(self._person(), problem=problem)  # before the body is read
         data = ProblemTransitionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data
@@ -187,6 +192,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
     @action(detail=True, methods=["post"])
     def handovers(self, request: Request, id: str) -> Response:
         problem = self.get_object()
+        problem_require_writer(self._person(), problem=problem)  # before the body is read
         data = ProblemLinkInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         (handover,) = _visible_handovers(request, [data.validated_data["handover"]])

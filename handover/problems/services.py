@@ -98,19 +98,45 @@ def may_write_problem(*, user: Person, problem: Problem) -> bool:
     return may_act_on_any_run(user=user, runs=[]) or (problem.created_by_id == user.pk and may_act_anywhere(user=user))
 
 
-def _require_write(actor: Person | None, problem: Problem) -> None:
+def problem_require_writer(actor: Person | None, *, problem: Problem) -> None:
+    """Refuse a person who may not edit, move, link to or unlink from ``problem`` (Forbidden, 403).
+
+    The rule is ``may_write_problem`` (module docstring); the system (``actor`` None, the verify sweep)
+    may. Every writing service calls it; pages and the API call it too before they read a form or body,
+    so a reader learns nothing from a 400. ``problem`` must already be visible to ``actor`` (the callers
+    fetch it through ``problem_get``, which answers None otherwise). Queries: the linked runs, then the
+    guardian checks.
+    """
     if actor is not None and not may_write_problem(user=actor, problem=problem):
         raise Forbidden(
             "Only support of a linked tenant, the technical owners of a linked job and admins change this problem."
         )
 
 
-def _require_handover_write(actor: Person, handover: Handover) -> None:
+def problem_require_handover_writer(actor: Person, *, handover: Handover) -> None:
+    """Refuse a person who may not link ``handover`` to a problem or unlink it (Forbidden, 403).
+
+    The rule is ``runs.permissions.may_act_on_runs`` on the handover's runs (support on each run's
+    tenant, the job's technical owners, admins). Queries: the runs, then the guardian checks.
+    """
     runs = list(Run.objects.filter(handover_links__handover=handover).select_related("tenant", "job"))
     if not may_act_on_runs(user=actor, runs=runs):
         raise Forbidden(
             "Only support on each of the handover's tenants, its job's technical owners and admins link it."
         )
+
+
+def problem_require_creator(actor: Person, *, handovers: Iterable[Handover] = ()) -> None:
+    """Refuse a person who may not open a problem, or may not link one of ``handovers`` to it (Forbidden, 403).
+
+    The rules are ``runs.permissions.may_act_anywhere`` (support somewhere, a technical owner, an admin)
+    and ``problem_require_handover_writer`` for each handover. ``problem_create`` calls it; the new-problem
+    page calls it before it shows or reads the form.
+    """
+    if not may_act_anywhere(user=actor):
+        raise Forbidden("Only support, technical owners and admins open problems.")
+    for handover in handovers:
+        problem_require_handover_writer(actor, handover=handover)
 
 
 def _check_clean_runs(value: int) -> int:
@@ -158,10 +184,7 @@ def problem_create(
     ``at`` (UTC, default now): when it was opened, for a story replayed on fixed dates (the demo).
     """
     handovers = list(dict.fromkeys(handovers))
-    if not may_act_anywhere(user=actor):
-        raise Forbidden("Only support, technical owners and admins open problems.")
-    for handover in handovers:
-        _require_handover_write(actor, handover)
+    problem_require_creator(actor, handovers=handovers)
     title = _clean(title)[:300]
     if not title:
         raise DomainError("Give the problem a title.", errors={"title": ["This field is required."]})
@@ -215,7 +238,7 @@ def problem_update(
     not write it; DomainError (400) for an empty title or N outside 1..100. Side effects: one ``edited``
     event with the old and new values.
     """
-    _require_write(actor, problem)
+    problem_require_writer(actor, problem=problem)
     given: dict[str, Any] = {}
     if title is not UNSET:
         given["title"] = _clean(title)[:300]
@@ -261,8 +284,8 @@ def problem_link_handover(*, problem: Problem, handover: Handover, actor: Person
     opened it) and the handover; InvalidTransition (409) for a closed problem. Side effects: the link and
     a ``handover_linked`` event.
     """
-    _require_handover_write(actor, handover)
-    _require_write(actor, problem)
+    problem_require_handover_writer(actor, handover=handover)
+    problem_require_writer(actor, problem=problem)
     with transaction.atomic():
         current = Problem.objects.select_for_update().get(pk=problem.pk)
         if current.status == Problem.Status.CLOSED:
@@ -277,8 +300,8 @@ def problem_unlink_handover(*, problem: Problem, handover: Handover, actor: Pers
     (409) for a closed problem. Side effects: the link row deleted and a ``handover_unlinked`` event
     (the history keeps both).
     """
-    _require_handover_write(actor, handover)
-    _require_write(actor, problem)
+    problem_require_handover_writer(actor, handover=handover)
+    problem_require_writer(actor, problem=problem)
     with transaction.atomic():
         current = Problem.objects.select_for_update().get(pk=problem.pk)
         if current.status == Problem.Status.CLOSED:
@@ -329,7 +352,7 @@ def problem_transition(
     ``transitioned`` event (actor, from, to, reason, the clean-run counts for ``verify``). ``at`` (UTC,
     default now): when the move happened, for a story replayed on fixed dates (the demo).
     """
-    _require_write(actor, problem)
+    problem_require_writer(actor, problem=problem)
     allowed_from, target = Problem.TRANSITIONS[action]
     reason = _clean(reason)[:2000]
     with transaction.atomic():

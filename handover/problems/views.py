@@ -1,8 +1,9 @@
 """HTML pages of problems: list (filters, CSV), new (from a handover), page, edit, transitions, unlink, Markdown;
 and linking a handover to a problem from the handover's page.
 
-Thin: a selector loads (404 when not visible), the view refuses read-only viewers (403), a service
-writes, POST → redirect → GET with a message.
+Thin: a selector loads (404 when not visible), the service's guard refuses read-only viewers before a
+form is read (its Forbidden relayed as 403 by ``refusals``), a service writes, POST → redirect → GET
+with a message.
 """
 
 from __future__ import annotations
@@ -12,17 +13,17 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
 from handover.core.pagination import CappedPaginator
+from handover.core.people import signed_in
 from handover.core.replica import replica_reads
-from handover.core.views import form_post
+from handover.core.views import form_post, refusals
 from handover.handovers.models import Handover
-from handover.handovers.selectors import handover_get, handover_runs
+from handover.handovers.selectors import handover_get
 from handover.notifications.models import Team
 from handover.problems.export import problem_list_csv, problem_markdown
 from handover.problems.forms import ProblemChoiceForm, ProblemForm, ProblemLinkForm, ProblemTransitionForm
@@ -32,11 +33,14 @@ from handover.problems.services import (
     may_write_problem,
     problem_create,
     problem_link_handover,
+    problem_require_creator,
+    problem_require_handover_writer,
+    problem_require_writer,
     problem_transition,
     problem_unlink_handover,
     problem_update,
 )
-from runs.permissions import may_act_anywhere, may_act_on_runs
+from runs.permissions import may_act_anywhere
 
 PAGE_SIZE = 50
 CSV_LIMIT = 5000
@@ -65,8 +69,8 @@ def _visible(request: HttpRequest, id: uuid.UUID | str) -> Problem:
 
 def _writable(request: HttpRequest, id: uuid.UUID | str) -> Problem:
     problem = _visible(request, id)
-    if not may_write_problem(user=request.user, problem=problem):  # type: ignore[arg-type]
-        raise PermissionDenied("You may read this problem but not change it.")
+    with refusals():  # the problem services' refusal, before a form is read
+        problem_require_writer(signed_in(request.user), problem=problem)
     return problem
 
 
@@ -135,18 +139,15 @@ def _handover_from(request: HttpRequest) -> Handover | None:
 def problem_new_view(request: HttpRequest) -> HttpResponse:
     """Open a problem, from a handover's page (``?handover=<id>``: linked at once, its title and defect suggested)."""
     handover = _handover_from(request)
-    if handover is not None:
-        if not may_act_on_runs(user=request.user, runs=handover_runs(handover)):
-            raise PermissionDenied("You may read this handover but not open a problem from it.")
-    elif not may_act_anywhere(user=request.user):
-        raise PermissionDenied("Only support, technical owners and admins open problems.")
+    with refusals():  # the problem services' refusal, before the form is shown or read
+        problem_require_creator(signed_in(request.user), handovers=[handover] if handover is not None else [])
     initial = {"title": handover.title, "defect_ref": handover.defect_ref} if handover is not None else {}
     form = ProblemForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
             problem = problem_create(
-                actor=request.user,  # type: ignore[arg-type]
+                actor=signed_in(request.user),
                 title=data["title"],
                 defect_ref=data["defect_ref"],
                 description=data["description"],
@@ -167,7 +168,7 @@ def problem_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     """The problem page: status and its moves, clean runs per target, linked handovers and runs, history."""
     problem = _visible(request, id)
     view = problem_view(user=request.user, problem=problem)
-    may_write = may_write_problem(user=request.user, problem=problem)  # type: ignore[arg-type]
+    may_write = may_write_problem(user=signed_in(request.user), problem=problem)
     allowed = [a for a, (sources, _) in Problem.TRANSITIONS.items() if problem.status in sources]
     edit_form = ProblemForm(
         initial={
@@ -200,7 +201,7 @@ def problem_edit_view(request: HttpRequest, id: str) -> HttpResponse:
         request,
         ProblemForm(request.POST),
         invalid="Not saved.",
-        act=lambda data: problem_update(problem=problem, actor=request.user, **data),  # type: ignore[arg-type]
+        act=lambda data: problem_update(problem=problem, actor=signed_in(request.user), **data),
         success=lambda _: "Saved.",
         done=redirect("handover:problem-detail", id=problem.public_id),
     )
@@ -219,7 +220,7 @@ def problem_transition_view(request: HttpRequest, id: str) -> HttpResponse:
         act=lambda data: problem_transition(
             problem=problem,
             action=data["action"],
-            actor=request.user,  # type: ignore[arg-type]
+            actor=signed_in(request.user),
             reason=data["reason"],
         ),
         success=lambda _: DONE_WORDS.get(form.cleaned_data["action"], "Done."),
@@ -244,7 +245,7 @@ def problem_unlink_view(request: HttpRequest, id: str) -> HttpResponse:
         request,
         form,
         invalid="Not unlinked.",
-        act=lambda _: problem_unlink_handover(problem=problem, handover=handover, actor=request.user),  # type: ignore[arg-type]
+        act=lambda _: problem_unlink_handover(problem=problem, handover=handover, actor=signed_in(request.user)),
         success=lambda _: "Handover unlinked.",
         done=done,
     )
@@ -268,8 +269,8 @@ def handover_problem_link_view(request: HttpRequest, id: str) -> HttpResponse:
     handover = handover_get(user=request.user, public_id=id)
     if handover is None:
         raise Http404("No such handover")
-    if not may_act_on_runs(user=request.user, runs=handover_runs(handover)):
-        raise PermissionDenied("You may read this handover but not link it.")
+    with refusals():  # the problem services' refusal, before the form is read
+        problem_require_handover_writer(signed_in(request.user), handover=handover)
     form = ProblemChoiceForm(request.POST)
     done = redirect("handover:handover-detail", id=handover.public_id)
     if not form.is_valid():
@@ -283,7 +284,7 @@ def handover_problem_link_view(request: HttpRequest, id: str) -> HttpResponse:
         request,
         form,
         invalid="Not linked.",
-        act=lambda _: problem_link_handover(problem=problem, handover=handover, actor=request.user),  # type: ignore[arg-type]
+        act=lambda _: problem_link_handover(problem=problem, handover=handover, actor=signed_in(request.user)),
         success=lambda _: f"Linked to the problem “{problem.title}”.",
         done=done,
     )

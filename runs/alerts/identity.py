@@ -299,6 +299,10 @@ def run_get_or_create(
     return run, False
 
 
+# RUN_STATUS_FOR_ATTEMPT keyed by the plain status string a parsed record carries
+_RUN_STATUS_BY_ATTEMPT_STATUS: dict[str, str] = {str(a): str(r) for a, r in RUN_STATUS_FOR_ATTEMPT.items()}
+
+
 def run_status_for_new_run(record: ParsedAlert) -> str | None:
     """The status a run created by this alert starts with: that of the one attempt it reports.
 
@@ -307,4 +311,4 @@ def run_status_for_new_run(record: ParsedAlert) -> str | None:
     """
     if record.kind != AlertKind.ATTEMPT or not record.execution_id or record.related_attempts:
         return None
-    return RUN_STATUS_FOR_ATTEMPT.get(record.status)  # type: ignore[call-overload]
+    return _RUN_STATUS_BY_ATTEMPT_STATUS.get(record.status or "")

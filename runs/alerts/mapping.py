@@ -37,7 +37,6 @@ from runs.checks.schedule.windows import processing_window
 logger = logging.getLogger(__name__)
 
 EXPORT_FORMAT = "handover.mapping/v1"
-MAX_SAMPLE_CHARS = 1024 * 1024  # a pasted sample; deliveries are bounded by the ingestion limit
 PREVIEW_RECORDS = 50  # records shown per sample (all are checked)
 REPROCESS_BATCH = 500
 

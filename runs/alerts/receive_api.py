@@ -374,9 +374,10 @@ class AlertIngestView(APIView):
         if hasattr(adapter, "render_response") and not oversized:
             # ``response`` carries what the sender's own shape echoes (PagerDuty's dedup_key, generated
             # by the parser when the event has none).
-            return adapter.render_response(
+            answer: tuple[int, dict[str, Any]] = adapter.render_response(
                 delivery_id=delivery_id, alerts=_alert_rows(result), error=result.error, response=result.response
             )
+            return answer
         if oversized:
             limit = settings.HANDOVER_MAX_BODY_BYTES
             return 413, problem(

@@ -67,7 +67,8 @@ def _record_fields(record: ParsedAlert) -> dict[str, Any]:
         if value not in _EMPTY:
             kept[name] = _display_value(value)
     # values under secret key names (and the integration's own redaction names) go as well
-    return redact_secret_keys(kept)
+    redacted: dict[str, Any] = redact_secret_keys(kept)
+    return redacted
 
 
 # --- what the database cannot hold as sent (rule 9 in docs/architecture.md) ---------------------------------

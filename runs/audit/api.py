@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, serializers, viewsets
+from rest_framework.request import Request
 
 from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
 from runs.audit.filters import AuditEventFilterSet
 from runs.audit.models import AuditEvent
-from runs.audit.selectors import audit_event_list, audit_is_readable
+from runs.audit.selectors import audit_event_list, audit_require_reader
 from runs.catalog.models import Job, Tenant
-
-
-class CanReadAudit(permissions.BasePermission):
-    """Admins and auditors of some tenant; others get 403 (the trail is not an object to hide)."""
-
-    def has_permission(self, request: Any, view: Any) -> bool:
-        return audit_is_readable(user=request.user)
 
 
 class AuditEventSerializer(serializers.ModelSerializer[AuditEvent]):
@@ -68,7 +60,13 @@ class AuditEventViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.Generi
     queryset = AuditEvent.objects.none()  # for the schema only; get_queryset scopes to the caller
     filterset_class = AuditEventFilterSet
     serializer_class = AuditEventSerializer
-    permission_classes = [permissions.IsAuthenticated, CanReadAudit]
+    permission_classes = [permissions.IsAuthenticated]
+
+    def check_permissions(self, request: Request) -> None:
+        """Anonymous callers get 401; then the selector's refusal (403 for anyone neither an admin nor an
+        auditor), before the query string is read, so a refused caller learns nothing from a 400."""
+        super().check_permissions(request)
+        audit_require_reader(user=request.user)
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
         return audit_event_list(user=self.request.user, **self.query_filters)

@@ -26,7 +26,7 @@ from django.template.response import TemplateResponse
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
 from handover.core.people import Person
-from runs.audit.services import audit_current_actor, audit_is_explicit, audit_record
+from runs.audit.services import audit_current_actor, audit_record
 from runs.catalog.models import Job, Tenant
 
 logger = logging.getLogger(__name__)
@@ -51,8 +51,6 @@ def _scope(obj: Model | None) -> tuple[list[Tenant], Job | None]:
 
 
 def _permission_changed(row: UserObjectPermission | GroupObjectPermission, granted: bool) -> None:
-    if audit_is_explicit():
-        return
     codename = row.permission.codename
     obj = row.content_object
     holder = getattr(row, "user", None) or getattr(row, "group", None)
@@ -95,7 +93,7 @@ def user_groups_changed(
     sender: Any, instance: Any, action: str, reverse: bool, model: Any, pk_set: set[int] | None, **kwargs: Any
 ) -> None:
     """A person joined or left a group: the group's object permissions come or go with it."""
-    if action not in ("post_add", "post_remove", "post_clear") or audit_is_explicit():
+    if action not in ("post_add", "post_remove", "post_clear"):
         return
     if reverse:  # group.user_set.add(...): instance is the group, pk_set are users
         pairs = [(user, instance) for user in get_user_model().objects.filter(pk__in=pk_set or [])]

@@ -4,26 +4,35 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
+from handover.core.errors import Forbidden
 from runs.audit.models import AuditEvent
 from runs.catalog.manage_selectors import User
 from runs.catalog.models import JobTarget
-from runs.permissions import is_admin, is_staff, tenant_list_audited
+from runs.permissions import is_admin, is_staff, may_read_audit, tenant_list_audited
+
+
+def audit_require_reader(*, user: User) -> None:
+    """Refuse a person who may not open the audit trail at all (Forbidden, 403): the rule is
+    ``runs.permissions.may_read_audit`` (admins, staff, auditors of some tenant). The trail is not an
+    object to hide, so the refusal is 403, never 404. ``audit_event_list`` calls it; the API calls it
+    before it reads the query string. Queries: one for a person who is neither staff nor an admin.
+    """
+    if not may_read_audit(user=user):
+        raise Forbidden("Only admins and auditors read the audit trail.")
 
 
 def audit_event_list(*, user: User, action: str | None = None) -> QuerySet[AuditEvent]:
     """Audit events ``user`` may read, newest first.
 
     Admins (staff) read all. An auditor of a tenant reads the events concerning that tenant, those
-    concerning every tenant, and those on jobs that run for it. Anyone else reads none.
-    Queries: the auditor's tenants, then the events (actor, subject and job joined), then their tenants.
+    concerning every tenant, and those on jobs that run for it. Anyone else is refused
+    (``audit_require_reader``: Forbidden, 403). Queries: the auditor's tenants, then the events
+    (actor, subject and job joined), then their tenants.
     """
+    audit_require_reader(user=user)
     events = AuditEvent.objects.all()
-    if not user.is_authenticated:
-        return events.none()
     if not (is_staff(user) or is_admin(user)):
         audited = list(tenant_list_audited(user=user).values_list("pk", flat=True))
-        if not audited:
-            return events.none()
         jobs = JobTarget.objects.filter(tenant__in=audited).values("job_id")
         matching = AuditEvent.objects.filter(Q(is_all_tenants=True) | Q(tenants__in=audited) | Q(job__in=jobs)).values(
             "pk"
@@ -33,12 +42,3 @@ def audit_event_list(*, user: User, action: str | None = None) -> QuerySet[Audit
     if action:
         events = events.filter(action=action)
     return events.select_related("actor", "subject", "job").prefetch_related("tenants").order_by("-occurred_at", "-id")
-
-
-def audit_is_readable(*, user: User) -> bool:
-    """Whether ``user`` may open the audit trail at all: admins and auditors of some tenant."""
-    if not user.is_authenticated:
-        return False
-    if is_staff(user) or is_admin(user):
-        return True
-    return tenant_list_audited(user=user).exists()

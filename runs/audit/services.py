@@ -3,8 +3,7 @@
 Services that change permissions, keys or integrations call ``audit_record`` themselves, with the
 acting person. Writes that bypass our services (the Django admin, guardian's permission pages, the
 shell) are caught by the receivers in ``runs.audit.receivers``; they learn who acts from ``audit_actor``,
-which ``runs.audit.middleware.AuditActorMiddleware`` sets for each request. ``audit_explicit`` tells
-those receivers that a service is already recording the change, so nothing is recorded twice.
+which ``runs.audit.middleware.AuditActorMiddleware`` sets for each request.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from runs.audit.models import AuditEvent
 from runs.catalog.models import IntegrationKey, Job, Tenant
 
 _actor: ContextVar[Person | None] = ContextVar("handover_audit_actor", default=None)
-_explicit: ContextVar[bool] = ContextVar("handover_audit_explicit", default=False)
 
 
 @contextmanager
@@ -59,21 +57,6 @@ def audit_current_actor() -> Person | None:
     if user is None or not getattr(user, "is_authenticated", False):
         return None
     return user
-
-
-@contextmanager
-def audit_explicit() -> Iterator[None]:
-    """Within the block, the receivers skip what they see: the calling service records it itself."""
-    token = _explicit.set(True)
-    try:
-        yield
-    finally:
-        _explicit.reset(token)
-
-
-def audit_is_explicit() -> bool:
-    """Whether a service is recording the current change itself (see ``audit_explicit``)."""
-    return _explicit.get()
 
 
 def audit_record(

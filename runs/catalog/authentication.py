@@ -42,7 +42,7 @@ def generate_secret(kind: str) -> NewSecret:
 
 def bearer_from_request(request: HttpRequest) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header, or None."""
-    header = request.META.get("HTTP_AUTHORIZATION", "")
+    header = str(request.META.get("HTTP_AUTHORIZATION", ""))
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
         return value.strip()

@@ -21,7 +21,6 @@ from runs.alerts.parsers.registry import get_adapter
 from runs.audit.services import audit_record
 from runs.catalog.models import Integration
 
-MAX_VALUE_CHARS = 200
 # what a convention may hold: paths, templates ({fingerprint}#{attempt}), slugs, zones
 _VALUE = re.compile(r"^[\w.\-{}#:/@*\[\] ]{1,200}$", re.UNICODE)
 NOT_CONVENTIONS = frozenset({"mapping"})

@@ -57,13 +57,6 @@ from runs.catalog.services import IssuedKey, integration_key_create, integration
 from runs.catalog.transport import integration_transport, integration_transport_update
 
 
-class IsAdmin(permissions.BasePermission):
-    """Staff only; others get 403 (the list of integrations is not tenant data to hide)."""
-
-    def has_permission(self, request: Any, view: Any) -> bool:
-        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
-
-
 class IntegrationKeySerializer(serializers.ModelSerializer[IntegrationKey]):
     id = serializers.UUIDField(source="public_id", read_only=True)
     tenants: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
@@ -483,7 +476,7 @@ class IntegrationViewSet(
     Custom integrations are created, changed, tested, exported/imported and reprocessed here too.
     """
 
-    permission_classes = [IsAdmin]
+    permission_classes = [permissions.IsAdminUser]  # the staff area: 401 anonymous, 403 others
     queryset = Integration.objects.none()  # for the schema only; get_queryset reads the caller's
     lookup_field = "public_id"
     lookup_url_kwarg = "id"

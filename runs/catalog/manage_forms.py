@@ -51,7 +51,8 @@ class RoleGrantForm(forms.Form):
     def target(self) -> Tenant | Job:
         """The object the role is granted on (after validation)."""
         data = self.cleaned_data
-        return data["tenant"] if data["role"] in TENANT_ROLES else data["job"]
+        target: Tenant | Job = data["tenant"] if data["role"] in TENANT_ROLES else data["job"]
+        return target
 
 
 class RoleRevokeForm(forms.Form):

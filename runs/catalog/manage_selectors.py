@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import QuerySet
@@ -52,11 +51,6 @@ def role_holding_list() -> list[RoleHolding]:
         if obj is not None:
             holdings.append(RoleHolding(user=row.user, role=ROLE_BY_CODENAME[row.permission.codename], obj=obj))
     return sorted(holdings, key=lambda h: (h.user.get_username().casefold(), h.kind, str(h.obj), h.role))
-
-
-def person_list_active() -> QuerySet[Person]:
-    """People who can sign in, by username (the grant form's choices)."""
-    return get_user_model().objects.filter(is_active=True).order_by("username")
 
 
 def integration_key_list() -> QuerySet[IntegrationKey]:

@@ -4,20 +4,19 @@ becomes a 403 page, a NotFound a 404; the page shows only the forms the person m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from handover.core.errors import DomainError, Forbidden, NotFound
+from handover.core.errors import DomainError
 from handover.core.people import signed_in
+from handover.core.views import refusals
 from runs.catalog.models import Job, JobTarget
 from runs.catalog.pause import job_pause, job_resume, target_pause, target_resume
 from runs.catalog.pause_forms import JobPauseForm, JobResumeForm
@@ -39,17 +38,6 @@ def _back(request: HttpRequest, default: str) -> str:
     return default
 
 
-@contextmanager
-def _refusals() -> Iterator[None]:
-    """A service's refusal as the page's: Forbidden -> 403, NotFound -> 404."""
-    try:
-        yield
-    except Forbidden as exc:
-        raise PermissionDenied(exc.detail) from exc
-    except NotFound as exc:
-        raise Http404(exc.detail) from exc
-
-
 @login_required
 def job_pause_view(request: HttpRequest, id: str) -> HttpResponse:
     """Show the job's pause state and its targets'; POST pauses the job with a reason (on the job's timeline)."""
@@ -58,7 +46,7 @@ def job_pause_view(request: HttpRequest, id: str) -> HttpResponse:
     if request.method == "POST":
         reason = form.cleaned_data["reason"] if form.is_valid() else ""  # the service says what is missing
         try:
-            with _refusals():
+            with refusals():
                 job_pause(job=job, actor=signed_in(request.user), reason=reason)
             messages.success(request, f"{job.key} is paused: replays are blocked until it is resumed.")
         except DomainError as exc:
@@ -90,7 +78,7 @@ def job_resume_view(request: HttpRequest, id: str) -> HttpResponse:
         return redirect("handover:job-pause", id=job.public_id)
     form = JobResumeForm(request.POST)
     note = form.cleaned_data["note"] if form.is_valid() else ""
-    with _refusals():
+    with refusals():
         job_resume(job=job, actor=signed_in(request.user), note=note)
     messages.success(request, f"{job.key} is running again.")
     return redirect(_back(request, reverse("handover:job-pause", kwargs={"id": job.public_id})))
@@ -101,7 +89,7 @@ def _target_post(request: HttpRequest, id: str, act: Callable[[JobTarget], str])
     if target is None:
         raise Http404("No such target")
     try:
-        with _refusals():
+        with refusals():
             messages.success(request, act(target))
     except DomainError as exc:
         messages.error(request, exc.detail)

@@ -10,14 +10,14 @@ from typing import Any
 
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
-from rest_framework import serializers, viewsets
+from rest_framework import permissions, serializers, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
 from runs.alerts.refusals import refused_request_summary_by_source
-from runs.catalog.integrations_api import IsAdmin, RefusedRequestSerializer
+from runs.catalog.integrations_api import RefusedRequestSerializer
 from runs.catalog.sources import source_guide, source_integration_counts, source_list, source_overview
 
 
@@ -87,7 +87,7 @@ class SourceDetailSerializer(serializers.Serializer[Any]):
 class SourceViewSet(StrictQueryMixin, viewsets.ViewSet):
     """Ingestion addresses (one per adapter); read only."""
 
-    permission_classes = [IsAdmin]
+    permission_classes = [permissions.IsAdminUser]  # the staff area: 401 anonymous, 403 others
     lookup_field = "source"
     lookup_value_converter = "slug"
 

@@ -80,7 +80,7 @@ def checks_update_each(
                 f"UPDATE {table} SET {sets} WHERE {pk} = %s AND {quote('status')} {in_allowed}{no_evidence}",
                 [[*row_values[1:], row_values[0], *allowed] for row_values in values],
             )
-        return cursor.rowcount
+        return int(cursor.rowcount)
 
 
 _STAMP = {"pass": "passed_at", "fail": "failed_at", "waive": "waived_at"}

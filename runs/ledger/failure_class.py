@@ -100,7 +100,7 @@ def run_failure_class_confirm(*, actor: User, run: Run, failure_class: str, note
     """Record a person's confirmation of the run's failure class, with a ``failure_class_confirmed`` event.
 
     ``failure_class``: one of ``Run.FailureClass``. A class other than the suggestion needs a
-    ``note`` saying why. Raises NotFound / LedgerPermissionDenied (see ``work_item_load_create``),
+    ``note`` saying why. Raises NotFound / LedgerPermissionDenied (see ``work_item_loads_create``),
     DomainError (400) for an unknown class or a missing note. Returns the run.
     """
     run_ledger_require_writer(actor=actor, run=run)

@@ -150,31 +150,6 @@ def work_item_batch_start(*, loads: list[WorkItemLoad]) -> list[WorkItemLoad]:
     return loads
 
 
-def work_item_load_create(
-    *,
-    actor: User,
-    run: Run,
-    kind: str,
-    content: bytes,
-    file_name: str = "",
-    file_format: str = WorkItemLoad.Format.AUTO,
-    id_column: str = "record_id",
-    options: dict[str, str] | None = None,
-    is_destination_complete: bool = False,
-) -> WorkItemLoad:
-    """Store and load one file (``work_item_loads_create`` with a batch of one); returns its load."""
-    (load,) = work_item_loads_create(
-        actor=actor,
-        run=run,
-        files=[LoadFile(kind=kind, content=content, file_name=file_name)],
-        file_format=file_format,
-        id_column=id_column,
-        options=options,
-        is_destination_complete=is_destination_complete,
-    )
-    return load
-
-
 def _enqueue(load_id: int) -> None:
     """Queue the batch of ``load_id`` once the current transaction commits."""
 

@@ -25,7 +25,7 @@ def _order() -> str:
 
 
 def _rowcount(cursor: Any) -> int:
-    return max(cursor.rowcount, 0)
+    return max(int(cursor.rowcount), 0)
 
 
 def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str], fresh: bool) -> dict[str, int]:

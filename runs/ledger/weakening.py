@@ -137,7 +137,7 @@ def weakenings_record(cursor: Any, params: dict[str, Any], confirmation: Confirm
         """,
         values,
     )
-    weakened = max(cursor.rowcount, 0)
+    weakened = max(int(cursor.rowcount), 0)
     cursor.execute(
         f"""
         INSERT INTO {CHANGE} (work_item_id, run_id, load_id, kind, from_outcome, to_outcome, evidence_kind,
@@ -149,7 +149,7 @@ def weakenings_record(cursor: Any, params: dict[str, Any], confirmation: Confirm
         """,
         values,
     )
-    cleared = max(cursor.rowcount, 0)
+    cleared = max(int(cursor.rowcount), 0)
     cursor.execute(
         f"""
         UPDATE {ITEM} SET duplicate_explained_at = %(now)s, duplicate_explained_by_id = %(by)s,

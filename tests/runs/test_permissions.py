@@ -11,10 +11,10 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 from guardian.shortcuts import assign_perm, remove_perm
 
-from handover.core.errors import DomainError, InvalidTransition
+from handover.core.errors import DomainError, Forbidden, InvalidTransition
 from runs.attempts.models import Run
 from runs.audit.models import AuditEvent
-from runs.audit.selectors import audit_event_list, audit_is_readable
+from runs.audit.selectors import audit_event_list, audit_require_reader
 from runs.audit.services import audit_actor
 from runs.catalog.authentication import integration_key_authenticate
 from runs.catalog.keys import integration_key_rotate, integration_security, integration_security_update
@@ -27,6 +27,7 @@ from runs.catalog.services import (
     role_grant,
     role_revoke,
 )
+from runs.permissions import may_read_audit
 from tests.factories import JobFactory, JobTargetFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -196,8 +197,25 @@ def test_auditors_read_their_tenants_events_and_site_wide_ones_only() -> None:
     assert len(seen) == 3  # own grant, the job running for mine, the all-tenant key
     assert not any(other.slug in s for s in seen)
     assert audit_event_list(user=admin).count() == 4
-    assert audit_is_readable(user=auditor) and not audit_is_readable(user=support)
-    assert audit_event_list(user=support).count() == 0
+    assert may_read_audit(user=auditor) and not may_read_audit(user=support)
+    with pytest.raises(Forbidden):
+        audit_event_list(user=support)
+
+
+@pytest.mark.parametrize("role", ["business_owner", None])  # a reader of the tenant, and an outsider
+def test_the_audit_selector_refuses_who_may_not_read_the_trail(role: str | None) -> None:
+    """The refusal the audit page and API used to make themselves, asked of the selector directly."""
+    admin, person, tenant = UserFactory(admin=True), UserFactory(), TenantFactory()
+    if role:
+        role_grant(user=person, role=role, obj=tenant, actor=admin)
+    events = AuditEvent.objects.count()
+
+    with pytest.raises(Forbidden):
+        audit_require_reader(user=person)
+    with pytest.raises(Forbidden):
+        audit_event_list(user=person, action=AuditEvent.Action.ROLE_GRANT)
+    assert AuditEvent.objects.count() == events  # a refused read writes nothing either
+    audit_require_reader(user=admin)
 
 
 def test_role_holding_list_names_person_role_and_object() -> None:

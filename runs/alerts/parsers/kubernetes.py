@@ -143,7 +143,7 @@ def _count(status: Mapping[str, Any], name: str, at: str) -> int:
     value = status.get(name, 0)  # omitempty: a missing count is 0
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _ItemError(f"{at}status.{name}", f"status.{name} must be a non-negative integer, got {value!r}")
-    return value
+    return int(value)
 
 
 def _common(obj: Mapping[str, Any], settings: Mapping[str, Any], alert: ParsedAlert, problems: list[str]) -> None:

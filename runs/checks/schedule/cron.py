@@ -179,8 +179,6 @@ def schedule_prepare(
 
 # --- validation where a schedule is saved (a job, a target's override) --------------------------------------
 
-# The window alignments from the finest to the coarsest (docs/architecture.md "Vocabulary": Window).
-ALIGNMENT_ORDER = (WindowAlignment.NONE, WindowAlignment.HOUR, WindowAlignment.DAY, WindowAlignment.MONTH)
 # A calendar walk long enough to meet every day-of-month/day-of-week combination of a month, starting in a
 # leap year (so 29 February is met too).
 _WALK_START = datetime(2000, 1, 1)

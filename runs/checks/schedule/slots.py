@@ -92,10 +92,6 @@ class SlotPlacement:
     nearest: tuple[datetime, ...] = field(default_factory=tuple)
 
     @property
-    def is_unmatched(self) -> bool:
-        return self.slot is None
-
-    @property
     def is_flagged(self) -> bool:
         """Late, inferred or mismatched: a person may re-place it onto another slot."""
         return self.is_late or self.is_inferred or bool(self.hint)

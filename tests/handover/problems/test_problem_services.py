@@ -15,6 +15,9 @@ from handover.problems.models import Problem, ProblemEvent, ProblemHandover
 from handover.problems.services import (
     problem_create,
     problem_link_handover,
+    problem_require_creator,
+    problem_require_handover_writer,
+    problem_require_writer,
     problem_transition,
     problem_unlink_handover,
     problem_update,
@@ -246,6 +249,55 @@ def test_readers_and_strangers_may_not_open_problems(pw: ProblemWorld) -> None:
     with pytest.raises(Forbidden):  # borealis support may not link acme's handover
         problem_create(actor=pw.borealis_support, title="x", handovers=[pw.acme_handover])
     assert not Problem.objects.exists()
+
+
+def _written() -> tuple[int, int, int]:
+    """What a problem write leaves: problems, links, history entries."""
+    return Problem.objects.count(), ProblemHandover.objects.count(), ProblemEvent.objects.count()
+
+
+@pytest.mark.parametrize("who", ["auditor", "nobody"])  # a reader of acme's handover, and an outsider
+def test_the_guards_the_pages_and_api_call_refuse_readers_and_outsiders(pw: ProblemWorld, who: str) -> None:
+    """The refusals the problem pages used to make themselves, asked of the services directly."""
+    problem = problem_create(actor=pw.admin, title="Acks lost", handovers=[pw.acme_handover])
+    person = getattr(pw, who)
+    before = _written()
+
+    with pytest.raises(Forbidden):
+        problem_require_writer(person, problem=problem)
+    with pytest.raises(Forbidden):
+        problem_require_creator(person)
+    with pytest.raises(Forbidden):
+        problem_require_creator(person, handovers=[pw.acme_handover])
+    with pytest.raises(Forbidden):
+        problem_require_handover_writer(person, handover=pw.acme_handover)
+    with pytest.raises(Forbidden):
+        problem_create(actor=person, title="Mine", handovers=[pw.acme_handover])
+    with pytest.raises(Forbidden):
+        problem_update(problem=problem, actor=person, title="Renamed")
+    with pytest.raises(Forbidden):
+        problem_link_handover(problem=problem, handover=pw.borealis_handover, actor=person)
+    with pytest.raises(Forbidden):
+        problem_unlink_handover(problem=problem, handover=pw.acme_handover, actor=person)
+    with pytest.raises(Forbidden):
+        problem_transition(problem=problem, action="start_fix", actor=person)
+
+    assert _written() == before
+    problem.refresh_from_db()
+    assert (problem.title, problem.status) == ("Acks lost", "open")
+
+
+def test_the_guards_let_writers_through_and_the_system_edit(pw: ProblemWorld) -> None:
+    problem = problem_create(actor=pw.admin, title="Acks lost", handovers=[pw.acme_handover])
+
+    problem_require_writer(pw.support, problem=problem)  # support of the linked tenant
+    problem_require_writer(None, problem=problem)  # the verify sweep
+    problem_require_creator(pw.borealis_support)  # support somewhere opens an unlinked problem
+    problem_require_handover_writer(pw.owner, handover=pw.borealis_handover)
+    with pytest.raises(Forbidden):  # borealis support writes neither acme's problem nor acme's handover
+        problem_require_writer(pw.borealis_support, problem=problem)
+    with pytest.raises(Forbidden):
+        problem_require_creator(pw.borealis_support, handovers=[pw.acme_handover])
 
 
 @pytest.mark.postgres

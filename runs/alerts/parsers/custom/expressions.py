@@ -30,7 +30,6 @@ MAX_REGEX_TEXT_CHARS = 10_000
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|[smhdw]?)\s*$")
 _ISO_DURATION = re.compile(r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
-PERIODS = ("hour", "day", "week", "month", "year")
 
 
 @contextmanager
