@@ -159,6 +159,8 @@ def _alert_rows(result: IngestResult) -> list[dict[str, Any]]:
 class AlertIngestView(APIView):
     """Receive one post from a monitoring system."""
 
+    # authenticated by the integration key alone: no session, CSRF or messages (handover.core.middleware)
+    integration_endpoint = True
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
     parser_classes = [RawBodyParser]
