@@ -404,6 +404,7 @@ class _Walk:
     found: list[str] = field(default_factory=list)
     changed: dict[str, str] = field(default_factory=dict)
     needs_rewrite: bool = False
+    plain: dict[str, None] = field(default_factory=dict)  # without free text: the strings left for its rules
 
     def secret_pair(self, node: dict[str, Any]) -> str | None:
         """The value key of a ``{"name": <secret-looking>, "value": …}`` pair (tags, container env)."""
@@ -421,6 +422,7 @@ class _Walk:
         elif self.free_text:
             new = _redact_text(value, self.values, self.rules, self.key)
         else:
+            self.plain[value] = None
             return value
         if new != value:
             self.changed[value] = new
@@ -520,28 +522,42 @@ def redact_body_secrets(
     ok, document = (True, parsed.document) if parsed is not None and parsed.ok else _loads(text)
     if not ok:
         return redact_text(text, names), []
-    found = secret_values(document, paths, names)
+    # One walk finds the secrets by structure and every other string; the free-text rules then run once
+    # per distinct string with those secrets in scope. The redacted document is built only when the
+    # text cannot be patched in place (or must be checked).
+    walk = _walk(document, paths, names, free_text=False)[1]
+    found = walk.found
+    changed = dict(walk.changed)
     with redaction_scope(found, names):
-        redacted, walk = _walk(document, paths, names, free_text=True)
-    if not walk.changed and not walk.needs_rewrite:
+        values, key = _scope().values, redaction_key()
+        for value in walk.plain:
+            new = _redact_text(value, values, walk.rules, key)
+            if new != value:
+                changed[value] = new
+    if not changed and not walk.needs_rewrite:
         return text, found
+
+    def redacted() -> Any:
+        with redaction_scope(found, names):
+            return _walk(document, paths, names, free_text=True)[0]
+
     rewrite = walk.needs_rewrite
     patched = text
     if not rewrite:
-        for original in sorted(walk.changed, key=len, reverse=True):
+        for original in sorted(changed, key=len, reverse=True):
             spellings = {json.dumps(original), json.dumps(original, ensure_ascii=False)}
             hits = [s for s in spellings if s in patched]
             if len(original) < MIN_SECRET_LENGTH or not hits:
                 rewrite = True
                 break
-            replacement = json.dumps(walk.changed[original], ensure_ascii=False)
+            replacement = json.dumps(changed[original], ensure_ascii=False)
             for spelling in hits:
                 patched = patched.replace(spelling, replacement)
     if not rewrite and ("\\u" in text or "\\/" in text):
         # one string may be spelled two ways: make sure the patched text says what was redacted
-        rewrite = _loads(patched) != (True, redacted)
+        rewrite = _loads(patched) != (True, redacted())
     if rewrite:
-        return json.dumps(redacted, ensure_ascii=False), found
+        return json.dumps(redacted(), ensure_ascii=False), found
     return patched, found
 
 
