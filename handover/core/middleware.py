@@ -84,7 +84,8 @@ class _PageOnly:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if is_integration_request(request):
             return self.get_response(request)
-        return super().__call__(request)  # type: ignore[misc]  # the wrapped middleware class
+        response: HttpResponse = super().__call__(request)  # type: ignore[misc]  # the wrapped middleware class
+        return response
 
 
 def _page_only(path: str) -> type:

@@ -21,7 +21,7 @@ from django.db.models import Q
 from django.http import HttpRequest
 from django.utils import timezone
 
-from runs.catalog.models import IntegrationKey, RunnerCredential
+from runs.catalog.models import Integration, IntegrationKey, RunnerCredential
 
 PREFIX_LENGTH = 12  # "hk_" + 9 characters: enough to find the row, too short to guess the key
 
@@ -99,7 +99,7 @@ _KEY_CACHE_LOCK = threading.Lock()
 
 def _key_state_sql() -> str:
     key_table = connection.ops.quote_name(IntegrationKey._meta.db_table)
-    integration_table = connection.ops.quote_name(IntegrationKey._meta.get_field("integration").related_model._meta.db_table)
+    integration_table = connection.ops.quote_name(Integration._meta.db_table)
     return (
         "SELECT (k.revoked_at IS NULL OR k.revoked_at > %s) AND i.is_active, k.updated_at, i.updated_at, "
         f"k.last_used_at FROM {key_table} k JOIN {integration_table} i ON i.id = k.integration_id WHERE k.id = %s"
