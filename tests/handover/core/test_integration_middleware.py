@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client, RequestFactory
@@ -20,8 +18,8 @@ pytestmark = pytest.mark.django_db
         ("post", "/api/v1/alerts/generic/", True),
         ("post", "/api/v1/alerts/generic/k/hu_abcdefghijkl/", True),
         ("get", "/api/v1/replays/claimable/", True),
-        ("post", f"/api/v1/replays/{uuid.uuid4()}/runner-report/", True),
-        ("get", f"/api/v1/alerts/{uuid.uuid4()}/", False),  # a person's read of one alert
+        ("post", "/api/v1/replays/6f1d2c3e-0000-4000-8000-000000000001/runner-report/", True),
+        ("get", "/api/v1/alerts/6f1d2c3e-0000-4000-8000-000000000002/", False),  # a person's read of one alert
         ("get", "/api/v1/replays/", False),
         ("get", "/api/v1/alerts/", False),
         ("get", "/inbox/", False),
