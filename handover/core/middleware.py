@@ -5,7 +5,7 @@ an unknown path with its HTML debug page. An API client must get the one error s
 problem details, docs/architecture.md) in both cases, so this middleware replaces any 404 under
 ``/api/`` that is not already problem details.
 
-Also the trimmed path of integration posts: the middlewares of people's requests (session, CSRF,
+Also the trimmed path of integration posts: the middlewares of people's requests (session,
 authentication, audit actor, messages, htmx, time zone) wrapped so that a request for a
 view marked ``integration_endpoint`` skips them (``is_integration_request``); the security headers
 (``SecurityMiddleware``, CSP, ``X-Frame-Options``) and ``CommonMiddleware`` still run for it.
@@ -73,9 +73,9 @@ def is_integration_request(request: HttpRequest) -> bool:
 class _PageOnly:
     """Mixed into a middleware class: its work runs for every request but integration posts.
 
-    An integration post goes straight to the next middleware: it reads no session or message cookie,
-    gets no CSRF check (its views are exempt: no cookie authenticates them) and no ``request.user``. The
-    class's ``process_view`` hook (CSRF's) is skipped for it likewise. Subclasses of the wrapped class,
+    An integration post goes straight to the next middleware: it reads no session or message cookie and
+    gets no ``request.user`` (no cookie authenticates it). A wrapped class's ``process_view`` hook is
+    skipped for it likewise. Subclasses of the wrapped class,
     so Django's and the admin's checks still find them.
     """
 
@@ -104,9 +104,9 @@ def _page_only(path: str) -> type:
 
 
 # The middlewares of people's requests, skipped for integration posts (``settings.MIDDLEWARE``).
-# django-axes's stays as it is (its check asks for it by name; it only reads the response).
+# Django's CSRF middleware and django-axes's stay as they are: their checks ask for them by name (the
+# integration views are CSRF-exempt, so CSRF does no check for them; axes only reads the response).
 SessionMiddleware = _page_only("django.contrib.sessions.middleware.SessionMiddleware")
-CsrfViewMiddleware = _page_only("django.middleware.csrf.CsrfViewMiddleware")
 AuthenticationMiddleware = _page_only("django.contrib.auth.middleware.AuthenticationMiddleware")
 AuditActorMiddleware = _page_only("runs.audit.middleware.AuditActorMiddleware")
 MessageMiddleware = _page_only("django.contrib.messages.middleware.MessageMiddleware")
