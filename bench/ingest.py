@@ -68,7 +68,7 @@ if str(ROOT) not in sys.path:
 
 from bench import alerts as bench_alerts  # noqa: E402
 from bench.load import HOST, LoadGenerator, PhaseResult  # noqa: E402
-from bench.probe import SqlCount, post_once  # noqa: E402
+from bench.probe import RedactionCost, SqlCount, post_once, redaction_cost  # noqa: E402
 
 DEFAULT_SERVER_URL = "postgres://postgres@127.0.0.1:5432/postgres"
 LOOPBACK_NAMES = {"127.0.0.1", "localhost"}
@@ -183,6 +183,7 @@ class Benchmark:
         self.info: dict[str, str] = {}
         self.app_alerts_sent = 0
         self.monitor = None  # an admin connection polling pg_stat_activity during measurements
+        self.redaction: list[RedactionCost] = []  # redaction per alert, in-process (bench/probe.py)
 
     # --- database -------------------------------------------------------------------------------
 
@@ -300,6 +301,9 @@ class Benchmark:
             "batched": post_once(self.keys[APP_INTEGRATION], self._alerts(size), size, INGEST_PATH),
         }  # fmt: skip
         self.app_alerts_sent += 1 + size
+        self.redaction = [
+            redaction_cost(APP_INTEGRATION, self._alerts(per_post), per_post) for per_post in sorted({1, size})
+        ]
         self.close_django()
         for name, result in counts.items():
             if result.status != 202:
@@ -474,6 +478,24 @@ def report(
         )
     print("(each request in gunicorn also runs one SELECT 1 health check: CONN_HEALTH_CHECKS)")
     print()
+    if bench.redaction:
+        header = (
+            f"{'redaction per alert (µs)':<26} {'alerts':>6} {'parse':>7} {'body':>7} {'records':>8} "
+            f"{'redaction':>9} {'compile':>8}"
+        )
+        print(header)
+        print("-" * len(header))
+        for cost in bench.redaction:
+            print(
+                f"{f'{cost.alerts} per post':<26} {cost.alerts:>6} {cost.parse_us:>7.1f} {cost.body_us:>7.1f} "
+                f"{cost.record_us:>8.1f} {cost.total_us:>9.1f} {cost.compile_us:>8.1f}"
+            )
+        print(
+            "(in-process, best of 30: parse = the post's one JSON parse; body = the stored body redacted and its "
+            "secrets found; records = each parsed record redacted; compile = an integration's redaction, once "
+            "per settings version)"
+        )
+        print()
     baseline, single, batched = results["baseline"], results["single"], results["batched"]
     ratio = single.alerts_per_s / baseline.alerts_per_s if baseline.alerts_per_s else 0.0
     accepted = outcomes.get("accepted", 0)

@@ -69,17 +69,21 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # The middlewares of people's requests are wrapped (``handover.core.middleware``, same order): an
+    # integration post (alert ingestion, the job runner's replay views) skips them -- no session,
+    # user or messages work (its views are CSRF-exempt); the security headers above and below still apply.
+    "handover.core.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # inside CommonMiddleware: its APPEND_SLASH redirect stays; an unknown API path answers problem details
     "handover.core.middleware.ApiNotFoundMiddleware",
+    # Django's own, by name: `check --deploy` looks for it so; integration views are exempt already
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "runs.audit.middleware.AuditActorMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "handover.core.middleware.AuthenticationMiddleware",
+    "handover.core.middleware.AuditActorMiddleware",
+    "handover.core.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
-    "handover.accounts.middleware.ViewerTimeZoneMiddleware",
+    "handover.core.middleware.HtmxMiddleware",
+    "handover.core.middleware.ViewerTimeZoneMiddleware",
     # last, as django-axes asks: it turns a locked-out login into its lockout response
     "axes.middleware.AxesMiddleware",
 ]

@@ -43,6 +43,8 @@ REFUSED = OpenApiResponse(
 class _RunnerView(StrictQueryMixin, APIView):
     """Base: no session or token authentication; the view checks the runner credential itself."""
 
+    # authenticated by the runner credential alone: no session, CSRF or messages (handover.core.middleware)
+    integration_endpoint = True
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
     parser_classes = [JSONParser]

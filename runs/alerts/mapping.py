@@ -419,7 +419,8 @@ def integration_custom_update(
         values["is_active"] = is_active
     if values:
         with transaction.atomic():
-            Integration.objects.filter(pk=integration.pk).update(**values)
+            # ``updated_at`` too: the ingest path's key cache re-reads an integration whose version moved
+            Integration.objects.filter(pk=integration.pk).update(**values, updated_at=timezone.now())
         for key, value in values.items():
             setattr(integration, key, value)
         logger.info(

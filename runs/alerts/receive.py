@@ -27,8 +27,11 @@ from runs.alerts.models import Alert, AuthFailureCounter, Delivery
 from runs.alerts.parsers.base import (
     FormatError,
     InvalidItem,
+    JsonBody,
     ParsedAlert,
     decode_body,
+    json_body,
+    json_preparsed,
     merged_settings,
     storable_data,
     storable_text,
@@ -36,9 +39,8 @@ from runs.alerts.parsers.base import (
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.records import alert_record, record_mend
 from runs.alerts.redaction import (
-    body_secret_values,
-    integration_redact_names,
-    redact_body,
+    integration_redaction,
+    redact_body_secrets,
     redact_data,
     redact_text,
     redaction_scope,
@@ -112,9 +114,13 @@ def delivery_receive(
     if adapter is None:  # an integration whose adapter was removed: keep the post anyway
         raise DomainError(f"No adapter for {integration.source!r}")
     received_at = received_at or timezone.now()
-    names = integration_redact_names(integration.settings)
+    redaction = integration_redaction(integration, adapter.REDACT_PATHS)
+    names = redaction.names
     decoded = decode_body(body, content_type)
     text = decoded.text.encode()  # what the parsers read, now and when the stored body is parsed again
+    # Parsed once: the redaction, the post's secrets and the parser (``json_preparsed``) share it.
+    parsed = json_body(text) if method == "POST" and not is_body_truncated and not unreadable_reason else None
+    stored, secrets = _body_redacted(text, adapter, names, parsed)
     notes = decoded.notes()
     if unreadable_reason:
         notes["body_unreadable"] = unreadable_reason
@@ -127,7 +133,7 @@ def delivery_receive(
         content_type=storable_text(content_type)[:200],
         size_bytes=size_bytes if size_bytes is not None else len(body),
         sha256=hashlib.sha256(body).hexdigest(),
-        body=_body_redacted(text, adapter, names),
+        body=stored,
         is_body_truncated=is_body_truncated,
         notes=notes,
     )
@@ -138,9 +144,9 @@ def delivery_receive(
     result = IngestResult(delivery=delivery)
     # A secret of this post is redacted wherever it recurs in what is derived from it (error
     # summaries, alert fields, reasons), not only where the body holds it under a secret name.
-    with redaction_scope(_body_secrets(text, adapter, names), names):
+    with redaction_scope(secrets, names):
         try:
-            _delivery_process(result, adapter, text, key)
+            _delivery_process(result, adapter, text, key, parsed=parsed)
         except Exception as exc:  # noqa: BLE001 - rule 9: the post is stored; the sweep tries again
             result.failure = _delivery_try_failed(delivery.pk, exc)
     if not defer_outcome and not result.failure:
@@ -148,24 +154,19 @@ def delivery_receive(
     return result
 
 
-def _body_redacted(text: bytes, adapter: ModuleType, names: frozenset[str]) -> str:
-    """The body as stored: redacted. JSON nested too deep for the redaction's walk (refused by every
-    parser anyway) gets the free-text redaction only, instead of failing the post."""
+def _body_redacted(
+    text: bytes, adapter: ModuleType, names: frozenset[str], parsed: JsonBody | None = None
+) -> tuple[str, list[str]]:
+    """The body as stored (redacted) and its secret values (``redact_body_secrets``), from ``parsed`` when
+    the body was parsed already. JSON nested too deep for the redaction's walk (refused by every parser
+    anyway) gets the free-text redaction only and gives no secrets, instead of failing the post."""
     try:
-        redacted = redact_body(text, adapter.REDACT_PATHS, names)
+        redacted, secrets = redact_body_secrets(text, adapter.REDACT_PATHS, names, parsed=parsed)
     except RecursionError:
-        redacted = redact_text(text.decode())
+        redacted, secrets = redact_text(text.decode()), []
     # A body rewritten by the redaction may spell a JSON escape of a lone surrogate as the character
     # itself, which no database text column stores: mended like any free text (rule 9).
-    return storable_text(redacted)
-
-
-def _body_secrets(text: bytes, adapter: ModuleType, names: frozenset[str]) -> list[str]:
-    """The secret values of the body (``body_secret_values``); none for JSON nested too deep to walk."""
-    try:
-        return body_secret_values(text, adapter.REDACT_PATHS, names)
-    except RecursionError:
-        return []
+    return storable_text(redacted), secrets
 
 
 def _key_mark_used(key: IntegrationKey, at: datetime) -> None:
@@ -189,11 +190,13 @@ def _delivery_process(
     key: IntegrationKey,
     *,
     recorded: frozenset[int] = frozenset(),
+    parsed: JsonBody | None = None,
 ) -> None:
     """Parse the body and record and apply each record in post order; set the outcome (in memory).
 
     ``recorded``: indexes of records that already have their Alert (a sweep finishing a delivery):
-    they are skipped, and ``result.alerts`` lists only the alerts recorded now.
+    they are skipped, and ``result.alerts`` lists only the alerts recorded now. ``parsed``: ``body``
+    parsed already (``json_body``), handed to the parser instead of parsing it again.
     """
     delivery = result.delivery
     if delivery.is_body_truncated:
@@ -210,16 +213,17 @@ def _delivery_process(
     decoder = integration_transport(integration=key.integration).decoder
     try:
         decoded = body_decode(body, decoder=decoder, method=str((delivery.notes or {}).get("method", "POST")))
-        parsed = adapter.parse(decoded, settings=ctx.settings, received_at=delivery.received_at)
+        with json_preparsed(decoded, parsed or JsonBody(False)):
+            outcome = adapter.parse(decoded, settings=ctx.settings, received_at=delivery.received_at)
     except FormatError as exc:
         result.error = exc
         _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=redact_text(exc.message))
         return
-    todo = [(index, record) for index, record in enumerate(parsed.alerts) if index not in recorded]
+    todo = [(index, record) for index, record in enumerate(outcome.alerts) if index not in recorded]
     for start in range(0, len(todo), CHUNK_ALERTS):
         result.alerts.extend(_alerts_receive(delivery, todo[start : start + CHUNK_ALERTS], ctx))
-    result.response = dict(parsed.response)
-    _delivery_set_outcome(delivery, Delivery.Outcome.PROCESSED, notes=_json_safe(parsed.notes))
+    result.response = dict(outcome.response)
+    _delivery_set_outcome(delivery, Delivery.Outcome.PROCESSED, notes=_json_safe(outcome.notes))
 
 
 def _delivery_set_outcome(

@@ -46,7 +46,7 @@ from runs.alerts.receive import delivery_receive, delivery_record_response, deli
 from runs.alerts.refusals import client_network
 from runs.alerts.serializers import IngestResponseSerializer
 from runs.alerts.signatures import signature_verify
-from runs.catalog.authentication import bearer_from_request, integration_key_authenticate
+from runs.catalog.authentication import bearer_from_request, integration_key_authenticate_cached
 from runs.catalog.keys import integration_security
 from runs.catalog.models import IntegrationKey
 from runs.catalog.transport import integration_transport
@@ -159,6 +159,8 @@ def _alert_rows(result: IngestResult) -> list[dict[str, Any]]:
 class AlertIngestView(APIView):
     """Receive one post from a monitoring system."""
 
+    # authenticated by the integration key alone: no session, CSRF or messages (handover.core.middleware)
+    integration_endpoint = True
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]
     parser_classes = [RawBodyParser]
@@ -214,12 +216,12 @@ class AlertIngestView(APIView):
         body, size, oversized = read.body, read.size, read.oversized
         if url_key is not None:
             token: str | None = url_key
-            key = integration_key_authenticate(token, kind=IntegrationKey.Kind.URL)
+            key = integration_key_authenticate_cached(token, kind=IntegrationKey.Kind.URL)
         else:
             token = bearer_from_request(request._request)
             if token is None and hasattr(adapter, "credential_from_body") and not oversized:
                 token = adapter.credential_from_body(body)
-            key = integration_key_authenticate(token)
+            key = integration_key_authenticate_cached(token)
         if key is None:
             reason = RefusedRequestCount.Reason.WRONG_KEY if token else RefusedRequestCount.Reason.NO_KEY
             delivery_refusal_count(source=source, reason=reason, network=network)

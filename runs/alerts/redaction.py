@@ -26,6 +26,7 @@ extra names are cached (``text_rules``).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import hmac
@@ -41,7 +42,7 @@ from urllib.parse import quote, unquote_plus
 
 from django.conf import settings
 
-from runs.alerts.parsers.base import AttemptState, ParsedAlert
+from runs.alerts.parsers.base import AttemptState, JsonBody, ParsedAlert
 from runs.alerts.secret_shapes import (
     APPRISE_URL,
     AUTH_VALUE,
@@ -134,6 +135,43 @@ def integration_redact_names(settings: Any) -> frozenset[str]:
     if not isinstance(names, list):
         return frozenset()
     return frozenset(n.casefold() for n in names if isinstance(n, str) and n)
+
+
+@dataclass(frozen=True)
+class IntegrationRedaction:
+    """An integration's redaction, compiled once per version of its settings (``integration_redaction``):
+    its extra names (casefolded) and the free-text rules holding them."""
+
+    names: frozenset[str]
+    rules: TextRules
+    raw_names: Any  # ``settings["redact_names"]`` as read, to notice an edit the version does not show
+
+
+_COMPILED: dict[tuple[Any, Any], IntegrationRedaction] = {}
+_COMPILED_SIZE = 512
+
+
+def integration_redaction(integration: Any, paths: Iterable[str] = ()) -> IntegrationRedaction:
+    """The redaction of ``integration`` (anything with ``pk``, ``updated_at`` and ``settings``), compiled
+    once per version of its settings: keyed by its primary key and ``updated_at``, and checked against the
+    names its settings hold now (an edit in memory compiles again). ``paths`` (the source's
+    ``REDACT_PATHS``) are not compiled here. Thread-safe (a race compiles twice, harmlessly)."""
+    settings_ = getattr(integration, "settings", None)
+    raw = settings_.get("redact_names") if isinstance(settings_, dict) else None
+    version = (getattr(integration, "pk", None), getattr(integration, "updated_at", None))
+    compiled = _COMPILED.get(version) if version[0] is not None else None
+    if compiled is not None and compiled.raw_names == raw:
+        return compiled
+    names = integration_redact_names(settings_)
+    compiled = IntegrationRedaction(names=names, rules=text_rules(names), raw_names=copy.deepcopy(raw))
+    if version[0] is not None:
+        if len(_COMPILED) >= _COMPILED_SIZE:
+            try:
+                _COMPILED.pop(next(iter(_COMPILED)), None)
+            except (StopIteration, RuntimeError):  # another thread changed it first
+                pass
+        _COMPILED[version] = compiled
+    return compiled
 
 
 # --- free text ----------------------------------------------------------------------------------------
@@ -366,6 +404,7 @@ class _Walk:
     found: list[str] = field(default_factory=list)
     changed: dict[str, str] = field(default_factory=dict)
     needs_rewrite: bool = False
+    plain: dict[str, None] = field(default_factory=dict)  # without free text: the strings left for its rules
 
     def secret_pair(self, node: dict[str, Any]) -> str | None:
         """The value key of a ``{"name": <secret-looking>, "value": …}`` pair (tags, container env)."""
@@ -383,6 +422,7 @@ class _Walk:
         elif self.free_text:
             new = _redact_text(value, self.values, self.rules, self.key)
         else:
+            self.plain[value] = None
             return value
         if new != value:
             self.changed[value] = new
@@ -465,33 +505,60 @@ def redact_body(raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str
     redacted document is written out whole. Not JSON (a cut 413 head, a form post): the free-text
     rules run over the whole text, their pair rule reading ``"name": "value"`` as well.
     """
+    return redact_body_secrets(raw, paths, names)[0]
+
+
+def redact_body_secrets(
+    raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str] = (), *, parsed: JsonBody | None = None
+) -> tuple[str, list[str]]:
+    """``redact_body`` and ``body_secret_values`` of the same body in one go: the body as stored, and the
+    secret values it holds by structure (none when it is not JSON).
+
+    ``parsed``: the body already parsed by ``load_json`` (``JsonBody``), so that a post's JSON is parsed
+    once; when it was refused there (nested too deep, a number out of range), or not given, the body is
+    parsed here as ``json.loads`` reads it. May raise ``RecursionError`` for JSON nested too deep to walk.
+    """
     text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
-    ok, document = _loads(text)
+    ok, document = (True, parsed.document) if parsed is not None and parsed.ok else _loads(text)
     if not ok:
-        return redact_text(text, names)
-    found = secret_values(document, paths, names)
+        return redact_text(text, names), []
+    # One walk finds the secrets by structure and every other string; the free-text rules then run once
+    # per distinct string with those secrets in scope. The redacted document is built only when the
+    # text cannot be patched in place (or must be checked).
+    walk = _walk(document, paths, names, free_text=False)[1]
+    found = walk.found
+    changed = dict(walk.changed)
     with redaction_scope(found, names):
-        redacted, walk = _walk(document, paths, names, free_text=True)
-    if not walk.changed and not walk.needs_rewrite:
-        return text
+        values, key = _scope().values, redaction_key()
+        for value in walk.plain:
+            new = _redact_text(value, values, walk.rules, key)
+            if new != value:
+                changed[value] = new
+    if not changed and not walk.needs_rewrite:
+        return text, found
+
+    def redacted() -> Any:
+        with redaction_scope(found, names):
+            return _walk(document, paths, names, free_text=True)[0]
+
     rewrite = walk.needs_rewrite
     patched = text
     if not rewrite:
-        for original in sorted(walk.changed, key=len, reverse=True):
+        for original in sorted(changed, key=len, reverse=True):
             spellings = {json.dumps(original), json.dumps(original, ensure_ascii=False)}
             hits = [s for s in spellings if s in patched]
             if len(original) < MIN_SECRET_LENGTH or not hits:
                 rewrite = True
                 break
-            replacement = json.dumps(walk.changed[original], ensure_ascii=False)
+            replacement = json.dumps(changed[original], ensure_ascii=False)
             for spelling in hits:
                 patched = patched.replace(spelling, replacement)
     if not rewrite and ("\\u" in text or "\\/" in text):
         # one string may be spelled two ways: make sure the patched text says what was redacted
-        rewrite = _loads(patched) != (True, redacted)
+        rewrite = _loads(patched) != (True, redacted())
     if rewrite:
-        return json.dumps(redacted, ensure_ascii=False)
-    return patched
+        return json.dumps(redacted(), ensure_ascii=False), found
+    return patched, found
 
 
 def redact_data(value: Any, names: Iterable[str] = ()) -> Any:

@@ -38,7 +38,9 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -198,15 +200,52 @@ def json_depth_exceeds(document: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
+# The body the mechanism parsed already, with its document: ``load_json`` of that very body returns it
+# once (``json_preparsed``), so a post's JSON is parsed once for redaction, its secrets and its parser.
+_PREPARSED: ContextVar[tuple[bytes | str, Any] | None] = ContextVar("handover_preparsed_json", default=None)
+
+
+@dataclass(frozen=True)
+class JsonBody:
+    """A post's body parsed by ``load_json`` once: ``ok`` False when it is not JSON Handover accepts."""
+
+    ok: bool
+    document: Any = None
+
+
+def json_body(body: bytes | str) -> JsonBody:
+    """``load_json(body)`` as a ``JsonBody``: never raises (a refused body is ``ok=False``)."""
+    try:
+        return JsonBody(True, load_json(body))
+    except JsonLoadError:
+        return JsonBody(False)
+
+
+@contextmanager
+def json_preparsed(body: bytes | str, parsed: JsonBody) -> Iterator[None]:
+    """Within the block, the first ``load_json`` of ``body`` (the same bytes) returns ``parsed.document``
+    instead of parsing it again; later calls, and calls for any other text, parse as usual. A body that
+    was refused (``ok`` False) is parsed again by its parser, which words its own refusal."""
+    token = _PREPARSED.set((body, parsed.document) if parsed.ok else None)
+    try:
+        yield
+    finally:
+        _PREPARSED.reset(token)
+
+
 def load_json(body: bytes | str) -> Any:
     """Parse a JSON body (or a JSON string inside one) the way every parser must.
 
     ``body`` as bytes is decoded as ``json.loads`` does (UTF-8, or UTF-16/32 by their byte pattern); the
-    mechanism hands parsers the UTF-8 text ``decode_body`` made. Raises ``JsonLoadError`` (a
-    ``ValueError``, which the parsers turn into their own 400) for invalid JSON, containers nested more
-    than ``MAX_JSON_DEPTH`` levels (also when the nesting is too deep for the decoder itself), and
-    numbers that are not finite. Returns the document.
+    mechanism hands parsers the UTF-8 text ``decode_body`` made, parsed once already (``json_preparsed``).
+    Raises ``JsonLoadError`` (a ``ValueError``, which the parsers turn into their own 400) for invalid
+    JSON, containers nested more than ``MAX_JSON_DEPTH`` levels (also when the nesting is too deep for
+    the decoder itself), and numbers that are not finite. Returns the document.
     """
+    memo = _PREPARSED.get()
+    if memo is not None and (memo[0] is body or memo[0] == body):
+        _PREPARSED.set(None)  # once: a parser reading the body twice gets a document of its own
+        return memo[1]
     try:
         document = json.loads(body, parse_float=_finite_float, parse_constant=_not_a_number)
     except RecursionError:
