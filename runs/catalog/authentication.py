@@ -116,8 +116,11 @@ def _key_state(pk: int, now: datetime) -> tuple[bool, tuple[Any, ...], datetime 
         return None
     usable, key_version, integration_version, last_used_at = row
     convert = getattr(connection.ops, "convert_datetimefield_value", None)  # SQLite spells times as text
-    if convert is not None and last_used_at is not None:
-        last_used_at = convert(last_used_at, None, connection)
+    if convert is not None:
+        key_version, integration_version, last_used_at = (
+            None if value is None else convert(value, None, connection)
+            for value in (key_version, integration_version, last_used_at)
+        )
     return bool(usable), (key_version, integration_version), last_used_at
 
 
@@ -157,13 +160,12 @@ def integration_key_authenticate_cached(
         _KEY_CACHE.pop(wanted, None)
     if found is None:
         return None
-    state = _key_state(found.pk, now)
-    if state is None or not state[0]:
-        return None
+    # the lookup has just read both rows (usable now): their versions are those it read, no second query
+    version = (found.updated_at, found.integration.updated_at)
     with _KEY_CACHE_LOCK:
         if len(_KEY_CACHE) >= KEY_CACHE_SIZE:
             _KEY_CACHE.pop(next(iter(_KEY_CACHE)), None)
-        _KEY_CACHE[wanted] = _CachedKey(key=found, version=state[1], expires=time.monotonic() + KEY_CACHE_SECONDS)
+        _KEY_CACHE[wanted] = _CachedKey(key=found, version=version, expires=time.monotonic() + KEY_CACHE_SECONDS)
     return _own_copy(found, found.last_used_at)
 
 
