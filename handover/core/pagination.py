@@ -53,6 +53,11 @@ def capped_label(count: int, cap: int | None = None) -> str:
     return f"{cap:,}+" if count > cap else str(count)
 
 
+# The deepest a count reaches (``LIMIT horizon + 1`` must fit a signed 64-bit integer, the LIMIT of
+# PostgreSQL and SQLite alike): a page number past it is a page past the end (404), not a database error.
+MAX_HORIZON = 2**62
+
+
 class CappedPaginator(Paginator):  # type: ignore[type-arg]  # pages rows of any kind
     """Django's paginator counting at most ``horizon + 1`` rows: the cap, or further when a page asks.
 
@@ -73,7 +78,7 @@ class CappedPaginator(Paginator):  # type: ignore[type-arg]  # pages rows of any
             wanted = int(number)
         except (TypeError, ValueError):
             wanted = 0  # Django's own check answers it (PageNotAnInteger)
-        reach = wanted * self.per_page
+        reach = min(wanted * int(self.per_page), MAX_HORIZON)
         if reach > self.horizon:
             counted = self.__dict__.get("count")
             was_capped = counted is not None and counted > self.horizon
