@@ -232,6 +232,9 @@ HANDOVER_PENDING_SWEEP_AFTER_SECONDS = env.int("HANDOVER_PENDING_SWEEP_AFTER_SEC
 DATA_UPLOAD_MAX_MEMORY_SIZE = HANDOVER_MAX_BODY_BYTES + 1024
 # Per-key rate limit of ingestion posts (sliding window in the cache; 429 with Retry-After above
 # it). High by default: an alert storm of a whole cluster must not be refused.
+# A post's alerts of the common shape (a new run's attempt) are written a segment at a time on PostgreSQL
+# (runs/alerts/bulk.py); off: every alert applied row by row, as on SQLite.
+HANDOVER_INGEST_SET_PATH = env.bool("HANDOVER_INGEST_SET_PATH", default=True)
 HANDOVER_INGEST_RATE_LIMIT = env.int("HANDOVER_INGEST_RATE_LIMIT", default=6000)
 HANDOVER_INGEST_RATE_WINDOW_SECONDS = env.int("HANDOVER_INGEST_RATE_WINDOW_SECONDS", default=60)
 

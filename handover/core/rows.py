@@ -6,7 +6,7 @@ row; on PostgreSQL ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` does the s
 
 from __future__ import annotations
 
-from django.db import IntegrityError, connections, router, transaction
+from django.db import IntegrityError, NotSupportedError, connections, router, transaction
 from django.db.models import Model
 from django.db.models.constants import OnConflict
 
@@ -53,3 +53,41 @@ def row_insert_unless_conflict(obj: Model) -> bool:
     obj._state.adding = False
     obj._state.db = using
     return True
+
+
+def rows_insert_unless_conflict(objs: list[Model], *, match_field: str = "public_id") -> list[bool]:
+    """``row_insert_unless_conflict`` for several unsaved rows of one model in ONE statement (PostgreSQL only).
+
+    ``INSERT ... VALUES (...), (...) ON CONFLICT DO NOTHING RETURNING`` the primary key and ``match_field``
+    (a unique value each object carries before it is saved, such as its ``public_id`` UUID), which maps the
+    returned rows back to the objects: PostgreSQL returns only the rows it inserted, in no promised order.
+    Returns, in the order of ``objs``, whether each one was inserted (its primary key then set); a row left
+    out conflicted with a committed row (or an earlier one of this transaction) and stays unsaved. Like
+    ``row_insert_unless_conflict``, other violations raise, a conflict with an uncommitted row waits, and no
+    signal is sent. Raises ``NotSupportedError`` on another database (SQLite inserts row by row).
+    """
+    if not objs:
+        return []
+    model = type(objs[0])
+    using = router.db_for_write(model, instance=objs[0])
+    if connections[using].vendor != "postgresql":
+        raise NotSupportedError("rows_insert_unless_conflict needs PostgreSQL's INSERT ... ON CONFLICT ... RETURNING")
+    meta = model._meta
+    fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field and not f.generated]
+    match = meta.get_field(match_field)
+    returning = [meta.pk, match]
+    manager = model._base_manager.using(using)
+    rows = manager._insert(  # type: ignore[attr-defined]  # noqa: SLF001  # private QuerySet API the stubs omit
+        objs, fields=fields, returning_fields=returning, using=using, on_conflict=OnConflict.IGNORE
+    )
+    # one object: a refused row comes back as None (``fetch_returned_insert_columns``)
+    inserted = {row[1]: row[0] for row in rows or [] if row is not None}
+    result = []
+    for obj in objs:
+        pk = inserted.get(getattr(obj, match.attname))
+        if pk is not None:
+            obj.pk = pk
+            obj._state.adding = False
+            obj._state.db = using
+        result.append(pk is not None)
+    return result

@@ -42,7 +42,7 @@ from runs.attempts.services import (
 from runs.catalog.models import Integration, IntegrationKey
 from runs.checks.missed_runs import run_missed_report
 from runs.timeline.models import TimelineEvent, TimelineEventKind
-from runs.timeline.services import timeline_event_record
+from runs.timeline.services import timeline_event_build, timeline_event_record, timeline_events_record
 
 
 def alert_finish(
@@ -348,23 +348,23 @@ def _apply_attempts(
 ) -> Alert:
     """Create or move the attempts the alert reports, then the run's status.
 
-    The alert's own attempt (``_own_report``) and the related ones it also reports
+    The alert's own attempt (``own_report``) and the related ones it also reports
     (``_related_reports``) are applied in order of the source's numbers (``_reports_apply``); a new own
-    attempt gets its events (``_new_attempt_events``); runner items are queued on ``ctx`` for after the
+    attempt gets its events (``new_attempt_events``); runner items are queued on ``ctx`` for after the
     alerts. ``run_status_is_set``: the run was created by this alert with the status of its one attempt
     (``new_run_status``), so there is nothing to refresh.
     """
     if not record.execution_id or not record.status:
         return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="no execution id or status in the alert")
-    own = _own_report(record, run, ident)
+    own = own_report(record, run, ident)
     if record.details.get("execution_id_inferred") and _conflicts_with_success(run, own.execution_id):
         return _conflicting_report(alert, record, run, integration, received_at)
     own_result = _reports_apply(alert, record, run, own, integration, received_at)
     attempt = own_result.attempt
     if record.runner_items:
-        ctx.runner_reports.append(_runner_report(alert, record, attempt, received_at))
+        ctx.runner_reports.append(runner_report(alert, record, attempt, received_at))
     if own_result.created:
-        _new_attempt_events(alert, record, run, attempt, ident, own, integration, received_at)
+        timeline_events_record(new_attempt_events(alert, record, run, attempt, ident, own, integration, received_at))
     if not run_status_is_set:
         run_status_refresh(run=run)
     reason = ""
@@ -375,10 +375,13 @@ def _apply_attempts(
     return alert_finish(alert, Alert.Outcome.ACCEPTED, reason=reason, run=run, attempt=attempt, stale=own_result.stale)
 
 
-def _own_report(record: ParsedAlert, run: Run, ident: RecordIdentity) -> AttemptDetails:
+def own_report(
+    record: ParsedAlert, run: Run, ident: RecordIdentity, *, execution_id: str | None = None
+) -> AttemptDetails:
     """What the record says about its own attempt, as stored: the execution id for the run
-    (``execution_for_report``), the trigger an integration key may give, the slot placement, and the
-    redacted text fitted to its columns. Call with a record that names an execution and a status."""
+    (``execution_for_report``, or ``execution_id`` when the caller knows it: the record's own on a run
+    created in its transaction), the trigger an integration key may give, the slot placement, and the
+    redacted text fitted to its columns. Call with a redacted record that names an execution and a status."""
     assert record.execution_id and record.status
     placement = ident.placement
     trigger = record.trigger
@@ -388,7 +391,7 @@ def _own_report(record: ParsedAlert, run: Run, ident: RecordIdentity) -> Attempt
         trigger = Attempt.Trigger.MANUAL_RERUN
     return AttemptDetails(
         # an executor that reuses one id across retries: <id>#<retry ordinal> (docs/slots.md)
-        execution_id=execution_for_report(run=run, record=record),
+        execution_id=execution_id if execution_id is not None else execution_for_report(run=run, record=record),
         status=record.status,
         source_number=_source_number(record.attempt_number),
         trigger=trigger,
@@ -453,7 +456,7 @@ def _reports_apply(
     return own_result
 
 
-def _runner_report(alert: Alert, record: ParsedAlert, attempt: Attempt, received_at: datetime) -> RunnerReport:
+def runner_report(alert: Alert, record: ParsedAlert, attempt: Attempt, received_at: datetime) -> RunnerReport:
     """The record's runner items (ids attempted, completed, failed) on its attempt, unsaved: written
     after the post's alerts (``runner_reports_write``)."""
     items = record.runner_items or {}
@@ -467,7 +470,7 @@ def _runner_report(alert: Alert, record: ParsedAlert, attempt: Attempt, received
     )
 
 
-def _new_attempt_events(
+def new_attempt_events(
     alert: Alert,
     record: ParsedAlert,
     run: Run,
@@ -476,9 +479,25 @@ def _new_attempt_events(
     own: AttemptDetails,
     integration: Integration,
     received_at: datetime,
-) -> None:
-    """The events a newly created own attempt adds beside its status event: a manual re-run around the
-    approval process, retries exhausted, and the placement's schedule mismatches (``ident.notes``)."""
+) -> list[TimelineEvent]:
+    """The events a newly created own attempt adds beside its status event, unsaved: a manual re-run around
+    the approval process, retries exhausted, and the placement's schedule mismatches (``ident.notes``)."""
+    events: list[TimelineEvent] = []
+
+    def add(kind: TimelineEventKind, summary: str, at: datetime) -> None:
+        events.append(
+            timeline_event_build(
+                job=run.job,
+                run=run,
+                attempt=attempt,
+                alert=alert,
+                kind=kind,
+                summary=summary,
+                occurred_at=at,
+                actor_integration=integration,
+            )
+        )
+
     if attempt.trigger == Attempt.Trigger.MANUAL_RERUN:
         # A replay_key is honoured only with the job's runner credential: on an integration key,
         # no replay dispatched by Handover carries this attempt.
@@ -486,19 +505,17 @@ def _new_attempt_events(
             f"Attempt {attempt.number} is a manual re-run (manual_rerun) that went around the approval process "
             "(no replay dispatched by Handover carries it)"
         )
-        at = own.started_at or own.scheduled_at or received_at
-        _run_event(alert, run, TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED, summary, at, integration, attempt=attempt)
+        add(TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED, summary, own.started_at or own.scheduled_at or received_at)
     exhausted = record.details.get("exhausted_retry_condition")
     if exhausted:
         earlier = record.details.get("earlier_invocations_failed")
         summary = f"Retries exhausted ({exhausted})" + (
             f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""
         )
-        at = record.occurred_at or received_at
-        _run_event(alert, run, TimelineEvent.Kind.RETRIES_EXHAUSTED, summary, at, integration, attempt=attempt)
+        add(TimelineEvent.Kind.RETRIES_EXHAUSTED, summary, record.occurred_at or received_at)
     for note in ident.notes:
-        at = record.occurred_at or received_at
-        _run_event(alert, run, TimelineEvent.Kind.SCHEDULE_MISMATCH, note, at, integration, attempt=attempt)
+        add(TimelineEvent.Kind.SCHEDULE_MISMATCH, note, record.occurred_at or received_at)
+    return events
 
 
 def _run_event(

@@ -46,6 +46,12 @@ def _instance_parts(record: ParsedAlert) -> tuple[str, str] | None:
     return str(fingerprint), record.group_ref[len(prefix) :]
 
 
+def record_names_instance(record: ParsedAlert) -> bool:
+    """True when ``record`` carries an alert instance (``group_ref`` ``<fingerprint>@<startsAt>``) that
+    ``alert_instance_classify`` must compare with the fingerprint's earlier instances. Pure."""
+    return _instance_parts(record) is not None
+
+
 def alert_instance_classify(*, alert: Alert, record: ParsedAlert) -> InstanceFacts:
     """Classify a firing alert against the earlier instances of its fingerprint on the same integration.
 

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition
 from runs.alerts.apply import alert_apply_in_transaction, alert_duplicate_apply
+from runs.alerts.bulk import alerts_receive_set, set_path_enabled
 from runs.alerts.context import IngestResult, PostContext, runner_reports_write
 from runs.alerts.decoders import body_decode
 from runs.alerts.models import Alert, AuthFailureCounter, Delivery
@@ -396,7 +397,8 @@ def _delivery_finish_received(pk: int) -> bool:
 def _alerts_receive(
     delivery: Delivery, chunk: list[tuple[int, ParsedAlert | InvalidItem]], ctx: PostContext
 ) -> list[Alert]:
-    """Record and apply ``chunk`` (records with their index in the post) in one transaction.
+    """Record and apply ``chunk`` (records with their index in the post) in one transaction: set-based
+    on PostgreSQL (``runs.alerts.bulk.alerts_receive_set``), one record after the other elsewhere.
 
     If the chunk fails on a database error (a deadlock with a concurrent batch that holds some of
     the same runs, a constraint a record trips), it is rolled back and redone one alert per
@@ -404,7 +406,10 @@ def _alerts_receive(
     """
     try:
         with transaction.atomic():
-            alerts = [_alert_receive(delivery, index, record, ctx) for index, record in chunk]
+            if set_path_enabled():
+                alerts = alerts_receive_set(delivery, chunk, ctx, _alert_receive)
+            else:
+                alerts = [_alert_receive(delivery, index, record, ctx) for index, record in chunk]
             runner_reports_write(ctx)
             return alerts
     except DatabaseError as exc:

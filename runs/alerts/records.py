@@ -250,6 +250,34 @@ def dedup_hash(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
+def alert_values(
+    *, delivery: Delivery, index: int, record: ParsedAlert, mend: RecordMend | None = None
+) -> dict[str, Any]:
+    """The column values of the Alert row of one parsed record (``mend`` as in ``alert_record``), as a dict
+    of field name to value: the dedup hash of the raw key, every text field redacted and fitted. Pure."""
+    integration = delivery.integration
+    hashed = dedup_hash(record.dedup_key)  # the raw key: only its hash is stored
+    record = record_redacted(record)  # every text field as stored and shown (the dedup key stays raw)
+    return {
+        "delivery": delivery,
+        "integration": integration,
+        "index": index,
+        "source": integration.source,
+        "kind": record.kind,
+        "dedup_key": storable_text(redact_text(record.dedup_key))[:2000],
+        "dedup_hash": hashed,
+        "fields": _record_fields(record),
+        "job_key": column_fit(record.job_key or "", Alert, "job_key"),
+        "tenant_slug": column_fit(record.tenant or "", Alert, "tenant_slug"),
+        "environment": column_fit(record.environment or "", Alert, "environment"),
+        "execution_id": column_fit(record.execution_id or "", Alert, "execution_id"),
+        "summary": column_fit(redact_text(record.summary or ""), Alert, "summary"),
+        "group_ref": column_fit(record.group_ref or "", Alert, "group_ref"),
+        "correlation_key": record.correlation_key or "",  # fits: record_mend refuses a longer one
+        "mend_notes": mend.notes if mend else [],
+    }
+
+
 def alert_record(
     *, delivery: Delivery, index: int, record: ParsedAlert | InvalidItem, mend: RecordMend | None = None
 ) -> tuple[Alert, bool]:
@@ -282,26 +310,8 @@ def alert_record(
         if row_insert_unless_conflict(alert):
             return alert, True
         return Alert.objects.get(delivery=delivery, index=index), False
-    hashed = dedup_hash(record.dedup_key)  # the raw key: only its hash is stored
-    record = record_redacted(record)  # every text field as stored and shown (the dedup key stays raw)
-    values = {
-        "delivery": delivery,
-        "integration": integration,
-        "index": index,
-        "source": integration.source,
-        "kind": record.kind,
-        "dedup_key": storable_text(redact_text(record.dedup_key))[:2000],
-        "dedup_hash": hashed,
-        "fields": _record_fields(record),
-        "job_key": column_fit(record.job_key or "", Alert, "job_key"),
-        "tenant_slug": column_fit(record.tenant or "", Alert, "tenant_slug"),
-        "environment": column_fit(record.environment or "", Alert, "environment"),
-        "execution_id": column_fit(record.execution_id or "", Alert, "execution_id"),
-        "summary": column_fit(redact_text(record.summary or ""), Alert, "summary"),
-        "group_ref": column_fit(record.group_ref or "", Alert, "group_ref"),
-        "correlation_key": record.correlation_key or "",  # fits: record_mend refuses a longer one
-        "mend_notes": mend.notes if mend else [],
-    }
+    values = alert_values(delivery=delivery, index=index, record=record, mend=mend)
+    hashed = values["dedup_hash"]
     if mend and mend.refusal:
         alert = Alert(**values, outcome=Alert.Outcome.REJECTED, reason=mend.refusal, outcome_at=timezone.now())
     else:

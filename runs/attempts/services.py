@@ -24,7 +24,7 @@ from runs.catalog.models import Integration
 from runs.checks.overlaps import attempt_overlap_record
 from runs.permissions import require_act_on_run
 from runs.timeline.models import TimelineEvent
-from runs.timeline.services import timeline_event_record
+from runs.timeline.services import timeline_event_build, timeline_event_record
 
 RUN_STATUS_FOR_ATTEMPT = {
     Attempt.Status.QUEUED: Run.Status.RUNNING,
@@ -158,18 +158,16 @@ def attempt_report_apply(
     earlier = list(Attempt.objects.filter(run=run).order_by("number"))
     attempt = next((a for a in earlier if a.execution_id == report.execution_id), None)
     if attempt is None:
-        attempt = _attempt_create(run, report, received_at, earlier)
-        timeline_event_record(
-            job=run.job,
-            run=run,
+        attempt = attempt_build(run=run, report=report, received_at=received_at, earlier=earlier)
+        attempt.save(force_insert=True)
+        attempt_created_event_build(
             attempt=attempt,
+            report=report,
+            fallback=fallback,
             alert=alert,
-            kind=ATTEMPT_EVENT_KINDS[Attempt.Status(report.status)],
-            summary=_attempt_summary(attempt, report.status),
-            occurred_at=_event_time(report, fallback),
             actor_integration=actor_integration,
             data=data,
-        )
+        ).save(force_insert=True)
         if attempt.is_duplicate_trigger:
             duplicate_trigger_record(attempt=attempt, alert=alert, actor_integration=actor_integration, at=fallback)
         if attempt.source_number is not None:
@@ -208,11 +206,12 @@ def attempt_report_apply(
     return AttemptReportResult(attempt=attempt, created=False, changed=changed, stale=stale)
 
 
-def _attempt_create(run: Run, report: AttemptDetails, received_at: datetime, earlier: list[Attempt]) -> Attempt:
-    """Insert a new attempt numbered 1 + the run's attempts (``earlier``), its trigger decided against
-    the slot's earlier executions (``trigger_decide``); call under the run's row lock."""
+def attempt_build(*, run: Run, report: AttemptDetails, received_at: datetime, earlier: list[Attempt]) -> Attempt:
+    """A new attempt of ``run``, unsaved: numbered 1 + the run's attempts (``earlier``, read under the run's
+    row lock; ``[]`` for a run created in the caller's transaction), its trigger decided against the slot's
+    earlier executions (``trigger_decide``), in the reported status since ``received_at`` (UTC)."""
     trigger, inferred, duplicate = trigger_decide(report=report, earlier=earlier)
-    attempt = Attempt(
+    return Attempt(
         run=run,
         number=max((a.number for a in earlier), default=0) + 1,
         trigger=trigger,
@@ -221,8 +220,31 @@ def _attempt_create(run: Run, report: AttemptDetails, received_at: datetime, ear
         status_changed_at=received_at,
         **report.as_model_fields(),
     )
-    attempt.save(force_insert=True)
-    return attempt
+
+
+def attempt_created_event_build(
+    *,
+    attempt: Attempt,
+    report: AttemptDetails,
+    fallback: datetime,
+    alert: Alert | None = None,
+    actor_integration: Integration | None = None,
+    data: dict[str, Any] | None = None,
+) -> TimelineEvent:
+    """The unsaved timeline event of a new attempt in its reported status (``attempt_failed``, ...), at the
+    report's own time for that status, else ``fallback`` (UTC; see ``attempt_report_apply``)."""
+    run = attempt.run
+    return timeline_event_build(
+        job=run.job,
+        run=run,
+        attempt=attempt,
+        alert=alert,
+        kind=ATTEMPT_EVENT_KINDS[Attempt.Status(report.status)],
+        summary=_attempt_summary(attempt, report.status),
+        occurred_at=_event_time(report, fallback),
+        actor_integration=actor_integration,
+        data=data,
+    )
 
 
 SCHEDULE_STARTED = frozenset({Attempt.Trigger.SCHEDULED, Attempt.Trigger.CATCH_UP})

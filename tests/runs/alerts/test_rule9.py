@@ -28,6 +28,7 @@ from django.test import Client
 from django.test.client import RequestFactory
 from django.urls import reverse
 
+from runs.alerts import bulk as bulk_module  # the set-based path: fast_candidate
 from runs.alerts import receive as receive_module  # the post's loop: alert_apply_in_transaction
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.receive import delivery_sweep_received
@@ -537,6 +538,14 @@ def poison(monkeypatch: pytest.MonkeyPatch) -> None:
         return apply(alert, record, ctx)
 
     monkeypatch.setattr(receive_module, "alert_apply_in_transaction", failing)
+    candidate = bulk_module.fast_candidate
+
+    def failing_candidate(delivery: Any, index: int, record: Any, ctx: Any) -> Any:
+        if (getattr(record, "execution_id", None) or "").startswith("poison"):  # the set-based path fails alike
+            raise RuntimeError("ledger refused Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345")
+        return candidate(delivery, index, record, ctx)
+
+    monkeypatch.setattr(bulk_module, "fast_candidate", failing_candidate)
 
 
 def test_a_failing_processing_answers_202_and_is_retried_with_backoff_until_failed(
