@@ -7,7 +7,7 @@ row; on PostgreSQL ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` does the s
 from __future__ import annotations
 
 from django.db import IntegrityError, NotSupportedError, connections, router, transaction
-from django.db.models import Model
+from django.db.models import Field, Model
 from django.db.models.constants import OnConflict
 
 
@@ -75,6 +75,8 @@ def rows_insert_unless_conflict(objs: list[Model], *, match_field: str = "public
     meta = model._meta
     fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field and not f.generated]
     match = meta.get_field(match_field)
+    assert isinstance(match, Field), f"{match_field} is not a column of {meta.label}"
+    assert meta.pk is not None
     returning = [meta.pk, match]
     manager = model._base_manager.using(using)
     rows = manager._insert(  # type: ignore[attr-defined]  # noqa: SLF001  # private QuerySet API the stubs omit

@@ -120,7 +120,7 @@ def fast_candidate(
     if status is None or not _shape_fits(shown):
         return None
     ident = record_identity(shown, ctx, need_window=True, received_at=delivery.received_at)
-    if ident.problems:
+    if ident.problems or ident.window_start is None or ident.window_end is None:
         return None
     assert ident.job is not None and ident.tenant is not None and ident.environment
     target = ctx.target(ident.job, ident.tenant, ident.environment)

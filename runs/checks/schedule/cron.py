@@ -165,9 +165,12 @@ def seconds_coerce(name: str, value: float | None, *, allow_none: bool = False) 
     return float(value)
 
 
+@functools.lru_cache(maxsize=1024)
 def schedule_prepare(
     cron: str, tz: str | zoneinfo.ZoneInfo, dst_gap: DstGapPolicy | str, dst_overlap: DstOverlapPolicy | str
 ) -> tuple[str, zoneinfo.ZoneInfo, DstGapPolicy, DstOverlapPolicy]:
+    """``(cron with single spaces, zone, gap policy, overlap policy)``, each checked: raises ScheduleError for
+    a cron, zone or policy that is not one. Pure, so its answers are cached (every placement asks)."""
     validate_cron(cron)
     return (
         " ".join(cron.split()),

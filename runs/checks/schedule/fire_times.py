@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import zoneinfo
 from datetime import datetime
 from itertools import islice
@@ -45,6 +46,12 @@ def next_fire_times(
     return [instant.astimezone(zone) for instant in islice(fire_times_after(cron, zone, start, gap, overlap), count)]
 
 
+# Placing a storm's reports asks for the same few fire times again and again (one job failing for a
+# thousand tenants names one window): the answers are pure functions of their arguments, kept here.
+FIRE_TIME_CACHE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=FIRE_TIME_CACHE_SIZE)
 def next_fire_time(
     cron: str,
     tz: str | zoneinfo.ZoneInfo,
@@ -56,6 +63,7 @@ def next_fire_time(
     """Return the first fire time strictly after ``after``, in ``tz`` (see ``next_fire_times``).
 
     Raises ScheduleError as ``next_fire_times`` does, and when there is no slot within 50 years.
+    Pure, so its answers are cached (``FIRE_TIME_CACHE_SIZE`` most recent argument sets).
     """
     found = next_fire_times(cron, tz, after, 1, dst_gap=dst_gap, dst_overlap=dst_overlap)
     if not found:
@@ -63,6 +71,7 @@ def next_fire_time(
     return found[0]
 
 
+@functools.lru_cache(maxsize=FIRE_TIME_CACHE_SIZE)
 def previous_fire_time(
     cron: str,
     tz: str | zoneinfo.ZoneInfo,
@@ -78,6 +87,7 @@ def previous_fire_time(
     Airflow #70089). Same policies as ``next_fire_times`` (C06.B: leap day).
 
     Raises ScheduleError for bad input or when there is no slot within the 50 years before.
+    Pure, so its answers are cached like ``next_fire_time``'s.
     """
     cron, zone, gap, overlap = schedule_prepare(cron, tz, dst_gap, dst_overlap)
     limit = utc_coerce("at_or_before", at_or_before)
