@@ -145,3 +145,62 @@ def test_two_scheduler_instances_posting_one_slot_at_once_give_one_run_numbered_
     assert rows == [(1, "scheduled", False), (2, "scheduled", True)]
     assert run.status == Run.Status.RUNNING
     assert TimelineEvent.objects.filter(kind="duplicate_trigger", attempt__number=2).count() == 1
+
+
+def test_concurrent_batches_naming_the_same_new_runs_give_one_run_each_and_numbered_attempts(
+    story_tenants: Any, make_key: Any
+) -> None:
+    """Four posts of 30 alerts at once, each naming the same 30 new runs with executions of its own: the
+    set-based path races on every run's INSERT; the losers apply row by row on the run that won."""
+    import json
+    from datetime import datetime, timedelta
+
+    key = make_key("generic", tenants=[story_tenants["acme-foods"]])
+    item = json.loads(fixture_path("generic", "01-first-failure.json").read_text())
+    posts = 4
+
+    def batch(post: int) -> bytes:
+        alerts = []
+        for day in range(30):
+            alert = dict(item)
+            for name in ("window_start", "window_end", "scheduled_for", "started_at", "ended_at", "sent_at"):
+                alert[name] = (datetime.fromisoformat(item[name]) + timedelta(days=day)).isoformat()
+            alert["execution_id"] = f"{item['execution_id']}-d{day}-p{post}"
+            alerts.append(alert)
+        return json.dumps({"alerts": alerts}).encode()
+
+    barrier = threading.Barrier(posts)
+    statuses: list[int] = []
+    errors: list[BaseException] = []
+
+    def post(number: int) -> None:
+        try:
+            client = Client()
+            body = batch(number)
+            barrier.wait(timeout=30)
+            response = client.post(
+                "/api/v1/alerts/generic/",
+                data=body,
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {key}",
+            )
+            statuses.append(response.status_code)
+            assert {a["outcome"] for a in response.json()["alerts"]} == {"accepted"}
+        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=(n,)) for n in range(posts)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert not errors and statuses == [202] * posts
+    assert Run.objects.count() == 30
+    assert Attempt.objects.count() == 30 * posts
+    for run in Run.objects.all():
+        assert sorted(run.attempts.values_list("number", flat=True)) == list(range(1, posts + 1))
+    assert Alert.objects.filter(outcome=Alert.Outcome.ACCEPTED).count() == 30 * posts
+    assert TimelineEvent.objects.filter(kind="attempt_failed").count() == 30 * posts
