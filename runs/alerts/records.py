@@ -251,13 +251,20 @@ def dedup_hash(key: str) -> str:
 
 
 def alert_values(
-    *, delivery: Delivery, index: int, record: ParsedAlert, mend: RecordMend | None = None
+    *,
+    delivery: Delivery,
+    index: int,
+    record: ParsedAlert,
+    mend: RecordMend | None = None,
+    shown: ParsedAlert | None = None,
 ) -> dict[str, Any]:
     """The column values of the Alert row of one parsed record (``mend`` as in ``alert_record``), as a dict
-    of field name to value: the dedup hash of the raw key, every text field redacted and fitted. Pure."""
+    of field name to value: the dedup hash of the raw key, every text field redacted and fitted.
+    ``shown``: ``record_redacted(record)`` when the caller has it already. Pure."""
     integration = delivery.integration
     hashed = dedup_hash(record.dedup_key)  # the raw key: only its hash is stored
-    record = record_redacted(record)  # every text field as stored and shown (the dedup key stays raw)
+    # every text field as stored and shown (the dedup key stays raw)
+    record = shown if shown is not None else record_redacted(record)
     return {
         "delivery": delivery,
         "integration": integration,
