@@ -176,8 +176,10 @@ class Alert(TimeStampedModel):
     }
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    delivery = models.ForeignKey(Delivery, on_delete=models.PROTECT, related_name="alerts")
-    integration = models.ForeignKey(Integration, on_delete=models.PROTECT, related_name="alerts")
+    # No index of their own: (delivery, index) and (integration, job_key) lead with them (every alert
+    # written keeps each index up to date: an alert storm pays for every redundant one).
+    delivery = models.ForeignKey(Delivery, on_delete=models.PROTECT, related_name="alerts", db_index=False)
+    integration = models.ForeignKey(Integration, on_delete=models.PROTECT, related_name="alerts", db_index=False)
     index = models.PositiveIntegerField(help_text="position of the record in its post, from 0")
     source = models.SlugField(max_length=50)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.ATTEMPT)

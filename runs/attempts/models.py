@@ -43,8 +43,9 @@ class Run(TimeStampedModel):
     FailureClass = _RunFailureClass
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="runs")
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs")
+    # No index of their own: the run identity (job, ...) and (tenant, window_start) lead with them.
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="runs", db_index=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="runs", db_index=False)
     environment = models.SlugField(max_length=50)
     target = models.ForeignKey(JobTarget, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
     window_start = models.DateTimeField()
@@ -165,7 +166,8 @@ class Attempt(TimeStampedModel):
     }
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="attempts")
+    # No index of its own: the attempt identity (run, execution_id) and (run, number) lead with it.
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="attempts", db_index=False)
     execution_id = models.CharField(max_length=300)
     number = models.PositiveIntegerField(
         default=1, help_text="Handover's ordinal on the run: 1 + the attempts first reported before it; never changed"

@@ -147,9 +147,12 @@ class TimelineEvent(models.Model):
     Kind = TimelineEventKind
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="timeline")
+    # job and run: no index of their own, (job, occurred_at) and (run, occurred_at) lead with them.
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="timeline", db_index=False)
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="timeline")
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.PROTECT, related_name="timeline", db_index=False
+    )
     attempt = models.ForeignKey(Attempt, null=True, blank=True, on_delete=models.PROTECT, related_name="timeline")
     alert = models.ForeignKey(Alert, null=True, blank=True, on_delete=models.PROTECT, related_name="timeline")
     kind = models.CharField(max_length=60, choices=Kind.choices)
