@@ -236,7 +236,8 @@ def _batch_apply(
                 content = WorkItemLoad.objects.filter(pk=load.pk).values_list("content", flat=True).get()
                 raw = zlib.decompress(content)
                 del content
-                counts[load.kind] = {"rows": stage_load(cursor, table, load, raw, index, len(loads))}
+                rows = stage_load(cursor, table, load, raw, index, len(loads), group=not fresh)
+                counts[load.kind] = {"rows": rows}
                 del raw
             except LedgerInputError as exc:
                 raise _located(exc, load, len(loads)) from exc
