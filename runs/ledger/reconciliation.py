@@ -55,6 +55,7 @@ def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str
         joins += f" {'FULL' if merged else 'LEFT'} JOIN {grouped} AS d ON d.stage_id = p.stage_id"
     if runner:
         joins += f" LEFT JOIN {runner} r ON r.stage_id = p.stage_id"
+    known = f"WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = p.stage_id)"
     # The facts are joined and sorted in a subquery, the derived columns computed on its sorted
     # rows: the sort then holds a few narrow columns per item, not every column of the item.
     source = f"""
@@ -64,7 +65,7 @@ def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str
             {"COALESCE(r.stage_status, '')" if runner else "''"} AS rs,
             {"COALESCE(d.n, 0)" if dest else "0"} AS dc, {"COALESCE(d.ref, '')" if dest else "''"} AS dref
         FROM {pop} p{joins}
-        {"" if fresh else f"WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = p.stage_id)"}
+        {"" if fresh else known}
         ORDER BY {key}{_order()}
         """
     facts = {
