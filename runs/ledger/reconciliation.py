@@ -51,7 +51,7 @@ def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str
     key = "COALESCE(p.stage_id, d.stage_id)" if merged else "p.stage_id"
     joins = ""
     if dest:
-        grouped = destination_grouping_sql(dest) if fresh else destination_grouped_sql(dest)
+        grouped = f"({destination_grouping_sql(dest)})" if fresh else destination_grouped_sql(dest)
         joins += f" {'FULL' if merged else 'LEFT'} JOIN {grouped} AS d ON d.stage_id = p.stage_id"
     if runner:
         joins += f" LEFT JOIN {runner} r ON r.stage_id = p.stage_id"
@@ -149,6 +149,10 @@ def _apply_runner_report(cursor: Any, params: dict[str, Any], stages: dict[str, 
         cursor.execute(f"SELECT COUNT(*) FROM {ITEM} WHERE run_id = %(run)s AND is_attempted", params)
         (matched,) = cursor.fetchone()
         rows = sum(by_status.values())
+        if rows != matched:
+            # Some ids are not in the population: one of them may be repeated (a repeat of an id
+            # in the population would have tripped the insert's unique index; ``stage_load``).
+            stage_refuse_duplicates(cursor, stage)
         return {
             "updated": matched,
             "attempted": by_status.get("attempted", 0),

@@ -99,7 +99,7 @@ def destination_grouping_sql(table: str) -> str:
 
     ``n`` counts the id's lines, ``ref`` is the greatest of its references ('' when none).
     """
-    return f"(SELECT stage_id, COUNT(*) AS n, MAX(stage_ref) AS ref FROM {table} GROUP BY stage_id)"
+    return f"SELECT stage_id, COUNT(*) AS n, MAX(stage_ref) AS ref FROM {table} GROUP BY stage_id"
 
 
 def destination_grouped_sql(table: str) -> str:
@@ -194,12 +194,15 @@ def _stage_copy(cursor: Any, table: str, plan: CopyPlan, content: bytes, report:
 
 
 def stage_load(
-    cursor: Any, table: str, load: WorkItemLoad, content: bytes, index: int, of: int, *, group: bool = True
+    cursor: Any, table: str, load: WorkItemLoad, content: bytes, index: int, of: int, *, fresh: bool = False
 ) -> int:
     """Decode, parse and stage one file; refuse an empty file and (but for a destination) repeated ids.
 
-    ``group``: materialise a destination export's grouping by id (``_destination_group``) for the
-    statements of a run that has items; a fresh run's one insert groups it as it joins it.
+    ``fresh``: the run has no items yet. Its one insert groups a destination export as it joins
+    it (otherwise the grouping is materialised, ``_destination_group``), and a runner report's
+    repeated ids are left to the caller: a repeat the insert joins trips the unique index, and
+    the others exist only when some of the report's ids are not in the population
+    (``reconciliation._apply_runner_report``), so a report of the population's ids is never grouped.
 
     On PostgreSQL a plain CSV file (``ledger_files.copy_plan``) is parsed by the database: its
     bytes stream into COPY and its values are checked with one scan; any doubt (a COPY error, a
@@ -230,9 +233,12 @@ def stage_load(
     del text
     if count == 0:
         raise LedgerInputError("the file has no records.")
-    if group and load.kind == WorkItemLoad.Kind.DESTINATION:
+    if not fresh and load.kind == WorkItemLoad.Kind.DESTINATION:
         _destination_group(cursor, table)
     # A destination may hold a record twice (flagged); the population is checked as it is applied.
-    if load.kind not in (WorkItemLoad.Kind.DESTINATION, WorkItemLoad.Kind.POPULATION):
+    later = [WorkItemLoad.Kind.DESTINATION, WorkItemLoad.Kind.POPULATION]
+    if fresh:
+        later.append(WorkItemLoad.Kind.RUNNER_REPORT)
+    if load.kind not in later:
         stage_refuse_duplicates(cursor, table)
     return count
