@@ -38,8 +38,10 @@ def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str
 
     When a runner report or destination export came in the same batch, new items are inserted
     with those facts (and the outcome they imply) already joined in, so a fresh run's million
-    rows are written once, not once per file. Rows go in record-id order: index pages then fill
-    in order instead of being hit at random.
+    rows are written once, not once per file; a fresh run's not-eligible ids (a destination's ids
+    outside the population) come in the same statement, with the outcome and flag the same rules
+    give them. Rows go in record-id order: index pages then fill in order instead of being hit at
+    random.
     """
     pop = stages[WorkItemLoad.Kind.POPULATION]
     runner = stages.get(WorkItemLoad.Kind.RUNNER_REPORT)
