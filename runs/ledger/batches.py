@@ -7,7 +7,7 @@ import logging
 import zlib
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from handover.core.errors import DomainError
@@ -17,7 +17,7 @@ from runs.ledger.failure_class import run_failure_class_suggest
 from runs.ledger.files import LedgerInputError
 from runs.ledger.models import WorkItem, WorkItemLoad
 from runs.ledger.reconciliation import APPLY, KIND_ORDER, reconcile
-from runs.ledger.staging import is_postgres, stage_create, stage_load, stage_name
+from runs.ledger.staging import is_postgres, stage_create, stage_load, stage_name, stage_refuse_duplicates
 from runs.ledger.totals import RunTotals, destination_is_complete, run_totals_refresh
 from runs.ledger.weakening import (
     SNAPSHOT,
@@ -236,15 +236,23 @@ def _batch_apply(
                 content = WorkItemLoad.objects.filter(pk=load.pk).values_list("content", flat=True).get()
                 raw = zlib.decompress(content)
                 del content
-                counts[load.kind] = {"rows": stage_load(cursor, table, load, raw, index, len(loads))}
+                # A savepoint: a failed COPY leaves the transaction usable for ``_repeats_refuse``.
+                with transaction.atomic():
+                    rows = stage_load(cursor, table, load, raw, index, len(loads), fresh=fresh)
+                counts[load.kind] = {"rows": rows}
                 del raw
             except LedgerInputError as exc:
+                _repeats_refuse(cursor, stages, loads, fresh, failed=load)
                 raise _located(exc, load, len(loads)) from exc
         _progress_all(loads, "reconciling", 65, "reconciling")
         for load in loads:
             try:
                 counts[load.kind].update(APPLY[WorkItemLoad.Kind(load.kind)](cursor, params, stages, fresh))
-            except LedgerInputError as exc:
+            except (LedgerInputError, IntegrityError) as exc:
+                if load.kind == WorkItemLoad.Kind.POPULATION:
+                    _repeats_refuse(cursor, stages, loads, fresh)
+                if isinstance(exc, IntegrityError):
+                    raise
                 raise _located(exc, load, len(loads)) from exc
         # A fresh run's items were written with every fact joined in and their outcome derived
         # from it; otherwise bring every item whose derived columns changed up to date.
@@ -268,6 +276,32 @@ def _batch_apply(
             cursor.execute(f"DROP TABLE IF EXISTS {stages[WorkItemLoad.Kind.DESTINATION]}_g")
     _progress_all(loads, "totals", 90, "storing the totals")
     return counts, run_totals_refresh(run=run)
+
+
+def _repeats_refuse(
+    cursor: Any,
+    stages: dict[str, str],
+    loads: list[WorkItemLoad],
+    fresh: bool,
+    *,
+    failed: WorkItemLoad | None = None,
+) -> None:
+    """Raise the runner report's repeated-id error, if it has one, ahead of an error found after it was staged.
+
+    A fresh run's runner report is not grouped when staged (``stage_load``); when a file staged
+    after it (``failed``) or the population's insert (``failed`` None: every file was staged)
+    fails, the report's repeat is still the error a person sees first, as when every file was
+    checked as it was staged. Returns None when there is nothing to raise.
+    """
+    runner = next((ld for ld in loads if ld.kind == WorkItemLoad.Kind.RUNNER_REPORT), None)
+    if not fresh or runner is None or runner is failed:
+        return
+    if failed is not None and loads.index(runner) > loads.index(failed):
+        return
+    try:
+        stage_refuse_duplicates(cursor, stages[runner.kind])
+    except LedgerInputError as exc:
+        raise _located(exc, runner, len(loads)) from exc
 
 
 def _located(exc: LedgerInputError, load: WorkItemLoad, of: int) -> LedgerInputError:

@@ -11,7 +11,12 @@ from django.db import IntegrityError, transaction
 from runs.ledger.common import CHANGE, ITEM
 from runs.ledger.models import WorkItemLoad
 from runs.ledger.outcomes import DERIVED_COLUMNS, derived_sql, differs_sql, set_derived_sql
-from runs.ledger.staging import destination_grouped_sql, is_postgres, stage_refuse_duplicates
+from runs.ledger.staging import (
+    destination_grouped_sql,
+    destination_grouping_sql,
+    is_postgres,
+    stage_refuse_duplicates,
+)
 
 
 def _order() -> str:
@@ -33,20 +38,45 @@ def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str
 
     When a runner report or destination export came in the same batch, new items are inserted
     with those facts (and the outcome they imply) already joined in, so a fresh run's million
-    rows are written once, not once per file. Rows go in record-id order: index pages then fill
-    in order instead of being hit at random.
+    rows are written once, not once per file; a fresh run's not-eligible ids (a destination's ids
+    outside the population) come in the same statement, with the outcome and flag the same rules
+    give them. Rows go in record-id order: index pages then fill in order instead of being hit at
+    random.
     """
     pop = stages[WorkItemLoad.Kind.POPULATION]
     runner = stages.get(WorkItemLoad.Kind.RUNNER_REPORT)
     dest = stages.get(WorkItemLoad.Kind.DESTINATION)
-    attributes = "p.stage_attributes::jsonb" if is_postgres() else "p.stage_attributes"
+    # A fresh run's not-eligible ids (listed by the destination, not by the population) come in
+    # the same statement: a full join, their rows derived by the same rules (no population, no
+    # runner facts: flagged possible duplicates, completed by the destination query).
+    merged = fresh and dest is not None
+    key = "COALESCE(p.stage_id, d.stage_id)" if merged else "p.stage_id"
+    joins = ""
+    if dest:
+        grouped = f"({destination_grouping_sql(dest)})" if fresh else destination_grouped_sql(dest)
+        joins += f" {'FULL' if merged else 'LEFT'} JOIN {grouped} AS d ON d.stage_id = p.stage_id"
+    if runner:
+        joins += f" LEFT JOIN {runner} r ON r.stage_id = p.stage_id"
+    known = f"WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = p.stage_id)"
+    # The facts are joined and sorted in a subquery, the derived columns computed on its sorted
+    # rows: the sort then holds a few narrow columns per item, not every column of the item.
+    source = f"""
+        SELECT {key} AS stage_id, {"p.stage_id IS NOT NULL" if merged else "TRUE"} AS pop,
+            COALESCE(p.stage_skip, '') AS skip, p.stage_attributes AS attributes,
+            {"r.stage_id IS NOT NULL" if runner else "FALSE"} AS att,
+            {"COALESCE(r.stage_status, '')" if runner else "''"} AS rs,
+            {"COALESCE(d.n, 0)" if dest else "0"} AS dc, {"COALESCE(d.ref, '')" if dest else "''"} AS dref
+        FROM {pop} p{joins}
+        {"" if fresh else known}
+        ORDER BY {key}{_order()}
+        """
     facts = {
-        "pop": "TRUE",
-        "skip": "p.stage_skip",
-        "att": "(r.stage_id IS NOT NULL)" if runner else "FALSE",
-        "rs": "COALESCE(r.stage_status, '')" if runner else "''",
-        "dc": "COALESCE(d.n, 0)" if dest else "0",
-        "dref": "COALESCE(d.ref, '')" if dest else "''",
+        "pop": "s.pop",
+        "skip": "s.skip",
+        "att": "s.att",
+        "rs": "s.rs",
+        "dc": "s.dc",
+        "dref": "s.dref",
         "outcome": "'unverified'",
         "ek": "''",
         "eref": "''",
@@ -56,22 +86,15 @@ def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str
         "dexp": "NULL",
     }
     derived = derived_sql(facts)
-    dload = "(CASE WHEN d.n IS NULL THEN NULL ELSE %(destination_load)s END)" if dest else "NULL"
-    joins = ""
-    if runner:
-        joins += f" LEFT JOIN {runner} r ON r.stage_id = p.stage_id"
-    if dest:
-        joins += f" LEFT JOIN {destination_grouped_sql(dest, 'd')} ON d.stage_id = p.stage_id"
+    attributes = "s.attributes::jsonb" if is_postgres() else "s.attributes"
+    dload = "(CASE WHEN s.dc = 0 THEN NULL ELSE %(destination_load)s END)" if dest else "NULL"
     insert = f"""
         INSERT INTO {ITEM} (run_id, record_id, is_in_population, skip_reason, attributes, is_attempted,
             runner_status, destination_count, destination_ref, destination_load_id, is_possible_duplicate,
             duplicate_explanation, duplicate_evidence_ref, {", ".join(DERIVED_COLUMNS)})
-        SELECT %(run)s, p.stage_id, TRUE, p.stage_skip, {attributes}, {facts["att"]}, {facts["rs"]}, {facts["dc"]},
-            {facts["dref"]}, {dload}, {derived["is_possible_duplicate"]}, '', '',
-            {", ".join(derived[c] for c in DERIVED_COLUMNS)}
-        FROM {pop} p{joins}
-        WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = p.stage_id)
-        ORDER BY p.stage_id{_order()}
+        SELECT %(run)s, s.stage_id, s.pop, s.skip, {attributes}, s.att, s.rs, s.dc, s.dref, {dload},
+            {derived["is_possible_duplicate"]}, '', '', {", ".join(derived[c] for c in DERIVED_COLUMNS)}
+        FROM ({source}) AS s
         """
     if fresh:
         # Nothing to update, and a repeated id trips the unique (run, record_id) index: no need to
@@ -82,9 +105,10 @@ def _apply_population(cursor: Any, params: dict[str, Any], stages: dict[str, str
         except IntegrityError:
             stage_refuse_duplicates(cursor, pop)
             raise
-        added = _rowcount(cursor)
-        cursor.execute(f"SELECT COUNT(*) FROM {pop} WHERE stage_skip <> ''")
-        (skipped,) = cursor.fetchone()
+        # No id repeated (the index would have refused it): each staged row became one item (the
+        # not-eligible ids the statement added are the destination's to count).
+        cursor.execute(f"SELECT COUNT(*), COALESCE(SUM(CASE WHEN stage_skip <> '' THEN 1 ELSE 0 END), 0) FROM {pop}")
+        added, skipped = cursor.fetchone()
         return {"added": added, "updated": 0, "skipped_by_rule": skipped}
     stage_refuse_duplicates(cursor, pop)
     cursor.execute(insert, params)
@@ -127,6 +151,10 @@ def _apply_runner_report(cursor: Any, params: dict[str, Any], stages: dict[str, 
         cursor.execute(f"SELECT COUNT(*) FROM {ITEM} WHERE run_id = %(run)s AND is_attempted", params)
         (matched,) = cursor.fetchone()
         rows = sum(by_status.values())
+        if rows != matched:
+            # Some ids are not in the population: one of them may be repeated (a repeat of an id
+            # in the population would have tripped the insert's unique index; ``stage_load``).
+            stage_refuse_duplicates(cursor, stage)
         return {
             "updated": matched,
             "attempted": by_status.get("attempted", 0),
@@ -173,34 +201,44 @@ def _apply_destination(cursor: Any, params: dict[str, Any], stages: dict[str, st
     listed more often than before keeps the larger count; no item is ever deleted.
     """
     stage = stages[WorkItemLoad.Kind.DESTINATION]
-    grouped = destination_grouped_sql(stage, "s")
-    count = f"(CASE WHEN {ITEM}.destination_count > s.n THEN {ITEM}.destination_count ELSE s.n END)"
-    ref = f"(CASE WHEN s.ref <> '' THEN s.ref ELSE {ITEM}.destination_ref END)"
-    derived = derived_sql({"dc": count, "dref": ref})
-    # A fresh run's items were inserted with this export's facts joined in: nothing to update.
-    joined = fresh and WorkItemLoad.Kind.POPULATION in stages
-    updated = 0
-    if not joined:
+    if fresh:
+        # A fresh run's items, the not-eligible ids among them, were inserted with this export's
+        # facts joined in (``_apply_population``): nothing to update, and the run's items are the
+        # export's ids, counted with one scan (the export itself was never grouped into a table).
         cursor.execute(
             f"""
-            UPDATE {ITEM} SET destination_count = {count}, destination_ref = {ref},
-                destination_load_id = %(destination_load)s, {set_derived_sql(derived)}
-            FROM {grouped}
-            WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = s.stage_id
-              AND ({ITEM}.destination_count <> {count} OR {ITEM}.destination_ref <> {ref}
-                   OR {ITEM}.destination_load_id IS NULL OR {differs_sql(derived, ITEM + ".")})
+            SELECT COALESCE(SUM(CASE WHEN destination_count > 0 THEN 1 ELSE 0 END), 0),
+                COALESCE(SUM(CASE WHEN destination_count > 1 THEN 1 ELSE 0 END), 0),
+                COALESCE(SUM(CASE WHEN is_in_population THEN 0 ELSE 1 END), 0)
+            FROM {ITEM} WHERE run_id = %(run)s
             """,
             params,
         )
-        updated = _rowcount(cursor)
-    # Present in the destination but not in the population: kept, flagged as possible duplicates.
-    # (For a fresh run the population's staging table is the smaller thing to anti-join against.)
-    population = stages.get(WorkItemLoad.Kind.POPULATION)
-    known = (
-        f"SELECT 1 FROM {population} p WHERE p.stage_id = s.stage_id"
-        if joined and population
-        else f"SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = s.stage_id"
+        present, repeated, not_eligible = cursor.fetchone()
+        return {
+            "present": present,
+            "updated": 0,
+            "not_eligible": not_eligible,
+            "present_more_than_once": repeated,
+            "no_longer_present": 0,
+        }
+    grouped = f"{destination_grouped_sql(stage)} AS s"
+    count = f"(CASE WHEN {ITEM}.destination_count > s.n THEN {ITEM}.destination_count ELSE s.n END)"
+    ref = f"(CASE WHEN s.ref <> '' THEN s.ref ELSE {ITEM}.destination_ref END)"
+    derived = derived_sql({"dc": count, "dref": ref})
+    cursor.execute(
+        f"""
+        UPDATE {ITEM} SET destination_count = {count}, destination_ref = {ref},
+            destination_load_id = %(destination_load)s, {set_derived_sql(derived)}
+        FROM {grouped}
+        WHERE {ITEM}.run_id = %(run)s AND {ITEM}.record_id = s.stage_id
+          AND ({ITEM}.destination_count <> {count} OR {ITEM}.destination_ref <> {ref}
+               OR {ITEM}.destination_load_id IS NULL OR {differs_sql(derived, ITEM + ".")})
+        """,
+        params,
     )
+    updated = _rowcount(cursor)
+    # Present in the destination but not in the population: kept, flagged as possible duplicates.
     cursor.execute(
         f"""
         INSERT INTO {ITEM} (run_id, record_id, outcome, is_in_population, skip_reason, attributes, is_attempted,
@@ -210,15 +248,15 @@ def _apply_destination(cursor: Any, params: dict[str, Any], stages: dict[str, st
         SELECT %(run)s, s.stage_id, 'completed', FALSE, '', NULL, FALSE, '', s.n, s.ref, %(destination_load)s, TRUE,
             'destination_query', s.ref, '', %(actor)s, %(now)s, '', ''
         FROM {grouped}
-        WHERE NOT EXISTS ({known})
+        WHERE NOT EXISTS (SELECT 1 FROM {ITEM} w WHERE w.run_id = %(run)s AND w.record_id = s.stage_id)
         ORDER BY s.stage_id{_order()}
         """,
         params,
     )
     not_eligible = _rowcount(cursor)
     left = 0
-    if fresh or not params["destination_complete"]:
-        # nothing earlier to contradict, or an export that says nothing about the ids it lacks
+    if not params["destination_complete"]:
+        # an export that says nothing about the ids it lacks
         return _destination_counts(cursor, stage, updated, not_eligible, left)
     # Declared complete for the window: the records it lacks are not in the destination (as of
     # this load). Their earlier facts go; the items stay (a weakening waits for a person).

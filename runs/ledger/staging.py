@@ -83,22 +83,28 @@ def stage_refuse_duplicates(cursor: Any, table: str) -> None:
 def _destination_group(cursor: Any, table: str) -> None:
     """Materialise the destination export with one row per id: ``stage_id``, ``n`` (times present), ``ref``.
 
-    Grouped once, used three times (the join into new items, the not-eligible ids, the counts).
+    Grouped once, used three times by a run that has items (the join into new items, the update
+    of known ones, the not-eligible ids, the counts); a fresh run joins ``destination_grouping_sql``.
     """
     cursor.execute(f"DROP TABLE IF EXISTS {table}_g")
-    cursor.execute(
-        f"CREATE TEMP TABLE {table}_g AS "
-        f"SELECT stage_id, COUNT(*) AS n, MAX(stage_ref) AS ref FROM {table} GROUP BY stage_id"
-    )
+    cursor.execute(f"CREATE TEMP TABLE {table}_g AS {destination_grouping_sql(table)}")
     if is_postgres():
         cursor.execute(f"ANALYZE {table}_g")
     else:
         cursor.execute(f"CREATE INDEX {table}_g_id ON {table}_g (stage_id)")
 
 
-def destination_grouped_sql(table: str, alias: str) -> str:
-    """The materialised grouping of ``_destination_group``, under ``alias``."""
-    return f"{table}_g AS {alias}"
+def destination_grouping_sql(table: str) -> str:
+    """A query of the destination export staged in ``table``, one row per id: ``stage_id``, ``n``, ``ref``.
+
+    ``n`` counts the id's lines, ``ref`` is the greatest of its references ('' when none).
+    """
+    return f"SELECT stage_id, COUNT(*) AS n, MAX(stage_ref) AS ref FROM {table} GROUP BY stage_id"
+
+
+def destination_grouped_sql(table: str) -> str:
+    """The table ``_destination_group`` materialised for the destination export staged in ``table``."""
+    return f"{table}_g"
 
 
 COPY_BLOCK_BYTES = 1 << 20
@@ -187,8 +193,16 @@ def _stage_copy(cursor: Any, table: str, plan: CopyPlan, content: bytes, report:
     return int(count)
 
 
-def stage_load(cursor: Any, table: str, load: WorkItemLoad, content: bytes, index: int, of: int) -> int:
+def stage_load(
+    cursor: Any, table: str, load: WorkItemLoad, content: bytes, index: int, of: int, *, fresh: bool = False
+) -> int:
     """Decode, parse and stage one file; refuse an empty file and (but for a destination) repeated ids.
+
+    ``fresh``: the run has no items yet. Its one insert groups a destination export as it joins
+    it (otherwise the grouping is materialised, ``_destination_group``), and a runner report's
+    repeated ids are left to the caller: a repeat the insert joins trips the unique index, and
+    the others exist only when some of the report's ids are not in the population
+    (``reconciliation._apply_runner_report``), so a report of the population's ids is never grouped.
 
     On PostgreSQL a plain CSV file (``ledger_files.copy_plan``) is parsed by the database: its
     bytes stream into COPY and its values are checked with one scan; any doubt (a COPY error, a
@@ -219,9 +233,12 @@ def stage_load(cursor: Any, table: str, load: WorkItemLoad, content: bytes, inde
     del text
     if count == 0:
         raise LedgerInputError("the file has no records.")
-    if load.kind == WorkItemLoad.Kind.DESTINATION:
+    if not fresh and load.kind == WorkItemLoad.Kind.DESTINATION:
         _destination_group(cursor, table)
     # A destination may hold a record twice (flagged); the population is checked as it is applied.
-    if load.kind not in (WorkItemLoad.Kind.DESTINATION, WorkItemLoad.Kind.POPULATION):
+    later = [WorkItemLoad.Kind.DESTINATION, WorkItemLoad.Kind.POPULATION]
+    if fresh:
+        later.append(WorkItemLoad.Kind.RUNNER_REPORT)
+    if load.kind not in later:
         stage_refuse_duplicates(cursor, table)
     return count

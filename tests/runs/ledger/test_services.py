@@ -467,6 +467,63 @@ def test_duplicate_ids_in_a_population_name_both_lines(ledger_world: LedgerWorld
     assert set(outcomes(ledger_world.run)) == ({"B1"} if existing else set())
 
 
+@pytest.mark.parametrize(
+    ("report", "line"),
+    [
+        (csv("record_id,status", "A1,completed", "A2,failed", "A1,failed"), 4),
+        (csv("record_id,status", "A1,completed", "Z9,failed", "Z9,completed"), 4),
+    ],
+    ids=["repeat in the population", "repeat outside the population"],
+)
+def test_a_fresh_runs_repeated_runner_id_is_refused_before_the_populations_and_destinations_errors(
+    ledger_world: LedgerWorld, report: bytes, line: int
+) -> None:
+    # A fresh run's runner report is not grouped as it is staged: its repeats are found by the
+    # insert (an id of the population) or by the counts (one outside it), and still come first.
+    population = csv("record_id", "A1", "A2", "A3", "A1")
+    for files in (
+        {"population": POPULATION, "runner_report": report},
+        {"population": population, "runner_report": report},
+        {"population": POPULATION, "runner_report": report, "destination": csv("record_id,reference", ",g1")},
+    ):
+        with pytest.raises(LedgerInputError) as caught:
+            load(ledger_world, **files)
+
+        assert caught.value.detail.startswith("runner_report.csv: ") and caught.value.line == line
+        assert "duplicate record id" in caught.value.detail
+        runner = WorkItemLoad.objects.filter(kind="runner_report").latest("id")
+        assert (runner.status, runner.error_line) == ("failed", line)
+        assert not WorkItem.objects.exists()
+    assert not TimelineEvent.objects.filter(run=ledger_world.run, kind="work_items_loaded").exists()
+
+
+def test_a_fresh_runs_not_eligible_ids_come_with_its_population(ledger_world: LedgerWorld) -> None:
+    load(
+        ledger_world,
+        complete=True,
+        population=POPULATION,
+        runner_report=csv("record_id,status", "A1,completed", "A2,failed", "Z8,completed"),
+        destination=csv("record_id,reference", "A1,g1", "Z9,g9", "Z9,g9b", "A3,g3"),
+    )
+
+    (event,) = events(ledger_world, "work_items_loaded")
+    runner, destination = event.data["loads"][1]["counts"], event.data["loads"][2]["counts"]
+    assert (runner["updated"], runner["not_in_population"]) == (2, 1)
+    assert (destination["present"], destination["not_eligible"], destination["present_more_than_once"]) == (3, 1, 1)
+    z9 = item(ledger_world, "Z9")
+    assert (z9.is_in_population, z9.outcome, z9.destination_count, z9.destination_ref) == (False, "completed", 2, "g9b")
+    assert (z9.is_possible_duplicate, z9.is_attempted, z9.evidence_kind) == (True, False, "destination_query")
+    assert not WorkItem.objects.filter(record_id="Z8").exists()
+    assert outcomes(ledger_world.run) == {
+        "A1": "completed",
+        "A2": "rejected",
+        "A3": "completed",
+        "A4": "absent",
+        "A5": "absent",
+        "Z9": "completed",
+    }
+
+
 def test_empty_files_and_evidence_before_the_population_are_refused(ledger_world: LedgerWorld) -> None:
     with pytest.raises(LedgerInputError, match="no records"):
         load(ledger_world, population=csv("record_id"))
