@@ -9,14 +9,17 @@ from typing import Any
 import pytest
 from django.core.paginator import Paginator
 from django.test import Client
+from django.utils import timezone
 
-from handover.core.pagination import CappedPaginator
+from handover.core.pagination import CappedPaginator, count_reach
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.selectors import alert_inbox
 from runs.attempts.models import Run
-from runs.attempts.selectors import run_list
+from runs.attempts.selectors import run_list, run_list_state
 from runs.catalog.models import Integration, IntegrationKey
 from runs.catalog.services import role_grant
+from runs.timeline.models import TimelineEvent, TimelineEventKind
+from runs.timeline.services import timeline_event_record
 from tests.factories import AttemptFactory, RunFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -72,6 +75,36 @@ def test_run_list_pages_newest_window_first_with_filters_and_visibility() -> Non
     assert paginator.count == 7
     assert listed == [run.pk for run in sorted(runs, key=lambda r: r.window_start, reverse=True)]
     assert {run.pk for run in failed} == {run.pk for run in runs if run.status == Run.Status.FAILED}
+
+
+def test_run_list_state_fingerprints_the_runs_a_page_reaches_and_counts_no_further(settings: Any) -> None:
+    settings.LIST_COUNT_CAP = 3
+    admin = UserFactory(admin=True)
+    runs = [RunFactory() for _ in range(6)]  # the newest window last
+    newest, oldest = runs[-1], runs[0]
+    listed = run_list(user=admin)
+    reach = count_reach(None, 2)  # page 1 of 2 a page: the cap and one more
+
+    before = run_list_state(runs=listed, reach=reach)
+    Run.objects.filter(pk=oldest.pk).update(updated_at=timezone.now())  # past the reach: not on any page counted
+    unchanged = run_list_state(runs=listed, reach=reach)
+    timeline_event_record(
+        job=newest.job,
+        tenant=newest.tenant,
+        run=newest,
+        kind=TimelineEventKind.FAILURE_CLASS_SUGGESTED,
+        summary="Failure class suggested",
+    )
+    changed = run_list_state(runs=listed, reach=reach)
+    deeper = run_list_state(runs=listed, reach=count_reach("3", 2))  # page 3 reaches the 6th run
+
+    assert reach == 4 and count_reach("x", 2) == 4 and count_reach("3", 2) == 7
+    assert before[0] == 4  # 6 runs, counted to the cap and one more: the pages say "3+"
+    assert before[1] == max(r.updated_at for r in runs[2:])
+    assert unchanged == before
+    newest_event = TimelineEvent.objects.get(run=newest).pk
+    assert changed[2] == newest_event and changed != before
+    assert deeper[0] == 6 and deeper[1] == Run.objects.get(pk=oldest.pk).updated_at
 
 
 @pytest.fixture
