@@ -30,9 +30,16 @@ def alert_visibility(*, user: User) -> tuple[Q, Q] | None:
     run of the history before its first row."""
     if is_admin(user):
         return None
+    return _unlinked_visible(user), run_visibility_filter_listed(user=user, prefix="run__")
+
+
+def _unlinked_visible(user: User) -> Q:
+    """Alerts without a run that ``user`` (not an admin) sees: every one for staff, else those naming
+    one of their tenants (the slugs looked up first: one query, none for staff)."""
+    if is_staff(user):
+        return Q(run__isnull=True)
     slugs = list(tenant_list_visible(user=user).values_list("slug", flat=True))
-    unlinked = Q(run__isnull=True) if is_staff(user) else Q(run__isnull=True, tenant_slug__in=slugs)
-    return unlinked, run_visibility_filter_listed(user=user, prefix="run__")
+    return Q(run__isnull=True, tenant_slug__in=slugs)
 
 
 def alert_list(*, user: User, outcome: str | None = None, source: str | None = None) -> QuerySet[Alert]:
@@ -45,10 +52,8 @@ def alert_list(*, user: User, outcome: str | None = None, source: str | None = N
     alerts). Queries: the visibility's lookups (none for admins)."""
     alerts = Alert.objects.all()
     if not is_admin(user):
-        slugs = list(tenant_list_visible(user=user).values_list("slug", flat=True))
-        unlinked = Q(run__isnull=True) if is_staff(user) else Q(run__isnull=True, tenant_slug__in=slugs)
         visible_run = Exists(Run.objects.filter(run_visibility_filter_listed(user=user), pk=OuterRef("run_id")))
-        alerts = alerts.filter(unlinked | visible_run)
+        alerts = alerts.filter(_unlinked_visible(user) | visible_run)
     if outcome:
         alerts = alerts.filter(outcome=outcome)
     if source:

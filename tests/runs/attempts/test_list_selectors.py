@@ -198,6 +198,38 @@ def test_inbox_shows_a_support_person_only_their_tenants_alerts(integration: Int
     assert counts == {"accepted": 1, "unmatched": 1, "duplicate": 1}
 
 
+def test_inbox_counts_a_support_persons_alerts_with_and_without_a_run_together_up_to_the_cap(
+    integration: Integration, settings: Any
+) -> None:
+    settings.LIST_COUNT_CAP = 2
+    person = UserFactory()
+    mine, other = TenantFactory(slug="mine"), TenantFactory(slug="other")
+    role_grant(user=person, role="support", obj=mine)
+    run = RunFactory(tenant=mine)
+    make_alerts(
+        integration,
+        [
+            ("accepted", 0, run, ""),
+            ("duplicate", 1, run, ""),  # linked duplicates: two visible
+            ("duplicate", 2, run, ""),
+            ("unmatched", 3, None, "mine"),
+            ("duplicate", 4, None, "mine"),  # unlinked duplicates: two visible, one not
+            ("duplicate", 5, None, "mine"),
+            ("duplicate", 6, None, "other"),
+            ("unmatched", 7, None, "mine"),
+            ("accepted", 8, RunFactory(tenant=other), ""),
+        ],
+    )
+
+    listed, counts = alert_inbox(user=person)
+    paginator = CappedPaginator(listed, 1)  # 3 originals seen: counted to the cap and one more
+    html = logged_in(person).get("/inbox/").content.decode()
+
+    assert counts == {"accepted": 1, "unmatched": 2, "duplicate": 3}  # 4 duplicates seen: 2 + 2, capped at 3
+    assert paginator.count == 3 and paginator.count_capped and paginator.count_label == "2+"
+    assert '<span class="n">2+</span>' in html  # the duplicates' count
+
+
 def test_inbox_page_query_count_does_not_grow_with_alerts(
     integration: Integration, django_assert_max_num_queries: Any
 ) -> None:
