@@ -131,6 +131,13 @@ if env.str("DATABASE_REPLICA_URL", default=""):
         "CONN_HEALTH_CHECKS": DATABASES["default"].get("CONN_HEALTH_CHECKS", False),
         "TEST": {"MIRROR": "default"},
     }
+# No JIT compilation on PostgreSQL: our reads are short (index probes, counts that stop at the cap)
+# but their estimated costs assume whole scans, so the default JIT (estimated cost past
+# jit_above_cost) spent 2-3 s compiling page queries that then ran in 0.1-0.2 s at a million stored
+# alerts (docs/production.md, "History measured").
+for _database in DATABASES.values():
+    if _database["ENGINE"] == "django.db.backends.postgresql":
+        _database.setdefault("OPTIONS", {})["options"] = "-c jit=off"
 DATABASE_ROUTERS = ["handover.core.replica.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -122,6 +122,20 @@ def run_visibility_filter(*, user: User, prefix: str = "") -> Q:
     return Q(**{f"{prefix}tenant__in": tenants}) | Q(**{f"{prefix}job__in": jobs})
 
 
+def run_visibility_filter_listed(*, user: User, prefix: str = "") -> Q:
+    """:func:`run_visibility_filter`'s rule with the visible tenants' and owned jobs' ids looked up first
+    (queries: two, none for admins) and written as literal lists.
+
+    For a query that tests visibility row by row (an ``EXISTS`` per alert of a capped count): PostgreSQL
+    estimates each test of a literal list at an index probe, where the permission subqueries made it
+    guess hundreds of times more and choose plans that read every row of the history."""
+    if is_admin(user):
+        return Q()
+    tenants = list(tenant_list_visible(user=user).values_list("pk", flat=True))
+    jobs = list(job_list_owned(user=user).values_list("pk", flat=True))
+    return Q(**{f"{prefix}tenant_id__in": tenants}) | Q(**{f"{prefix}job_id__in": jobs})
+
+
 def may_read_run(*, user: User, run: Run) -> bool:
     """Whether ``user`` sees ``run``: any tenant role on its tenant, or technical owner of its job. Queries: one."""
     if not _active(user):

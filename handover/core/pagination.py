@@ -58,6 +58,17 @@ def capped_label(count: int, cap: int | None = None) -> str:
 MAX_HORIZON = 2**62
 
 
+def count_reach(number: object, per_page: int) -> int:
+    """How many rows a capped list counts for page ``number`` (a query parameter, any text): the cap
+    and one more, or ``number × per_page`` and one more when that page lies deeper -- what
+    :class:`CappedPaginator` counts for it. A missing or unreadable number counts as page 1."""
+    try:
+        wanted = int(str(number))
+    except (TypeError, ValueError):
+        wanted = 1
+    return max(count_cap(), min(max(wanted, 1) * per_page, MAX_HORIZON)) + 1
+
+
 class CappedPaginator(Paginator):  # type: ignore[type-arg]  # pages rows of any kind
     """Django's paginator counting at most ``horizon + 1`` rows: the cap, or further when a page asks.
 

@@ -131,6 +131,12 @@ class Delivery(TimeStampedModel):
             models.Index(fields=["integration", "-received_at"], name="runs_delivery_recent_idx"),
             # the sweep of deliveries a crash left unfinished (runs.alerts.receive.delivery_sweep_received)
             models.Index(fields=["received_at"], condition=Q(outcome="received"), name="runs_delivery_received_idx"),
+            # the inbox's rejected and failed posts (counts and the newest 20 of each), not every post
+            models.Index(
+                fields=["outcome", "-received_at"],
+                condition=Q(outcome__in=["rejected", "failed"]),
+                name="runs_delivery_refused_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -242,8 +248,21 @@ class Alert(TimeStampedModel):
             ),
         ]
         indexes = [
-            # the inbox: unmatched first, newest first
-            models.Index(fields=["outcome", "-created_at"], name="runs_alert_inbox_idx"),
+            # the inbox: unmatched first, newest first; its capped counts decide who sees an alert from the
+            # index alone (an unlinked alert's tenant slug, a linked one's run), without a heap fetch each
+            models.Index(
+                fields=["outcome", "-created_at"],
+                include=["id", "run", "tenant_slug", "duplicate_of"],
+                name="runs_alert_inbox_cover_idx",
+            ),
+            # the inbox's counts of alerts without a run, per outcome and tenant (a support person's
+            # tenants): only those alerts, not every alert of the outcome nor every alert without a run
+            models.Index(
+                fields=["outcome", "tenant_slug"],
+                include=["id", "duplicate_of"],
+                condition=Q(run__isnull=True),
+                name="runs_alert_unlinked_idx",
+            ),
             # the pending sweep
             models.Index(fields=["created_at"], condition=Q(outcome="pending"), name="runs_alert_pending_idx"),
             models.Index(fields=["integration", "job_key"], name="runs_alert_job_idx"),

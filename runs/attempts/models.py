@@ -7,6 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 
 from handover.core.durations import seconds_in_words
 from handover.core.models import TimeStampedModel, choices_check
@@ -112,6 +113,11 @@ class Run(TimeStampedModel):
             # the runs list: newest first, filtered by tenant
             models.Index(fields=["tenant", "-window_start"], name="runs_run_tenant_window_idx"),
             models.Index(fields=["-window_start", "-id"], name="runs_run_newest_idx"),
+            # the run time (the slot, else the window's end): failed runs of a period (recurrence, trends)
+            models.Index(Coalesce("scheduled_for", "window_end"), name="runs_run_run_at_idx"),
+            # failed and missed runs (the navigation's capped "needs attention" count): no scan of the
+            # succeeded ones
+            models.Index(fields=["id"], condition=Q(status__in=["failed", "missed"]), name="runs_run_failing_idx"),
         ]
 
     def __str__(self) -> str:
@@ -244,6 +250,20 @@ class Attempt(TimeStampedModel):
             models.Index(fields=["run"], condition=Q(status__in=["queued", "running"]), name="runs_attempt_active_idx"),
             models.Index(fields=["correlation_ref"], name="runs_attempt_corr_idx"),
             models.Index(fields=["execution_id"], name="runs_attempt_exec_idx"),
+            # the business state's "a duplicate trigger not explained" (the runs lists): a few rows, not
+            # every attempt, whichever way PostgreSQL evaluates the EXISTS
+            models.Index(
+                fields=["run"],
+                condition=Q(is_duplicate_trigger=True, duplicate_explained_at__isnull=True),
+                name="runs_attempt_dup_unexpl_idx",
+            ),
+            # attempts that ended failed (runs.attempts.failures: a period's failed runs, their first
+            # failure and count): the failures alone, not every attempt of the history
+            models.Index(
+                fields=["run"],
+                condition=Q(status__in=["failed", "timed_out", "cancelled", "abandoned"]),
+                name="runs_attempt_failed_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -78,16 +78,21 @@ def run_list(
     ).order_by("-window_start", "-id")
 
 
-def run_list_state(*, runs: QuerySet[Run]) -> tuple[object, ...]:
-    """A fingerprint of a runs list for its ETag: how many runs, their newest change and newest event.
+def run_list_state(*, runs: QuerySet[Run], reach: int) -> tuple[object, ...]:
+    """A fingerprint of a runs list for its ETag: how many runs, their newest change and newest event,
+    over the list's first ``reach`` runs in its order (newest window first).
 
-    ``(count, max updated_at, max timeline event id)`` over ``runs`` (a ``run_list`` queryset, any
-    page): every change a row of the list shows writes a timeline event on the run (attempts,
-    ledger totals, handovers, explanations) or touches the run. Queries: two.
+    ``(count, max updated_at, max timeline event id)`` over those runs of ``runs`` (a ``run_list``
+    queryset, any page): every change a row of the list shows writes a timeline event on the run
+    (attempts, ledger totals, handovers, explanations) or touches the run, and a run entering or
+    leaving the first ``reach`` changes which runs are fingerprinted. ``reach`` is what the polled page
+    counts to (:func:`handover.core.pagination.count_reach`: the cap and one more, or further for a
+    deeper page), so the count is at most ``reach`` -- "10,000+" stays "10,000+" -- and the cost of a
+    poll stays bounded however long the history. Queries: two.
     """
-    base = runs.order_by().values("pk")
-    totals = Run.objects.filter(pk__in=base).aggregate(count=Count("pk"), updated=Max("updated_at"))
-    newest_event = TimelineEvent.objects.filter(run__in=base).aggregate(newest=Max("pk"))["newest"]
+    first = runs.order_by("-window_start", "-id").values("pk")[:reach]
+    totals = Run.objects.filter(pk__in=first).aggregate(count=Count("pk"), updated=Max("updated_at"))
+    newest_event = TimelineEvent.objects.filter(run__in=first).aggregate(newest=Max("pk"))["newest"]
     return (totals["count"], totals["updated"], newest_event)
 
 

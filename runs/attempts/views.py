@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from handover.core.pagination import CappedPaginator
+from handover.core.pagination import CappedPaginator, count_reach
 from handover.core.people import signed_in
 from handover.core.polling import list_page
 from handover.core.replica import replica_reads
@@ -30,6 +30,8 @@ from runs.checks.selectors import check_list_for_run
 from runs.checks.slot_review import run_identity_flags
 from runs.ledger.views import run_ledger_context
 from runs.permissions import tenant_list_visible
+
+RUNS_PER_PAGE = 50
 
 
 @login_required
@@ -58,7 +60,7 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
         query.pop("page", None)
         return {
             "form": form,
-            "page": CappedPaginator(runs, 50).get_page(request.GET.get("page")),
+            "page": CappedPaginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page")),
             "query": query.urlencode(),
             "tenants": tenant_list_visible(user=request.user),
         }
@@ -68,7 +70,7 @@ def run_list_view(request: HttpRequest) -> HttpResponse:
         template="runs/attempts/run_list.html",
         fragment="runs/attempts/_run_list_rows.html",
         context=context,
-        state=lambda: run_list_state(runs=runs),
+        state=lambda: run_list_state(runs=runs, reach=count_reach(request.GET.get("page"), RUNS_PER_PAGE)),
     )
 
 

@@ -181,6 +181,13 @@ class TimelineEvent(models.Model):
         indexes = [
             models.Index(fields=["run", "occurred_at"], name="runs_event_run_idx"),
             models.Index(fields=["job", "occurred_at"], name="runs_event_job_idx"),
+            # the business state's re-fires and conflicting reports (the runs lists): the flagged events
+            # alone, not every event of the history
+            models.Index(
+                fields=["run", "recorded_at"],
+                condition=Q(kind__in=[TimelineEventKind.REFIRE, TimelineEventKind.CONFLICTING_REPORT]),
+                name="runs_event_flagged_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -15,6 +15,7 @@ from handover.notifications.context_processors import navigation_counts
 from handover.notifications.models import Notification
 from runs.attempts.models import Run
 from tests.approvals.conftest import MakeRequest, World
+from tests.factories import RunFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -64,3 +65,21 @@ def test_navigation_shows_the_counts(world: World, make_request: MakeRequest) ->
     html = client.get("/runs/").content.decode()
 
     assert 'data-testid="approvals-count" title="replay requests waiting for your approval">1<' in html
+
+
+def test_needs_attention_counts_failed_runs_no_further_than_the_cap(world: World, settings: Any) -> None:
+    settings.LIST_COUNT_CAP = 2
+    for _ in range(3):  # with the world's run: four failed runs, none covered by a handover
+        RunFactory(job=world.job, tenant=world.tenant, target=world.target, status=Run.Status.FAILED)
+    client = Client()
+    client.force_login(world.support)
+
+    counts = counts_for(world.support)
+    html = client.get("/runs/").content.decode()
+
+    assert Run.objects.filter(tenant=world.tenant, status=Run.Status.FAILED).count() == 4
+    assert counts["attention_count"] == 3  # counted to the cap and one more
+    assert counts["attention_label"] == "2+"
+    assert 'data-testid="attention-count"' in html and ">2+</span>" in html
+    settings.LIST_COUNT_CAP = 10
+    assert counts_for(world.support)["attention_label"] == "4"

@@ -9,14 +9,17 @@ from typing import Any
 import pytest
 from django.core.paginator import Paginator
 from django.test import Client
+from django.utils import timezone
 
-from handover.core.pagination import CappedPaginator
+from handover.core.pagination import CappedPaginator, count_reach
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.selectors import alert_inbox
 from runs.attempts.models import Run
-from runs.attempts.selectors import run_list
+from runs.attempts.selectors import run_list, run_list_state
 from runs.catalog.models import Integration, IntegrationKey
 from runs.catalog.services import role_grant
+from runs.timeline.models import TimelineEvent, TimelineEventKind
+from runs.timeline.services import timeline_event_record
 from tests.factories import AttemptFactory, RunFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -72,6 +75,36 @@ def test_run_list_pages_newest_window_first_with_filters_and_visibility() -> Non
     assert paginator.count == 7
     assert listed == [run.pk for run in sorted(runs, key=lambda r: r.window_start, reverse=True)]
     assert {run.pk for run in failed} == {run.pk for run in runs if run.status == Run.Status.FAILED}
+
+
+def test_run_list_state_fingerprints_the_runs_a_page_reaches_and_counts_no_further(settings: Any) -> None:
+    settings.LIST_COUNT_CAP = 3
+    admin = UserFactory(admin=True)
+    runs = [RunFactory() for _ in range(6)]  # the newest window last
+    newest, oldest = runs[-1], runs[0]
+    listed = run_list(user=admin)
+    reach = count_reach(None, 2)  # page 1 of 2 a page: the cap and one more
+
+    before = run_list_state(runs=listed, reach=reach)
+    Run.objects.filter(pk=oldest.pk).update(updated_at=timezone.now())  # past the reach: not on any page counted
+    unchanged = run_list_state(runs=listed, reach=reach)
+    timeline_event_record(
+        job=newest.job,
+        tenant=newest.tenant,
+        run=newest,
+        kind=TimelineEventKind.FAILURE_CLASS_SUGGESTED,
+        summary="Failure class suggested",
+    )
+    changed = run_list_state(runs=listed, reach=reach)
+    deeper = run_list_state(runs=listed, reach=count_reach("3", 2))  # page 3 reaches the 6th run
+
+    assert reach == 4 and count_reach("x", 2) == 4 and count_reach("3", 2) == 7
+    assert before[0] == 4  # 6 runs, counted to the cap and one more: the pages say "3+"
+    assert before[1] == max(r.updated_at for r in runs[2:])
+    assert unchanged == before
+    newest_event = TimelineEvent.objects.get(run=newest).pk
+    assert changed[2] == newest_event and changed != before
+    assert deeper[0] == 6 and deeper[1] == Run.objects.get(pk=oldest.pk).updated_at
 
 
 @pytest.fixture
@@ -163,6 +196,38 @@ def test_inbox_shows_a_support_person_only_their_tenants_alerts(integration: Int
 
     assert [a.pk for a in listed] == [alerts[2].pk, alerts[0].pk]
     assert counts == {"accepted": 1, "unmatched": 1, "duplicate": 1}
+
+
+def test_inbox_counts_a_support_persons_alerts_with_and_without_a_run_together_up_to_the_cap(
+    integration: Integration, settings: Any
+) -> None:
+    settings.LIST_COUNT_CAP = 2
+    person = UserFactory()
+    mine, other = TenantFactory(slug="mine"), TenantFactory(slug="other")
+    role_grant(user=person, role="support", obj=mine)
+    run = RunFactory(tenant=mine)
+    make_alerts(
+        integration,
+        [
+            ("accepted", 0, run, ""),
+            ("duplicate", 1, run, ""),  # linked duplicates: two visible
+            ("duplicate", 2, run, ""),
+            ("unmatched", 3, None, "mine"),
+            ("duplicate", 4, None, "mine"),  # unlinked duplicates: two visible, one not
+            ("duplicate", 5, None, "mine"),
+            ("duplicate", 6, None, "other"),
+            ("unmatched", 7, None, "mine"),
+            ("accepted", 8, RunFactory(tenant=other), ""),
+        ],
+    )
+
+    listed, counts = alert_inbox(user=person)
+    paginator = CappedPaginator(listed, 1)  # 3 originals seen: counted to the cap and one more
+    html = logged_in(person).get("/inbox/").content.decode()
+
+    assert counts == {"accepted": 1, "unmatched": 2, "duplicate": 3}  # 4 duplicates seen: 2 + 2, capped at 3
+    assert paginator.count == 3 and paginator.count_capped and paginator.count_label == "2+"
+    assert '<span class="n">2+</span>' in html  # the duplicates' count
 
 
 def test_inbox_page_query_count_does_not_grow_with_alerts(
