@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0028_workitem_drop_record_idx'),
+        ('runs', '0029_list_page_indexes'),
     ]
 
     operations = [
