@@ -484,7 +484,7 @@ def new_attempt_events(
     the approval process, retries exhausted, and the placement's schedule mismatches (``ident.notes``)."""
     events: list[TimelineEvent] = []
 
-    def add(kind: TimelineEventKind, summary: str, at: datetime) -> None:
+    def new_attempt_event(kind: TimelineEventKind, summary: str, at: datetime) -> None:
         events.append(
             timeline_event_build(
                 job=run.job,
@@ -505,16 +505,18 @@ def new_attempt_events(
             f"Attempt {attempt.number} is a manual re-run (manual_rerun) that went around the approval process "
             "(no replay dispatched by Handover carries it)"
         )
-        add(TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED, summary, own.started_at or own.scheduled_at or received_at)
+        new_attempt_event(
+            TimelineEvent.Kind.MANUAL_REPLAY_UNAPPROVED, summary, own.started_at or own.scheduled_at or received_at
+        )
     exhausted = record.details.get("exhausted_retry_condition")
     if exhausted:
         earlier = record.details.get("earlier_invocations_failed")
         summary = f"Retries exhausted ({exhausted})" + (
             f"; {earlier} earlier invocation{'s' if earlier != 1 else ''} also failed" if earlier else ""
         )
-        add(TimelineEvent.Kind.RETRIES_EXHAUSTED, summary, record.occurred_at or received_at)
+        new_attempt_event(TimelineEvent.Kind.RETRIES_EXHAUSTED, summary, record.occurred_at or received_at)
     for note in ident.notes:
-        add(TimelineEvent.Kind.SCHEDULE_MISMATCH, note, record.occurred_at or received_at)
+        new_attempt_event(TimelineEvent.Kind.SCHEDULE_MISMATCH, note, record.occurred_at or received_at)
     return events
 
 

@@ -135,7 +135,10 @@ def fast_candidate(
         status=status,
         status_changed_at=timezone.now(),
     )
-    alert = Alert(**alert_values(delivery=delivery, index=index, record=mend.record, mend=mend, shown=shown))
+    alert = Alert(
+        **alert_values(delivery=delivery, index=index, record=mend.record, mend=mend, shown=shown),
+        outcome=Alert.Outcome.PENDING,
+    )
     return FastRecord(
         index=index, raw=record, record=mend.record, shown=shown, mend=mend, ident=ident, alert=alert, run=run
     )
