@@ -5,9 +5,10 @@ its window or scheduled time, for a run nobody reported before -- one shared job
 tenants, a backlog re-sent after an outage. Applied one by one, each such record costs eight statements
 (its alert, its run, the run's lock and attempts read back, its attempt, its event, its alert's outcome).
 Here consecutive records of that shape (a *segment*) are written with one statement per table for the
-whole segment: the alerts (``INSERT ... ON CONFLICT DO NOTHING RETURNING``: dedup under concurrency as
-for one row), the runs (likewise, on the unique run identity), the attempts, the timeline events, and
-one UPDATE of the alerts' outcomes; runner reports join the chunk's one INSERT as before.
+whole segment, inside a savepoint: the runs (``INSERT ... ON CONFLICT DO NOTHING RETURNING`` on the
+unique run identity), the attempts, the alerts -- inserted ``accepted`` with their run and attempt, so
+no second write of each alert (``ON CONFLICT DO NOTHING`` on the dedup and position keys: dedup under
+concurrency as for one row) -- and the timeline events; runner reports join the chunk's one INSERT.
 
 Every rule of the row-by-row path holds because a record is taken here only when that path would do
 exactly these writes, decided before anything is written (``fast_candidate``: pure, or reading only the
@@ -17,12 +18,14 @@ post's cached job, tenant and target):
   (a running attempt checks overlaps with other runs); no correlation key, no alert instance
   (``<fingerprint>@<startsAt>``), no related attempts, no manual trigger; its identity resolves with no
   problem, placed by its window or scheduled time (placement then reads no run);
-- its alert is new (a conflict -- a re-send, or the same delivery's index recorded by a concurrent
-  sweep -- goes the row-by-row way, which makes it the duplicate it is);
 - its run is new: created by this INSERT, in this transaction, so it has no attempt yet -- the attempt
   is number 1, its trigger decided against no earlier execution (never a duplicate trigger, never a
   repeated source number), the run's status that of its one attempt. A run that exists (an earlier
-  post, a concurrent one now committed) sends the record the row-by-row way, its alert already recorded.
+  post, a concurrent one now committed; a re-send's) sends the record the row-by-row way;
+- its alert is new: should one conflict (a re-send of an alert that left no run, the same delivery's
+  index recorded by a concurrent sweep, a concurrent post of the same alert now committed), the
+  savepoint is rolled back and the whole segment goes the row-by-row way, which makes each record what
+  it is (its original's duplicate).
 
 A segment never holds two records of one run identity or one dedup key, and ends before any record not
 taken here, which is then applied row by row in post order: what one record's writes can change, a
@@ -38,12 +41,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings as django_settings
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
-from handover.core.errors import InvalidTransition
 from handover.core.rows import rows_insert_unless_conflict
-from runs.alerts.apply import alert_apply_in_transaction, new_attempt_events, own_report, runner_report
+from runs.alerts.apply import new_attempt_events, own_report, runner_report
 from runs.alerts.context import PostContext
 from runs.alerts.identity import MANUAL_TRIGGERS, RecordIdentity, record_identity, run_status_for_new_run
 from runs.alerts.instances import record_names_instance
@@ -51,7 +53,7 @@ from runs.alerts.models import Alert, Delivery
 from runs.alerts.parsers.base import AlertKind, InvalidItem, ParsedAlert
 from runs.alerts.records import RecordMend, alert_values, record_mend
 from runs.alerts.redaction import record_redacted
-from runs.attempts.models import Attempt, Run
+from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import attempt_build, attempt_created_event_build
 from runs.timeline.models import TimelineEvent
 from runs.timeline.services import timeline_events_record
@@ -179,82 +181,70 @@ def alerts_receive_set(
 def segment_apply(
     delivery: Delivery, segment: list[FastRecord], ctx: PostContext, receive_one: ReceiveOne
 ) -> list[Alert]:
-    """Write one segment (records of distinct run identities and dedup keys) in five statements: the alerts,
-    the runs, the attempts, the timeline events, the alerts' outcomes; then apply row by row, in post order,
-    the records whose alert or run already existed. Returns the segment's alerts in post order."""
+    """Write one segment (records of distinct run identities and dedup keys), then apply row by row, in
+    post order, the records it did not write. Returns the segment's alerts in post order.
+
+    The writes (``segment_write``: runs, attempts, alerts -- already ``accepted`` -- and timeline events,
+    one INSERT each) run inside a savepoint; a record whose run exists is left to the row-by-row path (a
+    re-send's run always exists). Should an alert's INSERT conflict (a re-send of an alert that left no
+    run, or a concurrent post that recorded the same alert and committed), the savepoint is rolled back and
+    the whole segment goes row by row, which makes each record what it is (its original's duplicate).
+    """
     if not segment:
         return []
+    point = transaction.savepoint()
+    written = segment_write(delivery, segment, ctx)
+    if written is None:
+        transaction.savepoint_rollback(point)
+        written = set()
+    else:
+        transaction.savepoint_commit(point)
+    return [
+        fast.alert if fast.index in written else receive_one(delivery, fast.index, fast.raw, ctx) for fast in segment
+    ]
+
+
+def segment_write(delivery: Delivery, todo: list[FastRecord], ctx: PostContext) -> set[int] | None:
+    """The set-based writes of a segment's records: their new runs
+    (``INSERT ... ON CONFLICT DO NOTHING``; a record whose run exists is left out), the attempts (number 1),
+    the alerts settled ``accepted`` with their run and attempt (as ``alert_finish`` would: no reason, not
+    stale), their timeline events, and their runner reports queued on ``ctx``. Returns the indexes of the
+    records written, or None when an alert conflicted (the caller rolls the writes back)."""
     integration = ctx.key.integration
     received_at = delivery.received_at
-    recorded = rows_insert_unless_conflict([fast.alert for fast in segment])
-    fresh_alerts = [fast for fast, new in zip(segment, recorded, strict=True) if new]
-    created = rows_insert_unless_conflict([fast.run for fast in fresh_alerts]) if fresh_alerts else []
-    fresh = [fast for fast, new in zip(fresh_alerts, created, strict=True) if new]
-    if fresh:
-        reports = [own_report(fast.shown, fast.run, fast.ident, execution_id=fast.shown.execution_id) for fast in fresh]
-        attempts = [
-            attempt_build(run=fast.run, report=report, received_at=received_at, earlier=[])
-            for fast, report in zip(fresh, reports, strict=True)
-        ]
-        Attempt.objects.bulk_create(attempts)
-        events: list[TimelineEvent] = []
-        now = timezone.now()
-        for fast, report, attempt in zip(fresh, reports, attempts, strict=True):
-            shown, alert = fast.shown, fast.alert
-            events.append(
-                attempt_created_event_build(
-                    attempt=attempt,
-                    report=report,
-                    fallback=shown.occurred_at or received_at,
-                    alert=alert,
-                    actor_integration=integration,
-                )
+    created = rows_insert_unless_conflict([fast.run for fast in todo])
+    fresh = [fast for fast, new in zip(todo, created, strict=True) if new]
+    if not fresh:
+        return set()
+    reports = [own_report(fast.shown, fast.run, fast.ident, execution_id=fast.shown.execution_id) for fast in fresh]
+    attempts = [
+        attempt_build(run=fast.run, report=report, received_at=received_at, earlier=[])
+        for fast, report in zip(fresh, reports, strict=True)
+    ]
+    Attempt.objects.bulk_create(attempts)
+    now = timezone.now()
+    for fast, attempt in zip(fresh, attempts, strict=True):
+        alert = fast.alert
+        alert.outcome, alert.reason, alert.is_stale = Alert.Outcome.ACCEPTED, "", False
+        alert.run, alert.attempt, alert.outcome_at = fast.run, attempt, now
+    if not all(rows_insert_unless_conflict([fast.alert for fast in fresh])):
+        return None
+    events: list[TimelineEvent] = []
+    reports_of_runners: list[RunnerReport] = []
+    for fast, report, attempt in zip(fresh, reports, attempts, strict=True):
+        shown, alert = fast.shown, fast.alert
+        events.append(
+            attempt_created_event_build(
+                attempt=attempt,
+                report=report,
+                fallback=shown.occurred_at or received_at,
+                alert=alert,
+                actor_integration=integration,
             )
-            events.extend(
-                new_attempt_events(alert, shown, fast.run, attempt, fast.ident, report, integration, received_at)
-            )
-            if shown.runner_items:
-                ctx.runner_reports.append(runner_report(alert, shown, attempt, received_at))
-            alert.outcome, alert.reason, alert.is_stale = Alert.Outcome.ACCEPTED, "", False
-            alert.run, alert.attempt, alert.outcome_at, alert.updated_at = fast.run, attempt, now, now
-        timeline_events_record(events)
-        alerts_accept(fresh, at=now)
-    alerts = []
-    for fast, new in zip(segment, recorded, strict=True):
-        if not new:  # a re-send, or recorded meanwhile: the row-by-row path says which
-            alerts.append(receive_one(delivery, fast.index, fast.raw, ctx))
-        elif fast.run.pk is None:  # the run exists: apply the recorded pending alert row by row
-            alerts.append(alert_apply_in_transaction(fast.alert, fast.record, ctx, received_at=received_at))
-        else:
-            alerts.append(fast.alert)
-    return alerts
-
-
-def alerts_accept(records: list[FastRecord], *, at: datetime) -> None:
-    """Settle the segment's ``pending`` alerts ``accepted`` with their run and attempt, as ``alert_finish``
-    does one by one (no reason, not stale, ``outcome_at`` ``at``), in ONE UPDATE joined to the arrays of
-    their ids (``bulk_update`` would build a CASE per row and field). The alerts were inserted by this
-    transaction, so none can have left ``pending``; the guard is kept anyway (``Alert.TRANSITIONS``)."""
-    allowed_from, _ = Alert.TRANSITIONS[Alert.ACTION_FOR_OUTCOME[Alert.Outcome.ACCEPTED]]
-    alert_table = Alert._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE {alert_table} AS a
-               SET outcome = %s, reason = '', is_stale = false, outcome_at = %s, updated_at = %s,
-                   run_id = v.run_id, attempt_id = v.attempt_id
-              FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, run_id, attempt_id)
-             WHERE a.id = v.id AND a.outcome = ANY(%s)
-            """,
-            [
-                Alert.Outcome.ACCEPTED.value,
-                at,
-                at,
-                [fast.alert.pk for fast in records],
-                [fast.run.pk for fast in records],
-                [fast.alert.attempt_id for fast in records],
-                [str(outcome) for outcome in allowed_from],
-            ],
         )
-        if cursor.rowcount != len(records):
-            raise InvalidTransition(f"{len(records) - cursor.rowcount} alert(s) of the segment left pending meanwhile")
+        events.extend(new_attempt_events(alert, shown, fast.run, attempt, fast.ident, report, integration, received_at))
+        if shown.runner_items:
+            reports_of_runners.append(runner_report(alert, shown, attempt, received_at))
+    timeline_events_record(events)
+    ctx.runner_reports.extend(reports_of_runners)
+    return {fast.index for fast in fresh}
