@@ -485,18 +485,7 @@ def new_attempt_events(
     events: list[TimelineEvent] = []
 
     def new_attempt_event(kind: TimelineEventKind, summary: str, at: datetime) -> None:
-        events.append(
-            timeline_event_build(
-                job=run.job,
-                run=run,
-                attempt=attempt,
-                alert=alert,
-                kind=kind,
-                summary=summary,
-                occurred_at=at,
-                actor_integration=integration,
-            )
-        )
+        events.append(_run_event_build(alert, run, kind, summary, at, integration, attempt=attempt))
 
     if attempt.trigger == Attempt.Trigger.MANUAL_RERUN:
         # A replay_key is honoured only with the job's runner credential: on an integration key,
@@ -533,7 +522,24 @@ def _run_event(
 ) -> None:
     """One timeline event of ``kind`` on ``run`` (and ``attempt``, when given) for ``alert``, its actor the
     integration; ``occurred_at`` is UTC. The one writer of this module's run and attempt events."""
-    timeline_event_record(
+    _run_event_build(alert, run, kind, summary, occurred_at, integration, attempt=attempt, data=data).save(
+        force_insert=True
+    )
+
+
+def _run_event_build(
+    alert: Alert,
+    run: Run,
+    kind: TimelineEventKind,
+    summary: str,
+    occurred_at: datetime,
+    integration: Integration,
+    *,
+    attempt: Attempt | None = None,
+    data: dict[str, Any] | None = None,
+) -> TimelineEvent:
+    """``_run_event``'s event, unsaved (``timeline_event_build``), for writers that insert several at once."""
+    return timeline_event_build(
         job=run.job,
         run=run,
         attempt=attempt,
