@@ -6,6 +6,9 @@ row; on PostgreSQL ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` does the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from django.db import IntegrityError, NotSupportedError, connections, router, transaction
 from django.db.models import Field, Model
 from django.db.models.constants import OnConflict
@@ -28,30 +31,22 @@ def row_insert_unless_conflict(obj: Model) -> bool:
     """
     model = type(obj)
     using = router.db_for_write(model, instance=obj)
-    meta = model._meta
-    # The columns Model.save() would insert for a new row (no auto primary key, no generated field),
-    # through the INSERT compiler Model.save() itself uses.
-    fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field and not f.generated]
-    returning = meta.db_returning_fields
-    manager = model._base_manager.using(using)
+    returning = model._meta.db_returning_fields
     if connections[using].vendor == "postgresql":
-        rows = manager._insert(  # type: ignore[attr-defined]  # noqa: SLF001  # private QuerySet API the stubs omit
-            [obj], fields=fields, returning_fields=returning, using=using, on_conflict=OnConflict.IGNORE
-        )
+        rows = _insert([obj], returning, using, on_conflict=OnConflict.IGNORE)
         if not rows or rows[0] is None:  # DO NOTHING returned no row: the key is taken
             return False
     else:
         try:
             with transaction.atomic(using=using):
-                rows = manager._insert([obj], fields=fields, returning_fields=returning, using=using)  # type: ignore[attr-defined]  # noqa: SLF001
+                rows = _insert([obj], returning, using)
         except IntegrityError as exc:
             if "UNIQUE" not in str(exc).upper():
                 raise
             return False
     for value, field in zip(rows[0], returning, strict=True):
         setattr(obj, field.attname, value)
-    obj._state.adding = False
-    obj._state.db = using
+    _saved(obj, using)
     return True
 
 
@@ -73,15 +68,10 @@ def rows_insert_unless_conflict(objs: list[Model], *, match_field: str = "public
     if connections[using].vendor != "postgresql":
         raise NotSupportedError("rows_insert_unless_conflict needs PostgreSQL's INSERT ... ON CONFLICT ... RETURNING")
     meta = model._meta
-    fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field and not f.generated]
     match = meta.get_field(match_field)
     assert isinstance(match, Field), f"{match_field} is not a column of {meta.label}"
     assert meta.pk is not None
-    returning = [meta.pk, match]
-    manager = model._base_manager.using(using)
-    rows = manager._insert(  # type: ignore[attr-defined]  # noqa: SLF001  # private QuerySet API the stubs omit
-        objs, fields=fields, returning_fields=returning, using=using, on_conflict=OnConflict.IGNORE
-    )
+    rows = _insert(objs, [meta.pk, match], using, on_conflict=OnConflict.IGNORE)
     # one object: a refused row comes back as None (``fetch_returned_insert_columns``)
     inserted = {row[1]: row[0] for row in rows or [] if row is not None}
     result = []
@@ -89,7 +79,28 @@ def rows_insert_unless_conflict(objs: list[Model], *, match_field: str = "public
         pk = inserted.get(getattr(obj, match.attname))
         if pk is not None:
             obj.pk = pk
-            obj._state.adding = False
-            obj._state.db = using
+            _saved(obj, using)
         result.append(pk is not None)
     return result
+
+
+def _insert(
+    objs: list[Model], returning: Sequence[Field[Any, Any]], using: str, *, on_conflict: OnConflict | None = None
+) -> list[Any]:
+    """INSERT ``objs`` (unsaved, one model) in one statement through the INSERT compiler ``Model.save()``
+    itself uses, into the columns it would write for a new row (no auto primary key, no generated
+    field); returns the ``returning`` columns' values per inserted row (``QuerySet._insert``)."""
+    model = type(objs[0])
+    meta = model._meta
+    fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field and not f.generated]
+    manager = model._base_manager.using(using)
+    rows = manager._insert(  # type: ignore[attr-defined]  # noqa: SLF001  # private QuerySet API the stubs omit
+        objs, fields=fields, returning_fields=returning, using=using, on_conflict=on_conflict
+    )
+    return list(rows or [])
+
+
+def _saved(obj: Model, using: str) -> None:
+    """Mark ``obj`` as a row of ``using`` (what ``Model.save()`` does once it has inserted it)."""
+    obj._state.adding = False
+    obj._state.db = using

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,10 @@ class IngestResult:
     failure: str = ""
 
 
+# At most this many (job, tenant, environment) combinations are read in one ``prime_many`` query.
+PRIME_COMBINATIONS = 1000
+
+
 @dataclass
 class PostContext:
     """What every alert of one post shares: the key, the source's settings, and rows read once per post.
@@ -38,6 +43,7 @@ class PostContext:
     jobs: dict[str, Job | None] = field(default_factory=dict)
     tenants: dict[str, Tenant | None] = field(default_factory=dict)
     targets: dict[tuple[int, int, str], JobTarget | None] = field(default_factory=dict)
+    primed: set[tuple[str, str, str]] = field(default_factory=set)  # (job key, casefolded slug, environment)
     runner_reports: list[RunnerReport] = field(default_factory=list)
 
     def prime(self, job_key: str, slug: str, environment: str) -> None:
@@ -45,19 +51,45 @@ class PostContext:
         case), so that ``job``, ``tenant`` and ``target`` below find them here; else do nothing and
         let those read what exists, one by one. The tenant is found only if available to the key.
         """
-        slug_key = normalise_slug(slug).casefold()
-        if job_key in self.jobs and slug_key in self.tenants:
+        self.prime_many([(job_key, slug, environment)])
+
+    def prime_many(self, names: Iterable[tuple[str, str, str]]) -> None:
+        """``prime`` for every (job key, tenant slug, environment) of ``names`` at once: ONE query for those
+        not looked for yet, when at most ``PRIME_COMBINATIONS`` (job, tenant, environment) combinations
+        could match them (a batch for one job and many tenants, or the reverse); else one query each. A
+        target not found is not looked for again in this post (``job`` and ``tenant`` then say why).
+        """
+        wanted = set()
+        for job_key, slug, environment in names:
+            slug_key = normalise_slug(slug).casefold()
+            if (job_key, slug_key, environment) not in self.primed and not (
+                job_key in self.jobs and slug_key in self.tenants
+            ):
+                wanted.add((job_key, slug_key, environment))
+        self.primed |= wanted
+        job_keys = {job_key for job_key, _, _ in wanted}
+        slug_keys = {slug_key for _, slug_key, _ in wanted}
+        environments = {environment for _, _, environment in wanted}
+        if len(job_keys) * len(slug_keys) * len(environments) <= PRIME_COMBINATIONS:
+            self._targets_read(job_keys, slug_keys, environments)
+        else:
+            for job_key, slug_key, environment in sorted(wanted):
+                self._targets_read({job_key}, {slug_key}, {environment})
+
+    def _targets_read(self, job_keys: set[str], slug_keys: set[str], environments: set[str]) -> None:
+        """Read, in one query, the targets of every combination of ``job_keys``, ``slug_keys`` (casefolded)
+        and ``environments`` whose tenant is available to the key; keep each with its job and tenant."""
+        if not job_keys:
             return
         targets = JobTarget.objects.select_related("job", "tenant").filter(
-            job__key=job_key, tenant__slug_key=slug_key, environment=environment
+            job__key__in=job_keys, tenant__slug_key__in=slug_keys, environment__in=environments
         )
         if not self.key.all_tenants:
             targets = targets.filter(tenant__integration_keys=self.key)
-        target = targets.first()
-        if target is not None:
-            self.jobs.setdefault(job_key, target.job)
-            self.tenants.setdefault(slug_key, target.tenant)
-            self.targets.setdefault((target.job_id, target.tenant_id, environment), target)
+        for target in targets:  # a combination no record named is a registered target all the same
+            self.jobs.setdefault(target.job.key, target.job)
+            self.tenants.setdefault(target.tenant.slug_key, target.tenant)
+            self.targets.setdefault((target.job_id, target.tenant_id, target.environment), target)
 
     def job(self, job_key: str) -> Job | None:
         if job_key not in self.jobs:

@@ -84,6 +84,16 @@ def _mentions_window(problems: list[str]) -> bool:
     return any("window" in p.lower() or "scheduled" in p.lower() for p in problems)
 
 
+def record_target_names(record: ParsedAlert, ctx: PostContext) -> tuple[str, str, str] | None:
+    """The (job key, tenant slug, environment) ``record`` names, with the integration's default tenant and
+    environment where it names none (as ``record_identity`` resolves them); None when one is missing."""
+    slug = record.tenant or ctx.settings.get("default_tenant")
+    environment = record.environment or ctx.settings.get("default_environment")
+    if record.job_key and slug and environment:
+        return record.job_key, slug, environment
+    return None
+
+
 def record_identity(
     record: ParsedAlert, ctx: PostContext, *, need_window: bool, received_at: datetime | None = None
 ) -> RecordIdentity:
@@ -96,10 +106,9 @@ def record_identity(
     """
     ident = RecordIdentity(problems=list(record.problems))
     parser_reported = bool(record.problems)
-    slug = record.tenant or ctx.settings.get("default_tenant")
-    environment = record.environment or ctx.settings.get("default_environment")
-    if record.job_key and slug and environment:
-        ctx.prime(record.job_key, slug, environment)
+    names = record_target_names(record, ctx)
+    if names is not None:
+        ctx.prime(*names)
     if record.job_key:
         ident.job = ctx.job(record.job_key)
         if ident.job is None:

@@ -24,6 +24,7 @@ from runs.alerts.apply import alert_apply_in_transaction, alert_duplicate_apply
 from runs.alerts.bulk import alerts_receive_set, set_path_enabled
 from runs.alerts.context import IngestResult, PostContext, runner_reports_write
 from runs.alerts.decoders import body_decode
+from runs.alerts.identity import record_target_names
 from runs.alerts.models import Alert, AuthFailureCounter, Delivery
 from runs.alerts.parsers.base import (
     FormatError,
@@ -406,6 +407,7 @@ def _alerts_receive(
     """
     try:
         with transaction.atomic():
+            ctx.prime_many(_target_names(chunk, ctx))
             if set_path_enabled():
                 alerts = alerts_receive_set(delivery, chunk, ctx, _alert_receive)
             else:
@@ -428,6 +430,13 @@ def _alerts_receive(
         finally:
             ctx.runner_reports.clear()
     return alerts
+
+
+def _target_names(chunk: list[tuple[int, ParsedAlert | InvalidItem]], ctx: PostContext) -> list[tuple[str, str, str]]:
+    """The (job key, tenant slug, environment) the chunk's records name (``record_target_names``), read
+    together before they are applied; names a text column cannot hold are left to their record's mend."""
+    names = (record_target_names(record, ctx) for _, record in chunk if not isinstance(record, InvalidItem))
+    return [name for name in names if name is not None and all(storable_text(part) == part for part in name)]
 
 
 def _alert_receive(delivery: Delivery, index: int, record: ParsedAlert | InvalidItem, ctx: PostContext) -> Alert:

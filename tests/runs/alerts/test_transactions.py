@@ -9,11 +9,15 @@ from typing import Any
 
 import pytest
 import time_machine
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from runs.alerts import bulk as bulk_module  # the set-based path: fast_candidate, segment_apply
+from runs.alerts import bulk as bulk_module
+from runs.alerts import (
+    context as context_module,  # PRIME_COMBINATIONS  # the set-based path: fast_candidate, segment_apply
+)
 from runs.alerts import receive as receive_module  # the post's loop: _alert_receive, _alert_apply, CHUNK_ALERTS
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.receive import delivery_sweep_received
@@ -122,6 +126,40 @@ def test_a_batch_of_100_costs_a_bounded_number_of_statements(
     alerts = list(Alert.objects.select_related("attempt__run").order_by("index"))
     assert [a.attempt.execution_id for a in alerts] == [a.execution_id for a in alerts]
     assert all(a.run_id == a.attempt.run_id and a.attempt.number == 1 for a in alerts)
+
+
+def target_reads(captured: Any) -> int:
+    """How many statements of ``captured`` read job targets (``PostContext.prime_many``'s one query)."""
+    return sum(1 for query in captured if 'FROM "runs_jobtarget"' in query["sql"] and query["sql"].startswith("SELECT"))
+
+
+@pytest.mark.parametrize("combinations", [1000, 1])
+def test_a_batch_naming_several_tenants_reads_their_targets_together(
+    story_tenants: dict[str, Any],
+    make_key: Any,
+    post_alert: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    combinations: int,
+) -> None:
+    # Three bound tenants and one the key does not hold, each named by two alerts of one post: the
+    # chunk's targets are read in one query (or, past PRIME_COMBINATIONS, one query per target named);
+    # the unbound tenant is refused exactly as when read alone.
+    monkeypatch.setattr(context_module, "PRIME_COMBINATIONS", combinations)
+    bound = ["acme-foods", "borealis-retail", "cedar-health"]
+    key = make_key("generic", tenants=[story_tenants[slug] for slug in bound])
+    slugs = [*bound, "dunmore-pharmacy"]
+    body = {"alerts": [{**first_failure(n), "tenant": slugs[n % 4]} for n in range(8)]}
+
+    with CaptureQueriesContext(connection) as captured:
+        response = post_alert("generic", body, key)
+
+    assert target_reads(captured.captured_queries) == (1 if combinations > 1 else 4)
+    outcomes = [a["outcome"] for a in response.json()["alerts"]]
+    assert outcomes == ["accepted", "accepted", "accepted", "unmatched"] * 2
+    assert sorted(Run.objects.values_list("tenant__slug", flat=True)) == sorted(bound * 2)
+    assert all(run.target is not None and run.target.tenant_id == run.tenant_id for run in Run.objects.all())
+    refused = Alert.objects.filter(outcome=Alert.Outcome.UNMATCHED)
+    assert refused.count() == 2 and all("dunmore-pharmacy" in alert.reason for alert in refused)
 
 
 def test_a_chunk_that_fails_on_a_database_error_is_redone_alert_by_alert(
