@@ -65,7 +65,7 @@ ReceiveOne = Callable[[Delivery, int, ParsedAlert | InvalidItem, PostContext], A
 def set_path_enabled() -> bool:
     """True when a post's chunks take the set-based path: on PostgreSQL, unless
     ``HANDOVER_INGEST_SET_PATH`` is off (then every record is applied row by row, as on SQLite)."""
-    return connection.vendor == "postgresql" and bool(getattr(django_settings, "HANDOVER_INGEST_SET_PATH", True))
+    return connection.vendor == "postgresql" and django_settings.HANDOVER_INGEST_SET_PATH
 
 
 @dataclass

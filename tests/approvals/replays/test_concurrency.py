@@ -8,9 +8,8 @@ refusal).
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -29,36 +28,12 @@ from approvals.replays.webhook_settings import replay_webhook_set
 from handover.core.errors import DomainError
 from runs.timeline.models import TimelineEvent
 from tests.approvals.conftest import World
+from tests.concurrency import run_concurrently
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif("connection.vendor != 'postgresql'", reason="real row locks and unique indexes need PostgreSQL"),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="real row locks and unique indexes need PostgreSQL"),
 ]
-
-
-def run_together(count: int, work: Callable[[int], Any]) -> tuple[list[Any], list[BaseException]]:
-    """Run ``work(i)`` in ``count`` threads released at once; returns (results, errors) in thread order."""
-    barrier = threading.Barrier(count)
-    results: list[Any] = [None] * count
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def target(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)  # every thread reaches the contended call together
-            results[i] = work(i)
-        except BaseException as exc:  # noqa: BLE001 - collected and asserted by the test
-            with lock:
-                errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results, errors
 
 
 @pytest.fixture
@@ -92,13 +67,23 @@ def approve(request_pk: int, user_pk: int, kind: str) -> ReplayRequest:
     )
 
 
+def approve_or_refusal(request_pk: int, user_pk: int, kind: str) -> str | DomainError:
+    """The request's status after ``approve``, or the refusal it raised: the losing path's answer."""
+    try:
+        return approve(request_pk, user_pk, kind).status
+    except DomainError as exc:
+        return exc
+
+
 def test_two_approvers_at_the_same_instant_give_one_dispatch(world: World, dispatch_runs_inline: None) -> None:
     request = make(world)
-    people = [(world.business.pk, "business"), (world.technical.pk, "technical")]
+    approvals = [
+        partial(approve, request.pk, world.business.pk, "business"),
+        partial(approve, request.pk, world.technical.pk, "technical"),
+    ]
 
-    results, errors = run_together(2, lambda i: approve(request.pk, *people[i]).status)
+    results = [approved.status for approved in run_concurrently(approvals)]
 
-    assert not errors
     # one approval saw the other already there and approved; the other saw none and stayed pending
     assert sorted(results) == ["approved", "pending"]
     request.refresh_from_db()
@@ -115,11 +100,12 @@ def test_two_business_owners_at_the_same_instant_give_one_business_approval(
     request = make(world)
     people = [world.business.pk, world.both.pk]
 
-    results, errors = run_together(2, lambda i: approve(request.pk, people[i], "business").status)
+    results = run_concurrently([partial(approve_or_refusal, request.pk, person, "business") for person in people])
 
     assert Approval.objects.filter(request=request, kind="business").count() == 1
     # the losing path ran: refused as already decided (409)
-    assert len(errors) == 1 and isinstance(errors[0], DomainError) and errors[0].status == 409
+    errors = [result for result in results if isinstance(result, DomainError)]
+    assert len(errors) == 1 and errors[0].status == 409
     assert results.count("pending") == 1
 
 
@@ -127,10 +113,11 @@ def test_one_person_cannot_slip_both_approvals_in_at_once(world: World, dispatch
     request = make(world)
     kinds = ["business", "technical"]
 
-    results, errors = run_together(2, lambda i: approve(request.pk, world.both.pk, kinds[i]).status)
+    results = run_concurrently([partial(approve_or_refusal, request.pk, world.both.pk, kind) for kind in kinds])
 
     assert Approval.objects.filter(request=request).count() == 1
-    assert len(errors) == 1 and isinstance(errors[0], DomainError) and errors[0].status in (403, 409)
+    errors = [result for result in results if isinstance(result, DomainError)]
+    assert len(errors) == 1 and errors[0].status in (403, 409)
     assert ReplayRequest.objects.get(pk=request.pk).status == "pending"
     assert not Dispatch.objects.exists()
 
@@ -151,14 +138,13 @@ def test_ten_simultaneous_dispatch_triggers_give_one_dispatch_one_key_one_event(
     monkeypatch.setattr(tasks.replay_request_notify, "delay", lambda *a: None)
     request = _approved(world)
 
-    def trigger(i: int) -> tuple[int, bool, str]:
+    def trigger() -> tuple[int, bool, str]:
         fresh = ReplayRequest.objects.select_related("run__job", "run__tenant").get(pk=request.pk)
         dispatch, created = replay_request_dispatch(request=fresh)
         return dispatch.pk, created, dispatch.idempotency_key
 
-    results, errors = run_together(10, trigger)
+    results = run_concurrently([trigger] * 10)
 
-    assert not errors
     assert sorted(created for _, created, _ in results) == [False] * 9 + [True]  # nine got the existing row
     assert len({pk for pk, _, _ in results}) == 1 and len({key for _, _, key in results}) == 1
     assert Dispatch.objects.count() == 1
@@ -171,15 +157,14 @@ def test_two_claims_at_once_give_one_dispatch_and_one_lease(world: World, monkey
     monkeypatch.setattr(tasks.replay_request_notify, "delay", lambda *a: None)
     request = _approved(world)
 
-    def claim(i: int) -> tuple[int, dict[str, Any]]:
+    def claim() -> tuple[int, dict[str, Any]]:
         response = Client().post(
             f"/api/v1/replays/{request.public_id}/claim/", HTTP_AUTHORIZATION=f"Bearer {world.credential_key}"
         )
         return response.status_code, response.json()
 
-    results, errors = run_together(2, claim)
+    results = run_concurrently([claim, claim])
 
-    assert not errors
     assert [status for status, _ in results] == [200, 200]
     bodies = [body for _, body in results]
     assert bodies[0]["dispatch"] == bodies[1]["dispatch"]
@@ -206,9 +191,8 @@ def test_a_delivery_task_run_twice_at_once_delivers_once(world: World, monkeypat
 
     monkeypatch.setattr(webhooks, "deliver", slow_webhook)
 
-    results, errors = run_together(4, lambda i: dispatch_webhook_deliver(dispatch_id=dispatch.pk).outcome)
+    results = run_concurrently([lambda: dispatch_webhook_deliver(dispatch_id=dispatch.pk).outcome] * 4)
 
-    assert not errors
     assert sorted(results) == ["delivered", "skipped", "skipped", "skipped"]
     assert sent == [dispatch.idempotency_key]
     assert WebhookDelivery.objects.count() == 1

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
@@ -12,6 +10,7 @@ from knox.models import AuthToken
 
 from handover.accounts.services import TOKEN_MAX_PER_PERSON, api_token_create
 from handover.core.errors import Conflict
+from tests.concurrency import run_concurrently
 from tests.factories import UserFactory
 
 API = "/api/v1/tokens/"
@@ -29,33 +28,21 @@ def test_a_token_header_that_is_not_plain_ascii_gets_401_not_a_server_error(suff
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="SQLite serialises writers (IMMEDIATE transactions)")
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite serialises writers (IMMEDIATE transactions)")
 def test_concurrent_creates_never_exceed_the_cap() -> None:
     alice: AbstractBaseUser = UserFactory(username="alice")
     for i in range(TOKEN_MAX_PER_PERSON - 1):
         api_token_create(user=alice, label=f"t{i}")
     count = 6
-    barrier = threading.Barrier(count)
-    outcomes: list[str] = []
-    lock = threading.Lock()
 
-    def create() -> None:
+    def create() -> str:
         try:
-            barrier.wait(timeout=30)
             api_token_create(user=alice, label="race")
-            outcome = "created"
         except Conflict:
-            outcome = "refused"
-        finally:
-            connection.close()
-        with lock:
-            outcomes.append(outcome)
+            return "refused"
+        return "created"
 
-    threads = [threading.Thread(target=create) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = run_concurrently([create] * count)
 
     assert sorted(outcomes) == ["created"] + ["refused"] * (count - 1)
     assert AuthToken.objects.filter(user=alice).count() == TOKEN_MAX_PER_PERSON

@@ -3,9 +3,7 @@ waits). Threads released together by one Barrier; the losing sweep really ran an
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from django.db import connection
@@ -16,36 +14,15 @@ from handover.ownership.selectors import aged_work_list
 from handover.ownership.services import SweepResult, aged_item_escalate, aged_work_escalate, job_ownership_set
 from runs.attempts.models import Run
 from runs.timeline.models import TimelineEvent
+from tests.concurrency import run_concurrently
 from tests.factories import UserFactory
 from tests.handover.helpers import World
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif("connection.vendor != 'postgresql'", reason="real row locks and unique indexes need PostgreSQL"),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="real row locks and unique indexes need PostgreSQL"),
 ]
 T = datetime(2026, 11, 28, 6, 0, tzinfo=UTC)
-
-
-def _together(work: Any) -> tuple[list[Any], list[BaseException]]:
-    barrier = threading.Barrier(2)
-    results: list[Any] = [None, None]
-    errors: list[BaseException] = []
-
-    def target(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)  # both reach the contended call together
-            results[i] = work()
-        except BaseException as exc:  # noqa: BLE001 - asserted by the test
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results, errors
 
 
 def test_two_escalations_of_one_step_at_once_write_it_once(world: World) -> None:
@@ -53,9 +30,9 @@ def test_two_escalations_of_one_step_at_once_write_it_once(world: World) -> None
     now = T + timedelta(days=1)
     [item] = aged_work_list(now=now, kinds=["failed_run"])  # both read it before either wrote: the race
 
-    results, errors = _together(lambda: aged_item_escalate(item=item, step=1, now=now))
+    results = run_concurrently([lambda: aged_item_escalate(item=item, step=1, now=now)] * 2)
 
-    assert errors == [] and sorted(results) == [False, True]  # the loser met the unique row and stopped
+    assert sorted(results) == [False, True]  # the loser met the unique row and stopped
     assert AgedWorkEscalation.objects.count() == 1
     assert TimelineEvent.objects.filter(kind=TimelineEvent.Kind.AGED_WORK_ESCALATED).count() == 1
     assert Notification.objects.filter(event="aged_work").count() == 1  # the technical owner (no owner named)
@@ -67,26 +44,9 @@ def test_two_sweeps_at_once_send_each_step_once(world: World) -> None:
     job_ownership_set(actor=world.owner, job=world.job, team=team, escalation_owner=world.support)
     Run.objects.filter(pk=world.run.pk).update(status_changed_at=T)
     now = T + timedelta(days=1, minutes=5)
-    barrier = threading.Barrier(2)
-    results: list[Any] = [None, None]
-    errors: list[BaseException] = []
 
-    def sweep(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[i] = aged_work_escalate(now=now)
-        except BaseException as exc:  # noqa: BLE001 - asserted below
-            errors.append(exc)
-        finally:
-            connection.close()
+    results = run_concurrently([lambda: aged_work_escalate(now=now)] * 2)
 
-    threads = [threading.Thread(target=sweep, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-
-    assert errors == []
     assert all(isinstance(r, SweepResult) and r.aged >= 1 for r in results)
     # one sweep sent the step; the other either found it taken at insert or saw it already sent
     assert sorted(r.sent for r in results) == [0, 1]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import threading
+import json
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,47 +14,31 @@ from django.test import Client
 from runs.alerts.models import Alert
 from runs.attempts.models import Attempt, Run
 from runs.timeline.models import TimelineEvent
+from tests.concurrency import run_concurrently
 from tests.conftest import fixture_path
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif("connection.vendor != 'postgresql'", reason="real row locks and unique indexes need PostgreSQL"),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="real row locks and unique indexes need PostgreSQL"),
 ]
 THREADS = 20
+
+
+def poster(key: str, body: bytes) -> Callable[[], Any]:
+    """One generic post of ``body``, with a client of its own (one per thread); returns the response."""
+    client = Client()
+    return lambda: client.post(
+        "/api/v1/alerts/generic/", data=body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
+    )
 
 
 def test_twenty_concurrent_posts_of_one_alert_create_one_attempt(story_tenants: Any, make_key: Any) -> None:
     key = make_key("generic", tenants=[story_tenants["acme-foods"]])
     body = fixture_path("generic", "01-first-failure.json").read_bytes()
-    barrier = threading.Barrier(THREADS)
-    results: list[tuple[int, str]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
 
-    def post() -> None:
-        try:
-            client = Client()
-            barrier.wait(timeout=30)  # release every thread at the contended call
-            response = client.post(
-                "/api/v1/alerts/generic/",
-                data=body,
-                content_type="application/json",
-                HTTP_AUTHORIZATION=f"Bearer {key}",
-            )
-            with lock:
-                results.append((response.status_code, response.json()["alerts"][0]["outcome"]))
-        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
-            errors.append(exc)
-        finally:
-            connection.close()
+    responses = run_concurrently([poster(key, body) for _ in range(THREADS)])
 
-    threads = [threading.Thread(target=post) for _ in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-
-    assert not errors
+    results = [(response.status_code, response.json()["alerts"][0]["outcome"]) for response in responses]
     assert sorted(results) == [(202, "accepted")] + [(202, "duplicate")] * (THREADS - 1)
     assert Run.objects.count() == 1
     assert Attempt.objects.count() == 1
@@ -66,30 +52,11 @@ def test_twenty_concurrent_posts_of_one_alert_create_one_attempt(story_tenants: 
 def test_concurrent_posts_of_different_states_of_one_execution_create_one_attempt(
     story_tenants: Any, make_key: Any
 ) -> None:
-    import json
-
     key = make_key("generic", tenants=[story_tenants["borealis-retail"]])
     items = json.loads(fixture_path("generic", "05-batch-two-tenants.json").read_bytes())["alerts"][:2]
     bodies = [json.dumps(item).encode() for item in items] * 5
-    barrier = threading.Barrier(len(bodies))
 
-    def post(body: bytes) -> None:
-        try:
-            barrier.wait(timeout=30)
-            Client().post(
-                "/api/v1/alerts/generic/",
-                data=body,
-                content_type="application/json",
-                HTTP_AUTHORIZATION=f"Bearer {key}",
-            )
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=post, args=(b,)) for b in bodies]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    run_concurrently([poster(key, body) for body in bodies])
 
     attempt = Attempt.objects.get()
     assert attempt.status == Attempt.Status.SUCCEEDED
@@ -104,8 +71,6 @@ def test_two_scheduler_instances_posting_one_slot_at_once_give_one_run_numbered_
     """Two scheduler instances trigger the same slot (as in https://github.com/apache/airflow-site/issues/217,
     a scheduled DAG run twice within a minute) and both report at the same instant. Decided under the
     run's row lock: one run, attempts numbered 1 and 2 (never both 1), exactly the later one flagged."""
-    import json
-
     key = make_key("generic", tenants=[story_tenants["acme-foods"]])
     base = json.loads(fixture_path("generic", "01-first-failure.json").read_bytes())
     bodies = []
@@ -113,33 +78,10 @@ def test_two_scheduler_instances_posting_one_slot_at_once_give_one_run_numbered_
         item = {k: v for k, v in base.items() if k not in ("attempt", "trigger", "items", "ended_at", "error")}
         item.update(execution_id=f"{instance}-20261128", status="running", started_at="2026-11-28T02:00:05+01:00")
         bodies.append(json.dumps(item).encode())
-    barrier = threading.Barrier(len(bodies))
-    outcomes: list[str] = []
-    errors: list[BaseException] = []
 
-    def post(body: bytes) -> None:
-        try:
-            client = Client()
-            barrier.wait(timeout=30)
-            response = client.post(
-                "/api/v1/alerts/generic/",
-                data=body,
-                content_type="application/json",
-                HTTP_AUTHORIZATION=f"Bearer {key}",
-            )
-            outcomes.append(response.json()["alerts"][0]["outcome"])
-        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
-            errors.append(exc)
-        finally:
-            connection.close()
+    responses = run_concurrently([poster(key, body) for body in bodies])
 
-    threads = [threading.Thread(target=post, args=(body,)) for body in bodies]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-
-    assert not errors and outcomes == ["accepted", "accepted"]
+    assert [response.json()["alerts"][0]["outcome"] for response in responses] == ["accepted", "accepted"]
     run = Run.objects.get()
     rows = list(run.attempts.order_by("number").values_list("number", "trigger", "is_duplicate_trigger"))
     assert rows == [(1, "scheduled", False), (2, "scheduled", True)]
@@ -152,9 +94,6 @@ def test_concurrent_batches_naming_the_same_new_runs_give_one_run_each_and_numbe
 ) -> None:
     """Four posts of 30 alerts at once, each naming the same 30 new runs with executions of its own: the
     set-based path races on every run's INSERT; the losers apply row by row on the run that won."""
-    import json
-    from datetime import datetime, timedelta
-
     key = make_key("generic", tenants=[story_tenants["acme-foods"]])
     item = json.loads(fixture_path("generic", "01-first-failure.json").read_text())
     posts = 4
@@ -169,35 +108,11 @@ def test_concurrent_batches_naming_the_same_new_runs_give_one_run_each_and_numbe
             alerts.append(alert)
         return json.dumps({"alerts": alerts}).encode()
 
-    barrier = threading.Barrier(posts)
-    statuses: list[int] = []
-    errors: list[BaseException] = []
+    responses = run_concurrently([poster(key, batch(number)) for number in range(posts)])
 
-    def post(number: int) -> None:
-        try:
-            client = Client()
-            body = batch(number)
-            barrier.wait(timeout=30)
-            response = client.post(
-                "/api/v1/alerts/generic/",
-                data=body,
-                content_type="application/json",
-                HTTP_AUTHORIZATION=f"Bearer {key}",
-            )
-            statuses.append(response.status_code)
-            assert {a["outcome"] for a in response.json()["alerts"]} == {"accepted"}
-        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=post, args=(n,)) for n in range(posts)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-
-    assert not errors and statuses == [202] * posts
+    assert [response.status_code for response in responses] == [202] * posts
+    for response in responses:
+        assert {a["outcome"] for a in response.json()["alerts"]} == {"accepted"}
     assert Run.objects.count() == 30
     assert Attempt.objects.count() == 30 * posts
     for run in Run.objects.all():

@@ -5,7 +5,7 @@ reported ``missed`` (an event, no attempt), and re-sends that change nothing; al
 from __future__ import annotations
 
 import json
-import threading
+from functools import partial
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from runs.catalog.models import Integration, Job, Tenant
 from runs.catalog.services import integration_get_or_create, integration_key_create
 from runs.checks.models import MissedStreak
 from runs.timeline.models import TimelineEvent
+from tests.concurrency import run_concurrently
 from tests.runs.custom_support import admin_api
 
 MAPPING: dict[str, Any] = {
@@ -258,32 +259,8 @@ def test_every_event_of_an_execution_posted_twice_changes_nothing(story_tenants:
     assert Attempt.objects.get().status == Attempt.Status.FAILED
 
 
-def _post_at_once(key: str, bodies: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[BaseException]]:
-    """Post ``bodies`` from one thread each, released together by a barrier; answers and errors."""
-    barrier = threading.Barrier(len(bodies))
-    answers: list[dict[str, Any]] = []
-    errors: list[BaseException] = []
-
-    def post(body: dict[str, Any]) -> None:
-        try:
-            client = Client()
-            barrier.wait(timeout=30)  # both posts reach the contended lookup together
-            answers.append(_post(key, body, client))
-        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=post, args=(body,)) for body in bodies]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return answers, errors
-
-
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="advisory locks and concurrent writers need PostgreSQL")
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="advisory locks and concurrent writers need PostgreSQL")
 @pytest.mark.parametrize("rounds", [6])
 def test_a_failure_and_its_correlating_event_posted_at_once_always_end_placed(
     rounds: int, story_tenants: dict[str, Tenant]
@@ -294,9 +271,8 @@ def test_a_failure_and_its_correlating_event_posted_at_once_always_end_placed(
     for round_number in range(rounds):
         run_id = f"race-{round_number}"
         bodies = [{**RECEIVED, "run_id": run_id}, {**FAIL, "run_id": run_id}]
-        answers, errors = _post_at_once(key, bodies)
+        answers = run_concurrently([partial(_post, key, body, Client()) for body in bodies])
 
-        assert not errors
         assert len(answers) == 2
         failure = Alert.objects.get(correlation_key=run_id, kind=Alert.Kind.ATTEMPT)
         answered = next(a for a in answers if a["id"] == str(failure.public_id))

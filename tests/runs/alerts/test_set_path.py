@@ -5,8 +5,10 @@ tenant the key does not hold, a manual re-run, an unstorable identity, a secret 
 items, an invalid item -- is posted twice (the second post: every alert a re-send) with the set-based
 path on and then, rolled back to the same start, with it off. Every business record is compared with
 its ids replaced by what it is about: the answers, the alerts, the runs, the attempts, the timeline,
-the runner reports. On SQLite both posts take the row-by-row path (the comparison then holds trivially;
-the PostgreSQL pass of CI is the one that compares the two paths).
+the runner reports. On PostgreSQL a spy on ``segment_write`` proves the set-based path really ran: it
+wrote exactly the records the batch sends that way (``SET_BASED``) and, with it off, nothing. On SQLite
+both posts take the row-by-row path (the comparison then holds trivially, and the spy proves the set
+path never ran; the PostgreSQL pass of CI is the one that compares the two paths).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ import time_machine
 from django.db import transaction
 from django.test import override_settings
 
-from runs.alerts.models import Alert
+from runs.alerts import bulk as bulk_module  # segment_write, spied on
+from runs.alerts.bulk import FastRecord
+from runs.alerts.context import PostContext
+from runs.alerts.models import Alert, Delivery
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.timeline.models import TimelineEvent
 from tests.conftest import fixture_path, is_postgres
@@ -64,14 +69,29 @@ def mixed_batch() -> dict[str, Any]:
             fixture("01-first-failure.json", 2, status="running", ended_at=None),  # running: row by row
             fixture("01-first-failure.json", 3, tenant="nowhere-ltd"),  # a tenant the key lacks: unmatched
             fixture("01-first-failure.json", 4, trigger="manual_rerun"),  # around the approvals: row by row
+            # a secret in the error, then one cut to its column with a mend note: set-based (stored redacted, cut)
             fixture("01-first-failure.json", 5, error="ledger said Authorization: Bearer abcdefghijklmnop0123456789"),
-            fixture("01-first-failure.json", 6, error="x" * 9000),  # cut to its column, with a mend note
+            fixture("01-first-failure.json", 6, error="x" * 9000),
             fixture("01-first-failure.json", 7, execution_id="e" * 400),  # an identity too long: rejected
             {"schema": "handover.alert/v1", "job": 7},  # an invalid item
-            fixture("04-next-run-ok.json"),  # a success on the next night
+            fixture("04-next-run-ok.json"),  # a success on the next night: a new run, set-based
             fixture("01-first-failure.json", 8, status="succeeded", error=None),  # set-based again
         ]
     }
+
+
+# The indexes of mixed_batch() the set-based path writes on a first post (PostgreSQL); a re-send goes row by row.
+SET_BASED = {0, 1, 7, 8, 11, 12}
+SegmentCall = tuple[int, set[int] | None]  # a delivery's pk, and what segment_write answered for it
+
+
+def written_per_post(calls: list[SegmentCall]) -> list[set[int]]:
+    """The indexes ``segment_write`` wrote, one set per post in post order (a None answer -- the segment
+    rolled back and applied row by row -- wrote none)."""
+    posts: dict[int, set[int]] = {}
+    for delivery_pk, indexes in calls:
+        posts.setdefault(delivery_pk, set()).update(indexes or ())
+    return list(posts.values())
 
 
 def snapshot() -> dict[str, Any]:
@@ -153,13 +173,26 @@ def post_twice(post_alert: Any, key: str) -> tuple[list[Any], dict[str, Any]]:
     return answers, snapshot()
 
 
-def test_the_set_based_path_writes_what_the_row_by_row_path_writes(post_alert: Any, key: str) -> None:
-    results = {}
+def test_the_set_based_path_writes_what_the_row_by_row_path_writes(
+    post_alert: Any, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segment_write = bulk_module.segment_write
+    calls: list[SegmentCall] = []
+
+    def spy(delivery: Delivery, todo: list[FastRecord], ctx: PostContext) -> set[int] | None:
+        indexes = segment_write(delivery, todo, ctx)
+        calls.append((delivery.pk, indexes))
+        return indexes
+
+    monkeypatch.setattr(bulk_module, "segment_write", spy)
+    results, written = {}, {}
     for set_path in (True, False):
         point = transaction.savepoint()
         with override_settings(HANDOVER_INGEST_SET_PATH=set_path):
             results[set_path] = post_twice(post_alert, key)
         transaction.savepoint_rollback(point)
+        written[set_path] = written_per_post(calls)
+        calls.clear()
     (set_answers, set_records), (row_answers, row_records) = results[True], results[False]
 
     assert set_answers == row_answers
@@ -171,6 +204,10 @@ def test_the_set_based_path_writes_what_the_row_by_row_path_writes(post_alert: A
     assert [row[0] for row in second] == ["duplicate"] * 10 + ["rejected"] + ["duplicate"] * 2
     assert len(set_records["runs"]) == 8 and len(set_records["attempts"]) == 9
     assert any("Bearer" in str(a) and "abcdefghijklmnop0123456789" not in str(a) for a in set_records["alerts"])
+    # The set-based path was taken where it exists: on PostgreSQL it wrote the first post's records of the
+    # common shape and none of the re-sends (its segments reached, every run there already); never off.
+    assert written[True] == ([SET_BASED, set()] if is_postgres() else [])
+    assert written[False] == []
 
 
 @pytest.mark.skipif(not is_postgres(), reason="the set-based path runs on PostgreSQL only")

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 
 import pytest
 import time_machine
@@ -20,43 +17,16 @@ from runs.checks.missed_runs import run_sweep_missed
 from runs.checks.models import NextRunCheck
 from runs.checks.sweep import next_run_check_sweep
 from runs.timeline.models import TimelineEvent
+from tests.concurrency import run_concurrently
 from tests.factories import JobTargetFactory, NextRunCheckFactory, TenantFactory, UserFactory
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(
-        "connection.vendor != 'postgresql'", reason="SKIP LOCKED row claims and real concurrency need PostgreSQL"
+        connection.vendor != "postgresql", reason="SKIP LOCKED row claims and real concurrency need PostgreSQL"
     ),
 ]
 NOW = datetime(2026, 12, 31, 12, 0, tzinfo=UTC)
-
-
-def run_together(count: int, work: Callable[[], Any]) -> tuple[list[Any], list[BaseException]]:
-    """Run ``work`` in ``count`` threads released together by one barrier; results and errors."""
-    barrier = threading.Barrier(count)
-    results: list[Any] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def target() -> None:
-        try:
-            barrier.wait(timeout=30)  # release every thread at the contended call
-            with time_machine.travel(NOW, tick=False):
-                value = work()
-            with lock:
-                results.append(value)
-        except BaseException as exc:  # noqa: BLE001 - collected and inspected by the test
-            with lock:
-                errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=target) for _ in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-    return results, errors
 
 
 def test_four_concurrent_sweeps_settle_every_due_check_exactly_once() -> None:
@@ -66,9 +36,9 @@ def test_four_concurrent_sweeps_settle_every_due_check_exactly_once() -> None:
         for i in range(250)
     ]
 
-    results, errors = run_together(4, lambda: next_run_check_sweep(batch_size=25))
+    with time_machine.travel(NOW, tick=False):
+        results = run_concurrently([lambda: next_run_check_sweep(batch_size=25)] * 4)
 
-    assert not errors
     assert NextRunCheck.objects.filter(status=NextRunCheck.Status.FAILED).count() == len(checks)
     assert TimelineEvent.objects.filter(kind="next_run_check_failed").count() == len(checks)
     assert sum(r.failed for r in results) == len(checks)
@@ -91,10 +61,9 @@ def test_sweep_and_waiver_racing_on_one_check_leave_one_outcome() -> None:
     def sweep() -> str:
         return "failed" if next_run_check_sweep().failed else "skipped"
 
-    calls = iter([waive, sweep])
-    results, errors = run_together(2, lambda: next(calls)())
+    with time_machine.travel(NOW, tick=False):
+        results = run_concurrently([waive, sweep])
 
-    assert not errors
     check.refresh_from_db()
     assert sorted(results) in (["failed", "refused"], ["skipped", "waived"])
     assert check.status == ("waived" if "waived" in results else "failed")
@@ -104,9 +73,9 @@ def test_sweep_and_waiver_racing_on_one_check_leave_one_outcome() -> None:
 def test_concurrent_missed_run_sweeps_create_one_run_and_one_event_per_fire_time(story_job: Job) -> None:
     target = JobTargetFactory(job=story_job, tenant=TenantFactory(), created_at=NOW - timedelta(days=5, hours=12))
 
-    results, errors = run_together(4, run_sweep_missed)
+    with time_machine.travel(NOW, tick=False):
+        results = run_concurrently([run_sweep_missed] * 4)
 
-    assert not errors
     # fire times 2026-12-26 .. 12-31 at 02:00 CET, all past their deadline
     assert sum(results) == 6
     assert Run.objects.filter(target=target, status=Run.Status.MISSED).count() == 6

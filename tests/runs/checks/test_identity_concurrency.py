@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,10 +13,11 @@ from django.test import Client
 from runs.alerts.models import Alert
 from runs.attempts.models import Attempt, Run
 from runs.timeline.models import TimelineEvent
+from tests.concurrency import run_concurrently
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif("connection.vendor != 'postgresql'", reason="real row locks need PostgreSQL"),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="real row locks need PostgreSQL"),
 ]
 
 
@@ -47,33 +48,20 @@ def test_two_ha_peers_posting_one_failure_at_once_make_one_attempt(story_tenants
     ``attempt_failed`` event, both alerts pointing at that attempt."""
     key = make_key("alertmanager", tenants=[story_tenants["acme-foods"]])
     bodies = [peer_body("2026-11-28T01:20:15Z"), peer_body("2026-11-28T01:20:45Z")]
-    barrier = threading.Barrier(len(bodies))
-    outcomes: list[str] = []
-    errors: list[BaseException] = []
 
-    def post(body: bytes) -> None:
-        try:
-            client = Client()
-            barrier.wait(timeout=30)
-            response = client.post(
-                "/api/v1/alerts/alertmanager/",
-                data=body,
-                content_type="application/json",
-                HTTP_AUTHORIZATION=f"Bearer {key}",
-            )
-            outcomes.append(response.json()["alerts"][0]["outcome"])
-        except BaseException as exc:  # noqa: BLE001 - collected and re-raised below
-            errors.append(exc)
-        finally:
-            connection.close()
+    def poster(body: bytes) -> Callable[[], Any]:
+        client = Client()  # one per thread
+        return lambda: client.post(
+            "/api/v1/alerts/alertmanager/",
+            data=body,
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
 
-    threads = [threading.Thread(target=post, args=(body,)) for body in bodies]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    responses = run_concurrently([poster(body) for body in bodies])
 
-    assert not errors and sorted(outcomes) in (["accepted", "accepted"], ["accepted", "duplicate"])
+    outcomes = [response.json()["alerts"][0]["outcome"] for response in responses]
+    assert sorted(outcomes) in (["accepted", "accepted"], ["accepted", "duplicate"])
     run = Run.objects.get()
     attempt = Attempt.objects.get()
     assert attempt.run == run and attempt.number == 1

@@ -23,6 +23,7 @@ from runs.ledger.models import WorkItem, WorkItemChange, WorkItemLoad
 from runs.ledger.selectors import LOAD_PROGRESS_KEY
 from runs.ledger.totals import RunTotals, run_totals_refresh
 from runs.timeline.models import TimelineEvent
+from tests.concurrency import run_concurrently
 from tests.runs.ledger_support import POPULATION, LedgerWorld, csv, ledger_world, load, outcomes
 
 pytestmark = pytest.mark.django_db
@@ -780,21 +781,7 @@ def test_two_runners_of_one_upload_commit_it_once(monkeypatch: pytest.MonkeyPatc
         loads = load(world, population=POPULATION, destination=csv("record_id,reference", "A1,g"))
     from runs.ledger.batches import work_item_load_run
 
-    barrier = threading.Barrier(2)
-    results: list[str] = []
-
-    def runner() -> None:
-        try:
-            barrier.wait()
-            results.append(work_item_load_run(load_id=loads[0].pk).status)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=runner) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = run_concurrently([lambda: work_item_load_run(load_id=loads[0].pk).status] * 2)
 
     assert sorted(results) == ["committed", "committed"]
     assert WorkItem.objects.filter(run=world.run).count() == 5
