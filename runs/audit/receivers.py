@@ -25,7 +25,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from guardian.models import GroupObjectPermission, UserObjectPermission
 
-from handover.core.people import Person
+from handover.core.people import Person, person_or_none
 from runs.audit.services import audit_current_actor, audit_record
 from runs.catalog.models import Job, Tenant
 
@@ -165,7 +165,7 @@ def audited_delete_selected(
         label = queryset.model._meta.model_name
         for pk, text, tenants, job in doomed:
             audit_record(
-                actor=request.user if isinstance(request.user, Person) else None,
+                actor=person_or_none(request.user),
                 action="admin_edit",
                 summary=f"Deleted {label} {text} (bulk)",
                 tenants=tenants,

@@ -17,11 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Q
 from django.http import HttpRequest
 from django.utils import timezone
 
-from runs.catalog.models import Integration, IntegrationKey, RunnerCredential
+from runs.catalog.models import Integration, IntegrationKey, RunnerCredential, key_unrevoked_at
 
 PREFIX_LENGTH = 12  # "hk_" + 9 characters: enough to find the row, too short to guess the key
 
@@ -68,8 +67,8 @@ def integration_key_authenticate(key: str | None, *, kind: str = IntegrationKey.
         # A rotated key stays valid until its (future) revocation time: the grace period. Revoking
         # it moves that time to now (``integration_key_revoke``): read per post, never cached, so a
         # post that starts after the revocation commits is refused.
-        .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gt=timezone.now()), prefix=key[:PREFIX_LENGTH], kind=kind)
-        .filter(Q(integration__is_active=True))
+        .filter(key_unrevoked_at(timezone.now()), prefix=key[:PREFIX_LENGTH], kind=kind)
+        .filter(integration__is_active=True)
     )
     for candidate in candidates:
         if hmac.compare_digest(candidate.secret_hash, wanted):

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from handover.core.errors import DomainError
 from handover.core.one_time import one_time_pop, one_time_stash
-from handover.core.people import Person, signed_in
+from handover.core.people import person_or_none, signed_in
 from handover.core.views import is_htmx
 from runs.alerts.mapping import (
     MappingInvalid,
@@ -140,7 +140,7 @@ def integration_conventions_view(request: HttpRequest, id: str) -> HttpResponse:
     try:
         integration_conventions_update(
             integration=integration,
-            actor=request.user if isinstance(request.user, Person) else None,
+            actor=person_or_none(request.user),
             values=values,
         )
     except DomainError as exc:
@@ -276,7 +276,7 @@ def integration_transport_view(request: HttpRequest, id: str) -> HttpResponse:
     try:
         integration_transport_update(
             integration=integration,
-            actor=request.user if isinstance(request.user, Person) else None,
+            actor=person_or_none(request.user),
             allow_get=data["allow_get"],
             decoder_kind=data["decoder_kind"],
             item_types=[t for t in data["item_types"].split(",") if t.strip()],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import uuid
+from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -305,6 +306,13 @@ class Integration(TimeStampedModel):
 class _IntegrationKeyKind(models.TextChoices):
     HEADER = "header", "Header key (Authorization: Bearer)"
     URL = "url", "URL key (in the ingestion address)"
+
+
+def key_unrevoked_at(when: datetime) -> Q:
+    """The keys not revoked at ``when`` (aware): never revoked, or revoked later -- a rotated key's grace
+    period, which ``integration_key_revoke`` cuts short by moving its time to now. The one spelling of
+    the rule (the ingest path's raw key-state read, ``runs.catalog.authentication``, says it in SQL)."""
+    return Q(revoked_at__isnull=True) | Q(revoked_at__gt=when)
 
 
 class IntegrationKey(TimeStampedModel):

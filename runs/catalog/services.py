@@ -19,7 +19,16 @@ from handover.core.people import Person
 from runs.alerts.parsers.registry import get_adapter
 from runs.audit.services import audit_actor, audit_key_change, audit_record
 from runs.catalog.authentication import generate_secret
-from runs.catalog.models import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, Tenant, normalise_slug
+from runs.catalog.models import (
+    Integration,
+    IntegrationKey,
+    Job,
+    JobTarget,
+    RunnerCredential,
+    Tenant,
+    key_unrevoked_at,
+    normalise_slug,
+)
 from runs.catalog.selectors import job_list_visible
 from runs.permissions import may_manage_runner_credentials
 
@@ -183,7 +192,7 @@ def integration_key_revoke(
         # null, or later than wanted (in a grace period): a guarded UPDATE, so two revokes record one event
         changed = (
             IntegrationKey.objects.filter(pk=key.pk)
-            .filter(Q(revoked_at__isnull=True) | Q(revoked_at__gt=when))
+            .filter(key_unrevoked_at(when))
             .update(revoked_at=when, updated_at=timezone.now())
         )
         key.refresh_from_db()
