@@ -29,7 +29,8 @@ What it builds, all on 127.0.0.1 (the topology of ``docs/production.md``, on one
 
 Then it drives traffic (``bench/load.py``, ``MixedTraffic``) in phases of fixed length:
 
-1. warm-up (``--warmup`` s, senders and readers; not reported, but its alerts are checked);
+1. warm-up (``--warmup`` s, senders and readers; not reported, but its alerts are checked); then, on a
+   server whose autovacuum is off, the database is analysed as autoanalyze would have (``bench/stats.py``);
 2. ingest alone (``--baseline-duration`` s): the baseline;
 3. ingest while people read (``--duration`` s): the figure; 2 and 3 alternate in ``--rounds``
    rounds (A B, B A, ...) so that load from elsewhere on a shared machine falls on both alike;
@@ -94,6 +95,7 @@ from bench.load import (  # noqa: E402
     TrafficResult,
     percentile,
 )
+from bench.stats import analyze_for_autovacuum  # noqa: E402
 
 DB_NAME = "handover_load"
 BROKER_URL = "redis://127.0.0.1:6379/3"
@@ -557,6 +559,10 @@ class Topology:
             result.name = phase.name
             if not phase.report:
                 self.warmup = result
+                spent = analyze_for_autovacuum(self.db_url)  # bench/stats.py
+                if spent is not None:
+                    self.info["analyzed"] = "autovacuum off: ANALYZE after the warm-up stands in for autoanalyze"
+                    log(f"autovacuum is off: analysed the database after the warm-up in {spent:.1f} s")
             elif phase.name in results:
                 results[phase.name].merge(result)
             else:
@@ -672,6 +678,7 @@ def report(bench: Topology, found: dict) -> bool:
         f"workers (concurrency {args.worker_concurrency}) + 1 beat, Redis {bench.info.get('redis')} (broker db 3, "
         f"cache db 4), PostgreSQL {bench.info.get('postgresql')} (CONN_MAX_AGE={bench.info.get('conn_max_age')}); "
         f"HANDOVER_PRODUCTION=true, X-Forwarded-Proto: https; {os.cpu_count()} CPUs"
+        + (f"; {bench.info['analyzed']}" if "analyzed" in bench.info else "")
     )
     mode = f"open loop, {args.rate:g} alerts/s offered" if args.rate else "closed loop (as fast as answers come)"
     print(
