@@ -115,6 +115,7 @@ HOSTILE_NAMES: list[dict[str, Any]] = [
     {"tenant": ["acme-foods"]},
     {"environment": {"prod": 1}},
     {"tenant": ""},
+    {"tenant": "   "},
     {"environment": ""},
     {"job": ""},
     {"job": "n" * 200, "tenant": "ACME-FOODS"},
@@ -122,10 +123,11 @@ HOSTILE_NAMES: list[dict[str, Any]] = [
 
 
 def hostile_batch(*, repeat: int = 1) -> dict[str, Any]:
-    """Every name of ``HOSTILE_NAMES`` ``repeat`` times (each its own alert), the first alert sent twice."""
+    """Every name of ``HOSTILE_NAMES`` ``repeat`` times (each its own alert), the first alert sent twice in a
+    row and the first five again at the end (in the last chunk)."""
     names = HOSTILE_NAMES * repeat
     alerts = [alert(n, **named) for n, named in enumerate(names)]
-    return {"alerts": [alerts[0], *alerts]}
+    return {"alerts": [alerts[0], *alerts, *alerts[:5]]}
 
 
 def world() -> dict[str, Any]:
@@ -229,7 +231,7 @@ def test_a_hostile_batch_reads_the_same_targets_together_as_one_by_one(
     monkeypatch.setattr(context_module, "PRIME_COMBINATIONS", combinations)
     bound = [catalog[slug] for slug in catalog if slug != "dunmore-pharmacy"]
     key = make_key("generic", tenants=[] if all_tenants else bound, all_tenants=all_tenants)
-    body = hostile_batch(repeat=7)  # 267 alerts: three chunks
+    body = hostile_batch(repeat=7)  # over 300 alerts: four chunks
     seen = posted_both_ways(post_alert, key, [body, body], monkeypatch)
 
     alerts = seen["alerts"]
