@@ -434,9 +434,15 @@ def _alerts_receive(
 
 def _target_names(chunk: list[tuple[int, ParsedAlert | InvalidItem]], ctx: PostContext) -> list[tuple[str, str, str]]:
     """The (job key, tenant slug, environment) the chunk's records name (``record_target_names``), read
-    together before they are applied; names a text column cannot hold are left to their record's mend."""
+    together before they are applied; names a text column cannot hold are left to their record's mend, and
+    names that are not text (an integration's ``default_tenant`` or ``tenant_aliases`` entry set to a number
+    or a list) to their record: a record refused before it is resolved never reads them."""
     names = (record_target_names(record, ctx) for _, record in chunk if not isinstance(record, InvalidItem))
-    return [name for name in names if name is not None and all(storable_text(part) == part for part in name)]
+    return [name for name in names if name is not None and all(_storable_name(part) for part in name)]
+
+
+def _storable_name(part: object) -> bool:
+    return isinstance(part, str) and storable_text(part) == part
 
 
 def _alert_receive(delivery: Delivery, index: int, record: ParsedAlert | InvalidItem, ctx: PostContext) -> Alert:
