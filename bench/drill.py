@@ -735,6 +735,7 @@ def sweep_seed(total: int, due: int) -> SweepDrill:
 
 
 def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
+    from handover.handovers import tasks as handover_tasks
     from runs.checks import tasks as check_tasks
     from runs.checks.sweep import next_run_check_sweep
 
@@ -790,7 +791,9 @@ def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
     drill.overlap = [outcome_name(r) for r in results]
     say(f"fired 6 sweep tasks and 3 sweep service calls at once: {drill.overlap[6:]}")
 
-    # Kill 3: the worker running the failure follow-ups' outbox sweep (handover.next_run_check_follow_ups_sweep).
+    # Kill 3: the worker running the failure follow-ups' outbox sweep (handover.next_run_check_follow_ups_sweep),
+    # which beat sends every minute: the drill runs no beat, so it sends the tick itself.
+    handover_tasks.next_run_check_follow_ups_sweep.delay()
     try:
         node3, child3, _ = _wait_for_task("handover.next_run_check_follow_ups_sweep", 120)
     except RuntimeError:
@@ -814,10 +817,11 @@ def sweep_drill(workers: Workers, drill: SweepDrill) -> SweepDrill:
         f"never ran: {drill.unnotified_after_kill:,}; unacknowledged messages: {broker_unacked()}"
     )
 
-    # Beat keeps ticking (the drill sends the sweep task every 15 s, up to 4 minutes).
+    # Beat keeps ticking (the drill sends the sweep and the follow-ups' sweep every 15 s, up to 4 minutes).
     started = time.monotonic()
     while _unnotified() and time.monotonic() - started < 240:
         check_tasks.next_run_check_sweep.delay()
+        handover_tasks.next_run_check_follow_ups_sweep.delay()
         drill.ticks += 1
         time.sleep(15)
     wait_idle(workers)
