@@ -111,17 +111,21 @@ def fixture_files(source: str) -> list[Path]:
     return sorted((FIXTURES / source).glob("*.json"))
 
 
+# The story job's schedule (alerts/README.md): daily at 02:00 Berlin, windows of a day.
+STORY_JOB_DEFAULTS = {
+    "schedule": "0 2 * * *",
+    "timezone": "Europe/Berlin",
+    "grace_seconds": 1800,
+    "window_alignment": "day",
+}
+
+
 @pytest.fixture
 def story_job(db: None) -> Job:
     """The job every fixture story is about (alerts/README.md)."""
     job, _ = job_get_or_create(
         key="nightly-invoice-export",
-        defaults={
-            "schedule": "0 2 * * *",
-            "timezone": "Europe/Berlin",
-            "grace_seconds": 1800,
-            "window_alignment": "day",
-        },
+        defaults=STORY_JOB_DEFAULTS,
     )
     return job
 

@@ -54,6 +54,7 @@ from runs.checks import tasks as check_tasks
 from runs.checks.models import NextRunCheck
 from runs.ledger.models import WorkItem, WorkItemChange
 from runs.timeline.models import TimelineEvent
+from tests.conftest import STORY_JOB_DEFAULTS
 
 pytestmark = [
     pytest.mark.slow,
@@ -110,12 +111,7 @@ def world(db: None) -> World:
     issued on the job page by its technical owner, during the journey)."""
     job, _ = job_get_or_create(
         key="nightly-invoice-export",
-        defaults={
-            "schedule": "0 2 * * *",
-            "timezone": "Europe/Berlin",
-            "grace_seconds": 1800,
-            "window_alignment": "day",
-        },
+        defaults=STORY_JOB_DEFAULTS,
     )
     SideEffect.objects.create(
         job=job,

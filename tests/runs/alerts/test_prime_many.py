@@ -19,7 +19,7 @@ from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Integration, Job, Tenant
 from runs.catalog.services import job_get_or_create, job_target_get_or_create, tenant_get_or_create
 from runs.timeline.models import TimelineEvent
-from tests.conftest import UNICODE_TENANT, fixture_path, is_postgres
+from tests.conftest import STORY_JOB_DEFAULTS, UNICODE_TENANT, fixture_path, is_postgres
 
 pytestmark = pytest.mark.django_db
 TIMES = ("window_start", "window_end", "scheduled_for", "started_at", "ended_at", "sent_at")
@@ -58,12 +58,7 @@ def catalog(story_tenants: dict[str, Tenant]) -> dict[str, Tenant]:
     job_target_get_or_create(job=job, tenant=tenants["acme-foods"], environment="qa", defaults={"is_active": False})
     other, _ = job_get_or_create(
         key="weekly-ledger-close",
-        defaults={
-            "schedule": "0 2 * * *",
-            "timezone": "Europe/Berlin",
-            "grace_seconds": 1800,
-            "window_alignment": "day",
-        },
+        defaults=STORY_JOB_DEFAULTS,
     )
     job_target_get_or_create(job=other, tenant=tenants["acme-foods"], environment="prod")
     return tenants
