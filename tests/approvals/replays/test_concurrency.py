@@ -13,7 +13,7 @@ from functools import partial
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection  # noqa: F401 - read by the skipif condition
 from django.test import Client
 from django.utils import timezone
 
@@ -32,7 +32,7 @@ from tests.concurrency import run_concurrently
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="real row locks and unique indexes need PostgreSQL"),
+    pytest.mark.skipif("connection.vendor != 'postgresql'", reason="real row locks and unique indexes need PostgreSQL"),
 ]
 
 

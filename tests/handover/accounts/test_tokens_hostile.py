@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection
+from django.db import connection  # noqa: F401 - read by the skipif condition
 from django.test import Client
 from knox.models import AuthToken
 
@@ -28,7 +28,7 @@ def test_a_token_header_that_is_not_plain_ascii_gets_401_not_a_server_error(suff
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite serialises writers (IMMEDIATE transactions)")
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="SQLite serialises writers (IMMEDIATE transactions)")
 def test_concurrent_creates_never_exceed_the_cap() -> None:
     alice: AbstractBaseUser = UserFactory(username="alice")
     for i in range(TOKEN_MAX_PER_PERSON - 1):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection  # noqa: F401 - read by the skipif condition
 
 from handover.notifications.models import Notification, Team
 from handover.ownership.models import AgedWorkEscalation
@@ -20,7 +20,7 @@ from tests.handover.helpers import World
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="real row locks and unique indexes need PostgreSQL"),
+    pytest.mark.skipif("connection.vendor != 'postgresql'", reason="real row locks and unique indexes need PostgreSQL"),
 ]
 T = datetime(2026, 11, 28, 6, 0, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection  # noqa: F401 - read by the skipif condition
 from django.test import Client
 
 from runs.alerts.models import Alert
@@ -19,7 +19,7 @@ from tests.conftest import fixture_path
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="real row locks and unique indexes need PostgreSQL"),
+    pytest.mark.skipif("connection.vendor != 'postgresql'", reason="real row locks and unique indexes need PostgreSQL"),
 ]
 THREADS = 20
 

@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection  # noqa: F401 - read by the skipif condition
 from django.test import Client
 
 from runs.alerts.models import Alert
@@ -260,7 +260,7 @@ def test_every_event_of_an_execution_posted_twice_changes_nothing(story_tenants:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="advisory locks and concurrent writers need PostgreSQL")
+@pytest.mark.skipif("connection.vendor != 'postgresql'", reason="advisory locks and concurrent writers need PostgreSQL")
 @pytest.mark.parametrize("rounds", [6])
 def test_a_failure_and_its_correlating_event_posted_at_once_always_end_placed(
     rounds: int, story_tenants: dict[str, Tenant]

@@ -237,15 +237,17 @@ def test_a_hostile_batch_reads_the_same_targets_together_as_one_by_one(
     assert {row[7][1] for row in accepted} >= {"acme-foods", "straße", "ﬁsh-co", UNICODE_TENANT}
 
 
-@pytest.mark.parametrize(
-    "defaults",
-    [
-        {"default_tenant": " ACME-Foods ", "default_environment": "prod"},
-        {"default_tenant": NFD_CAFE, "default_environment": "PROD"},
-        {"default_tenant": "dunmore-pharmacy", "default_environment": "qa"},
-        {"default_tenant": "acme\x00foods", "default_environment": "prod"},
-    ],
-)
+# The integration's defaults as an admin may set them; a NUL only where the settings column can hold it
+# (SQLite's JSON text: PostgreSQL's jsonb refuses the setting itself, so no post can ever read it there).
+DEFAULTS = [
+    {"default_tenant": " ACME-Foods ", "default_environment": "prod"},
+    {"default_tenant": NFD_CAFE, "default_environment": "PROD"},
+    {"default_tenant": "dunmore-pharmacy", "default_environment": "qa"},
+    *([] if is_postgres() else [{"default_tenant": "acme\x00foods", "default_environment": "prod"}]),
+]
+
+
+@pytest.mark.parametrize("defaults", DEFAULTS)
 def test_the_integrations_defaults_read_together_as_one_by_one(
     catalog: dict[str, Tenant],
     make_key: Any,
@@ -255,8 +257,6 @@ def test_the_integrations_defaults_read_together_as_one_by_one(
 ) -> None:
     # Records naming no tenant or no environment take the integration's defaults, in the chunk-level read
     # as when each record is applied.
-    if is_postgres() and "\x00" in defaults["default_tenant"]:
-        pytest.skip("a jsonb column holds no NUL: such settings cannot be saved on PostgreSQL")
     key = make_key("generic", tenants=[catalog[slug] for slug in catalog if slug != "dunmore-pharmacy"])
     integration = Integration.objects.get(name="generic")
     integration.settings = {**integration.settings, **defaults}

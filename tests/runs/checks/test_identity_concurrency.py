@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection  # noqa: F401 - read by the skipif condition
 from django.test import Client
 
 from runs.alerts.models import Alert
@@ -17,7 +17,7 @@ from tests.concurrency import run_concurrently
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="real row locks need PostgreSQL"),
+    pytest.mark.skipif("connection.vendor != 'postgresql'", reason="real row locks need PostgreSQL"),
 ]
 
 
