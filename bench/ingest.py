@@ -261,19 +261,11 @@ class Benchmark:
             self.keys[name] = integration_key_create(integration=integration, tenants=tenants, label="bench").key
         log(f"registered job {job.key}, {len(tenants)} tenants and targets, integrations {', '.join(self.keys)}")
 
-    def analyze(self) -> None:
-        from django.db import connection
-
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
-        self.close_django()
-
     def analyze_after_warmup(self, phase: str) -> None:
         """Stand in for autoanalyze when the server's autovacuum is off (``bench/stats.py``)."""
-        spent = analyze_for_autovacuum(self.db_url)
-        if spent is not None:
-            self.info["analyzed"] = "autovacuum off: ANALYZE after each warm-up stands in for autoanalyze"
-            log(f"{phase}: autovacuum is off, analysed the database after the warm-up in {spent:.1f} s")
+        note = analyze_for_autovacuum(self.db_url, phase, log)
+        if note is not None:
+            self.info["analyzed"] = note
 
     def close_django(self) -> None:
         if "django" in sys.modules and self.db_created:
@@ -357,7 +349,6 @@ class Benchmark:
         self.create_database()
         self.setup_django()
         sql = self.probe()
-        self.analyze()
 
         # One alert per post: the baseline and the app, in alternating rounds, so that load from
         # elsewhere on the machine falls on both alike.

@@ -559,10 +559,9 @@ class Topology:
             result.name = phase.name
             if not phase.report:
                 self.warmup = result
-                spent = analyze_for_autovacuum(self.db_url)  # bench/stats.py
-                if spent is not None:
-                    self.info["analyzed"] = "autovacuum off: ANALYZE after the warm-up stands in for autoanalyze"
-                    log(f"autovacuum is off: analysed the database after the warm-up in {spent:.1f} s")
+                note = analyze_for_autovacuum(self.db_url, phase.name, log)  # bench/stats.py
+                if note is not None:
+                    self.info["analyzed"] = note
             elif phase.name in results:
                 results[phase.name].merge(result)
             else:
