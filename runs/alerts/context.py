@@ -59,13 +59,8 @@ class PostContext:
         could match them (a batch for one job and many tenants, or the reverse); else one query each. A
         target not found is not looked for again in this post (``job`` and ``tenant`` then say why).
         """
-        wanted = set()
-        for job_key, slug, environment in names:
-            slug_key = normalise_slug(slug).casefold()
-            if (job_key, slug_key, environment) not in self.primed and not (
-                job_key in self.jobs and slug_key in self.tenants
-            ):
-                wanted.add((job_key, slug_key, environment))
+        wanted = {(job_key, normalise_slug(slug).casefold(), environment) for job_key, slug, environment in names}
+        wanted -= self.primed
         self.primed |= wanted
         job_keys = {job_key for job_key, _, _ in wanted}
         slug_keys = {slug_key for _, slug_key, _ in wanted}

@@ -37,6 +37,7 @@ from runs.alerts.parsers.base import (
     merged_settings,
     storable_data,
     storable_text,
+    unstorable_characters,
 )
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.records import alert_record, record_mend
@@ -442,7 +443,7 @@ def _target_names(chunk: list[tuple[int, ParsedAlert | InvalidItem]], ctx: PostC
 
 
 def _storable_name(part: object) -> bool:
-    return isinstance(part, str) and storable_text(part) == part
+    return isinstance(part, str) and not unstorable_characters(part)
 
 
 def _alert_receive(delivery: Delivery, index: int, record: ParsedAlert | InvalidItem, ctx: PostContext) -> Alert:
