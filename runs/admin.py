@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db.models import QuerySet
@@ -14,6 +15,8 @@ from guardian.admin import GuardedModelAdmin
 from handover.core.errors import DomainError
 from handover.core.people import signed_in
 from runs.alerts.models import Alert, Delivery
+from runs.alerts.parsers.base import settings_problems
+from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import attempt_abandon
@@ -63,8 +66,27 @@ class JobTargetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     readonly_fields = ["public_id", "paused_at", "paused_by", "pause_reason", "resumed_at"]
 
 
+class IntegrationAdminForm(forms.ModelForm):  # type: ignore[type-arg]
+    """The admin's integration form: its raw settings JSON is held to the shapes the source's adapter reads
+    (``settings_problems``), as the integration page's conventions are; a wrong shape would leave every
+    alert of the integration unmatched until corrected."""
+
+    # no Meta: the admin builds the form's model and fields from IntegrationAdmin (modelform_factory)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        adapter = get_adapter(str(cleaned.get("source") or ""))
+        problems = settings_problems(getattr(adapter, "DEFAULT_SETTINGS", {}), cleaned.get("settings"))
+        if problems:
+            self.add_error(
+                "settings", [f"{key or 'The settings'} {problem}." for key, problem in sorted(problems.items())]
+            )
+        return cleaned
+
+
 @admin.register(Integration)
 class IntegrationAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    form = IntegrationAdminForm
     list_display = ["name", "source", "is_active", "refused_post_count"]
     readonly_fields = ["public_id", "refused_post_count"]
 

@@ -34,7 +34,7 @@ from runs.alerts.parsers.base import (
     decode_body,
     json_body,
     json_preparsed,
-    merged_settings,
+    settings_in_force,
     storable_data,
     storable_text,
     unstorable_characters,
@@ -212,7 +212,8 @@ def _delivery_process(
         result.error = FormatError(f"The body could not be read to its end: {unreadable}", field="body")
         _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=result.error.message)
         return
-    ctx = PostContext(key=key, settings=merged_settings(adapter.DEFAULT_SETTINGS, key.integration.settings))
+    settings, settings_wrong = settings_in_force(adapter.DEFAULT_SETTINGS, key.integration.settings)
+    ctx = PostContext(key=key, settings=settings)
     decoder = integration_transport(integration=key.integration).decoder
     try:
         decoded = body_decode(body, decoder=decoder, method=str((delivery.notes or {}).get("method", "POST")))
@@ -222,6 +223,9 @@ def _delivery_process(
         result.error = exc
         _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=redact_text(exc.message))
         return
+    for record in outcome.alerts:
+        if isinstance(record, ParsedAlert):
+            record.problems.extend(settings_wrong)  # not placed by a default instead (``settings_in_force``)
     todo = [(index, record) for index, record in enumerate(outcome.alerts) if index not in recorded]
     for start in range(0, len(todo), CHUNK_ALERTS):
         result.alerts.extend(_alerts_receive(delivery, todo[start : start + CHUNK_ALERTS], ctx))

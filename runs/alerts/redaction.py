@@ -132,6 +132,8 @@ def redaction_scope(values: Iterable[str], names: Iterable[str] = ()) -> Iterato
 def integration_redact_names(settings: Any) -> frozenset[str]:
     """An integration's extra redaction names (``settings["redact_names"]``), casefolded."""
     names = settings.get("redact_names") if isinstance(settings, dict) else None
+    if isinstance(names, str):
+        names = [names]  # one name written without its list: still redacted, never ignored
     if not isinstance(names, list):
         return frozenset()
     return frozenset(n.casefold() for n in names if isinstance(n, str) and n)

@@ -14,7 +14,7 @@ from handover.core.people import Person
 from runs.alerts.apply import alert_apply, alert_finish, original_reapply
 from runs.alerts.context import PostContext, runner_reports_write
 from runs.alerts.models import Alert
-from runs.alerts.parsers.base import FormatError, ParsedAlert, merged_settings
+from runs.alerts.parsers.base import FormatError, ParsedAlert, settings_in_force
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.receive import delivery_sweep_received
 from runs.alerts.records import record_mend
@@ -58,7 +58,7 @@ def alert_reprocess(*, alert: Alert, actor: Person | None = None) -> Alert:
     key = delivery.key
     if adapter is None:
         raise InvalidTransition(f"There is no adapter for {alert.source!r} any more.")
-    settings = merged_settings(adapter.DEFAULT_SETTINGS, alert.integration.settings)
+    settings, settings_wrong = settings_in_force(adapter.DEFAULT_SETTINGS, alert.integration.settings)
     try:
         parsed = adapter.parse(delivery.body.encode(), settings=settings, received_at=delivery.received_at)
     except FormatError as exc:
@@ -66,6 +66,7 @@ def alert_reprocess(*, alert: Alert, actor: Person | None = None) -> Alert:
     record = parsed.alerts[source.index] if source.index < len(parsed.alerts) else None
     if not isinstance(record, ParsedAlert):
         raise InvalidTransition("The stored body no longer holds this alert.")
+    record.problems.extend(settings_wrong)  # still not placed while a setting is wrong (as when received)
     mend = record_mend(record)  # as when it was received: what the database cannot hold is mended
     if source.pk != alert.pk:
         if mend.refusal:

@@ -17,6 +17,7 @@ from django.db import transaction
 
 from handover.core.errors import DomainError
 from handover.core.people import Person
+from runs.alerts.parsers.base import settings_problems
 from runs.alerts.parsers.registry import get_adapter
 from runs.audit.services import audit_record
 from runs.catalog.models import Integration
@@ -66,6 +67,8 @@ def integration_conventions_update(
     integration's ``settings``; an AuditEvent ``integration_update`` naming the keys changed.
     """
     allowed = integration_conventions(integration=integration)
+    adapter = get_adapter(integration.source)
+    defaults: dict[str, Any] = dict(getattr(adapter, "DEFAULT_SETTINGS", {}))
     errors: dict[str, list[str]] = {}
     cleaned: dict[str, Any] = {}
     for key, value in values.items():
@@ -73,6 +76,8 @@ def integration_conventions_update(
             errors[key] = [f"{integration.source} has no convention {key!r}"]
             continue
         cleaned[key], problem = _clean(key, value)
+        # the shape the adapter reads (one text, or paths tried in order): what ingestion checks too
+        problem = problem or settings_problems(defaults, {key: cleaned[key]}).get(key)
         if problem:
             errors[key] = [problem]
     if errors:

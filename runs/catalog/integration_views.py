@@ -29,7 +29,7 @@ from runs.alerts.mapping import (
     samples_from_deliveries,
 )
 from runs.alerts.models import Delivery
-from runs.alerts.parsers.base import merged_settings
+from runs.alerts.parsers.base import settings_in_force
 from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.expressions import FUNCTION_NAMES
 from runs.alerts.parsers.custom.parser import SOURCE
@@ -80,7 +80,7 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     """Admins: an integration's effective settings, key prefixes and last use, recent deliveries."""
     integration = get_object_or_404(integration_list(user=request.user), public_id=id)
     adapter = get_adapter(integration.source)
-    effective = merged_settings(adapter.DEFAULT_SETTINGS, integration.settings) if adapter else integration.settings
+    effective, settings_wrong = settings_in_force(getattr(adapter, "DEFAULT_SETTINGS", {}), integration.settings)
     keys = integration.keys.prefetch_related("tenants").order_by("-created_at")
     is_custom = integration.source == SOURCE
     transport = integration_transport(integration=integration)
@@ -91,6 +91,7 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             "integration": integration,
             # a custom integration's mapping is shown as JSON below, not as one settings row
             "settings": sorted((k, v) for k, v in effective.items() if not (is_custom and k == "mapping")),
+            "settings_problems": settings_wrong,
             "keys": keys,
             "deliveries": delivery_list_recent(integration=integration),
             # custom mappings, completeness, keys issued from the page

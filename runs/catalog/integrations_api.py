@@ -44,7 +44,7 @@ from runs.alerts.mapping import (
     samples_from_deliveries,
 )
 from runs.alerts.models import RefusedRequestCount
-from runs.alerts.parsers.base import merged_settings
+from runs.alerts.parsers.base import settings_in_force
 from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.parser import SOURCE
 from runs.alerts.parsers.registry import get_adapter
@@ -140,7 +140,7 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
 
     def get_settings_in_force(self, integration: Integration) -> dict[str, Any]:
         adapter = get_adapter(integration.source)
-        return merged_settings(adapter.DEFAULT_SETTINGS, integration.settings) if adapter else integration.settings
+        return settings_in_force(getattr(adapter, "DEFAULT_SETTINGS", {}), integration.settings)[0]
 
     def get_endpoint(self, integration: Integration) -> str:
         return f"/api/v1/alerts/{integration.source}/"

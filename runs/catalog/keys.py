@@ -95,6 +95,7 @@ def integration_security(*, integration: Integration) -> IntegrationSecurity:
     """Read an integration's security settings, with defaults for anything unset or malformed."""
     raw = integration.settings if isinstance(integration.settings, dict) else {}
     names = raw.get("redact_names") or []
+    names = [names] if isinstance(names, str) else names  # one name without its list (integration_redact_names)
     tolerance = raw.get("signature_tolerance_seconds")
     return IntegrationSecurity(
         redact_names=tuple(str(n) for n in names if isinstance(n, str) and n) if isinstance(names, list) else (),

@@ -427,6 +427,114 @@ def merged_settings(defaults: Mapping[str, Any], overrides: Mapping[str, Any] | 
     return result
 
 
+# Keys an integration's settings may hold that are not the adapter's conventions: checked elsewhere
+# (a custom integration's ``mapping``: ``runs.alerts.mapping``, when it is saved).
+SETTINGS_CHECKED_ELSEWHERE = frozenset({"mapping"})
+
+
+def settings_problems(defaults: Mapping[str, Any], overrides: Any) -> dict[str, str]:
+    """What is wrong with an integration's ``settings`` (free JSON) for a source whose defaults are ``defaults``.
+
+    Returns setting key -> what is wrong, worded after the key ("is a list, not a text"; the "" key:
+    the settings as a whole, "are a list, not ..."); empty
+    when every key the adapter knows has the shape of its default. The rule, by the default's shape:
+    a key ending in ``_from`` (paths tried in order) takes a text or a list of texts; any other text
+    or empty default (``default_tenant``, a template, a separator) takes one text; a list default
+    takes a text or a list shaped as its items; a table (``tenant_aliases``, ``status_map``) maps
+    texts to values shaped as its own; a number or flag takes the same. ``None`` returns a key to its
+    default. Keys the adapter does not know are left alone (nothing reads them). Raises nothing.
+    """
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, Mapping):
+        return {"": f"are {_json_kind(overrides)}, not a JSON object of setting names to values"}
+    problems: dict[str, str] = {}
+    for key, value in overrides.items():
+        if key in SETTINGS_CHECKED_ELSEWHERE or key not in defaults or value is None:
+            continue
+        problem = _setting_problem(defaults[key], value, top=True, paths=str(key).endswith("_from"))
+        if problem:
+            problems[key] = problem
+    return problems
+
+
+def settings_usable(defaults: Mapping[str, Any], overrides: Any) -> dict[str, Any]:
+    """``overrides`` without the keys ``settings_problems`` names (the whole of it when it is not an object)."""
+    problems = settings_problems(defaults, overrides)
+    if "" in problems or not overrides:
+        return {}
+    return {key: value for key, value in overrides.items() if key not in problems}
+
+
+def settings_in_force(defaults: Mapping[str, Any], overrides: Any) -> tuple[dict[str, Any], list[str]]:
+    """The settings a post is parsed with, and why the integration's own settings are not all used.
+
+    Returns (``merged_settings`` of ``defaults`` and the usable part of ``overrides``, one sentence per
+    problem of ``settings_problems``). A record parsed while the list is not empty is not placed: its
+    problems carry the sentences, so it is stored ``unmatched`` until the settings are corrected and
+    it is reprocessed (a wrong setting must not place it on a job, tenant or environment by a default).
+    """
+    problems = settings_problems(defaults, overrides)
+    merged = merged_settings(defaults, settings_usable(defaults, overrides) if problems else overrides)
+    sentences = [
+        f"this integration's {'settings' if key == '' else f'setting `{key}`'} {problem}: correct "
+        f"{'them' if key == '' else 'it'} on the integration's page, then reprocess"
+        for key, problem in sorted(problems.items())
+    ]
+    return merged, sentences
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a true/false value"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return "a text"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "a table"
+    return "empty" if value is None else type(value).__name__
+
+
+def _setting_problem(default: Any, value: Any, *, top: bool, paths: bool) -> str:
+    """ "" when ``value`` has the shape of ``default`` (see ``settings_problems``), else what it is instead."""
+    if isinstance(default, bool) or isinstance(default, int | float):
+        wanted = "true or false" if isinstance(default, bool) else "a number"
+        fits = type(value) is type(default) or (
+            not isinstance(default, bool) and isinstance(value, int | float) and not isinstance(value, bool)
+        )
+        return "" if fits else f"is {_json_kind(value)}, not {wanted}"
+    if isinstance(default, Mapping):
+        if not isinstance(value, Mapping):
+            return f"is {_json_kind(value)}, not a table of names to values"
+        sample = next(iter(default.values()), "")
+        for name, item in value.items():
+            problem = _setting_problem(sample, item, top=False, paths=False)
+            if problem:
+                return f"maps {str(name)[:60]!r} to a value that {problem}"
+        return ""
+    if isinstance(default, list):
+        sample = default[0] if default else ""
+        texts = top and isinstance(sample, str)  # paths tried in order: one text is a list of one
+        if texts and isinstance(value, str):
+            return ""
+        if not isinstance(value, list):
+            return f"is {_json_kind(value)}, not {'a text or a list of texts' if texts else 'a list'}"
+        for item in value:
+            problem = _setting_problem(sample, item, top=False, paths=False)
+            if problem:
+                return f"holds an item that {problem}"
+        return ""
+    # a text, or empty by default
+    if isinstance(value, str):
+        return ""
+    if top and paths and isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return ""
+    return f"is {_json_kind(value)}, not {'a text or a list of texts' if top and paths else 'a text'}"
+
+
 def read_integer(value: Any, name: str, problems: list[str]) -> int | None:
     """Read an integer that may arrive as a string ("2"); on garbage, add a problem and return None."""
     if value is None or value == "":

@@ -270,13 +270,13 @@ def test_the_integrations_defaults_read_together_as_one_by_one(
 
 
 @pytest.mark.parametrize("default_tenant", [5, ["acme-foods"]])
-def test_a_default_tenant_that_is_not_text_fails_no_post_whose_records_never_read_it(
+def test_a_default_tenant_that_is_not_text_leaves_no_post_stuck_and_places_nothing(
     catalog: dict[str, Tenant], make_key: Any, post_alert: Any, monkeypatch: pytest.MonkeyPatch, default_tenant: Any
 ) -> None:
-    # An integration's settings are free JSON: a default tenant set to a number or a list. A record that
-    # names no tenant but is refused before it is resolved (an execution id no column holds) never read
-    # it when each record read its own target; the chunk-level read must not read it either (it failed the
-    # whole post: a TypeError on every try, the delivery left ``received``).
+    # An integration's settings are free JSON: a default tenant set to a number or a list. It once failed
+    # the whole post (a TypeError on every try, the delivery left ``received``). Now the post is answered
+    # on both paths: a record refused before it is resolved (an execution id no column holds) keeps its
+    # own reason, and every other record is stored unmatched naming the setting (settings_in_force).
     key = make_key("generic", tenants=[catalog["acme-foods"]])
     Integration.objects.filter(name="generic").update(settings={"default_tenant": default_tenant})
     body = {"alerts": [alert(0, tenant=None, execution_id="x" * 400), alert(1)]}
@@ -284,6 +284,7 @@ def test_a_default_tenant_that_is_not_text_fails_no_post_whose_records_never_rea
     seen = posted_both_ways(post_alert, key, [body], monkeypatch)
 
     assert seen["deliveries"] == [(Delivery.Outcome.PROCESSED, 202, 0)]
-    assert [row[1] for row in seen["alerts"]] == [Alert.Outcome.REJECTED, Alert.Outcome.ACCEPTED]
+    assert [row[1] for row in seen["alerts"]] == [Alert.Outcome.REJECTED, Alert.Outcome.UNMATCHED]
     assert "the execution id is 400 characters long" in seen["alerts"][0][2]
-    assert len(seen["runs"]) == 1
+    assert "this integration's setting `default_tenant` is " in seen["alerts"][1][2]
+    assert seen["runs"] == []
