@@ -16,11 +16,15 @@ from handover.core.errors import DomainError
 from handover.core.people import signed_in
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.parsers.base import settings_problems
+from runs.alerts.parsers.custom.compiler import mapping_errors
+from runs.alerts.parsers.custom.parser import SOURCE as CUSTOM_SOURCE
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import attempt_abandon
+from runs.catalog.keys import SECURITY_KEYS, security_errors
 from runs.catalog.models import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, SideEffect, Tenant
+from runs.catalog.transport import transport_errors
 from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent
 
@@ -67,20 +71,32 @@ class JobTargetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 class IntegrationAdminForm(forms.ModelForm):  # type: ignore[type-arg]
-    """The admin's integration form: its raw settings JSON is held to the shapes the source's adapter reads
-    (``settings_problems``), as the integration page's conventions are; a wrong shape would leave every
-    alert of the integration unmatched until corrected."""
+    """The admin's integration form: its raw settings JSON gets the checks of the product's editors -- the
+    shapes the source's adapter reads (``settings_problems``, as the conventions editor), the transport
+    (``transport_errors``), the security settings (``security_errors``) and a custom integration's
+    mapping (``mapping_errors``). A wrong value would otherwise leave every alert of the integration
+    unmatched, or be read as a default without a word."""
 
     # no Meta: the admin builds the form's model and fields from IntegrationAdmin (modelform_factory)
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}
-        adapter = get_adapter(str(cleaned.get("source") or ""))
-        problems = settings_problems(getattr(adapter, "DEFAULT_SETTINGS", {}), cleaned.get("settings"))
-        if problems:
-            self.add_error(
-                "settings", [f"{key or 'The settings'} {problem}." for key, problem in sorted(problems.items())]
-            )
+        source = str(cleaned.get("source") or "")
+        raw = cleaned.get("settings")
+        adapter = get_adapter(source)
+        messages = [
+            f"{key or 'The settings'} {problem}."
+            for key, problem in sorted(settings_problems(getattr(adapter, "DEFAULT_SETTINGS", {}), raw).items())
+        ]
+        if isinstance(raw, dict):
+            errors = transport_errors(raw.get("transport"))
+            errors |= security_errors(source=source, values={k: raw[k] for k in SECURITY_KEYS if k in raw})
+            if source == CUSTOM_SOURCE and "mapping" in raw:
+                for path, problems in mapping_errors(raw["mapping"]).items():
+                    errors[path if path == "mapping" else f"mapping.{path}"] = problems
+            messages += [f"{field}: {message}" for field, problems in sorted(errors.items()) for message in problems]
+        if messages:
+            self.add_error("settings", messages)
         return cleaned
 
 

@@ -126,6 +126,62 @@ def source_can_sign(source: str) -> bool:
     return bool(getattr(adapter, "CAN_SIGN", True)) if adapter is not None else False
 
 
+# the security settings' keys in ``Integration.settings`` (``integration_security_update`` writes them)
+SECURITY_KEYS = (
+    "redact_names",
+    "signing_secret_env",
+    "signature_header",
+    "timestamp_header",
+    "signature_tolerance_seconds",
+    "signature_scheme",
+    "signature_algorithm",
+    "signature_encoding",
+)
+
+
+def security_errors(*, source: str, values: dict[str, Any]) -> dict[str, list[str]]:
+    """What is wrong with security settings about to be stored for an integration of ``source``.
+
+    ``values``: some of ``SECURITY_KEYS`` -> value as it would be stored (a key left out is not
+    checked): ``redact_names`` a list of key names, ``signing_secret_env`` empty or
+    ``HANDOVER_SIGNING_SECRET_<NAME>`` (and only for a source whose senders can sign), the headers HTTP
+    token names, ``signature_tolerance_seconds`` 30 to 3600, the scheme, algorithm and encoding among
+    ``runs.alerts.signatures``' values. Returns key -> messages (empty when all can be stored). The one
+    check of the security page, its API and the Django admin's raw settings.
+    """
+    errors: dict[str, list[str]] = {}
+    if "redact_names" in values:
+        names = values["redact_names"]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            errors["redact_names"] = ["A list of key names."]
+        else:
+            bad = [n for n in names if not _REDACT_NAME.match(n)]
+            if bad:
+                errors["redact_names"] = [f"Not a key name: {', '.join(bad)} (letters, digits, _ . - only)."]
+    env_name = values.get("signing_secret_env", "")
+    if not isinstance(env_name, str) or (env_name and not SIGNING_SECRET_ENV_PATTERN.match(env_name)):
+        errors["signing_secret_env"] = ["Name a variable HANDOVER_SIGNING_SECRET_<NAME> (A-Z, 0-9, _)."]
+    elif env_name and not source_can_sign(source):
+        errors["signing_secret_env"] = [
+            f"Senders of {source} cannot sign their posts: requiring a signature would refuse them all."
+        ]
+    for field in ("signature_header", "timestamp_header"):
+        if field in values and not (isinstance(values[field], str) and _HEADER_NAME.match(values[field])):
+            errors[field] = ["An HTTP header name: letters, digits and dashes."]
+    if "signature_tolerance_seconds" in values:
+        tolerance = values["signature_tolerance_seconds"]
+        if isinstance(tolerance, bool) or not isinstance(tolerance, int) or not 30 <= tolerance <= 3600:
+            errors["signature_tolerance_seconds"] = ["Between 30 and 3600 seconds."]
+    for field, allowed in (
+        ("signature_scheme", SCHEMES),
+        ("signature_algorithm", tuple(ALGORITHMS)),
+        ("signature_encoding", ENCODINGS),
+    ):
+        if field in values and values[field] not in allowed:
+            errors[field] = [f"One of: {', '.join(allowed)}."]
+    return errors
+
+
 def integration_security_update(
     *,
     integration: Integration,
@@ -151,34 +207,10 @@ def integration_security_update(
     integration's ``settings`` keys above; an AuditEvent ``integration_update`` naming what
     changed (the variable's name, never its value).
     """
-    errors: dict[str, list[str]] = {}
     names = sorted({n.strip() for n in redact_names if n.strip()}, key=str.casefold)
-    bad = [n for n in names if not _REDACT_NAME.match(n)]
-    if bad:
-        errors["redact_names"] = [f"Not a key name: {', '.join(bad)} (letters, digits, _ . - only)."]
     env_name = signing_secret_env.strip()
-    if env_name and not SIGNING_SECRET_ENV_PATTERN.match(env_name):
-        errors["signing_secret_env"] = ["Name a variable HANDOVER_SIGNING_SECRET_<NAME> (A-Z, 0-9, _)."]
     signature_header = signature_header.strip() or SIGNATURE_DEFAULTS["signature_header"]
     timestamp_header = timestamp_header.strip() or SIGNATURE_DEFAULTS["timestamp_header"]
-    for field, value in (("signature_header", signature_header), ("timestamp_header", timestamp_header)):
-        if not _HEADER_NAME.match(value):
-            errors[field] = ["An HTTP header name: letters, digits and dashes."]
-    if env_name and not source_can_sign(integration.source):
-        errors["signing_secret_env"] = [
-            f"Senders of {integration.source} cannot sign their posts: requiring a signature would refuse them all."
-        ]
-    if not 30 <= signature_tolerance_seconds <= 3600:
-        errors["signature_tolerance_seconds"] = ["Between 30 and 3600 seconds."]
-    for field, value, allowed in (
-        ("signature_scheme", signature_scheme, SCHEMES),
-        ("signature_algorithm", signature_algorithm, tuple(ALGORITHMS)),
-        ("signature_encoding", signature_encoding, ENCODINGS),
-    ):
-        if value not in allowed:
-            errors[field] = [f"One of: {', '.join(allowed)}."]
-    if errors:
-        raise DomainError("Check the integration's security settings.", errors=errors)
     wanted = {
         "redact_names": names,
         "signing_secret_env": env_name,
@@ -189,6 +221,9 @@ def integration_security_update(
         "signature_algorithm": signature_algorithm,
         "signature_encoding": signature_encoding,
     }
+    errors = security_errors(source=integration.source, values=wanted)
+    if errors:
+        raise DomainError("Check the integration's security settings.", errors=errors)
     with transaction.atomic():
         locked = Integration.objects.select_for_update().get(pk=integration.pk)
         current = dict(locked.settings) if isinstance(locked.settings, dict) else {}

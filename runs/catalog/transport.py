@@ -40,6 +40,32 @@ def integration_transport(*, integration: Integration) -> IntegrationTransport:
     return IntegrationTransport(allow_get=raw.get("allow_get") is True, decoder=dict(decoder))
 
 
+def transport_errors(raw: Any) -> dict[str, list[str]]:
+    """What is wrong with ``settings["transport"]`` as stored raw (the Django admin edits it as JSON).
+
+    ``raw``: the value, or None when unset. It must be ``{"allow_get": true|false, "decoder": {...}}``
+    (either key may be left out) with a decoder ``decoder_problem`` accepts. Returns field -> messages,
+    empty when it can be stored: ``integration_transport`` would otherwise read it as the defaults,
+    silently.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        return {"transport": ['An object: {"allow_get": true or false, "decoder": {"kind": ...}}.']}
+    errors: dict[str, list[str]] = {}
+    unknown = sorted(set(raw) - {"allow_get", "decoder"})
+    if unknown:
+        errors["transport"] = [f"Not a transport setting: {', '.join(map(str, unknown))} (allow_get, decoder)."]
+    if "allow_get" in raw and not isinstance(raw["allow_get"], bool):
+        errors["allow_get"] = ["true or false."]
+    if "decoder" in raw:
+        decoder = raw["decoder"]
+        problem = decoder_problem(decoder) if isinstance(decoder, dict) else 'An object: {"kind": "json"}.'
+        if problem is not None:
+            errors["decoder"] = [problem]
+    return errors
+
+
 def integration_transport_update(
     *,
     integration: Integration,

@@ -5,6 +5,7 @@ reprocess after the correction places them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Run
 from runs.catalog.models import Integration, Tenant
 from runs.catalog.services import integration_get_or_create, job_get_or_create
-from tests.conftest import UNICODE_TENANT
+from tests.conftest import UNICODE_TENANT, fixture_files
 from tests.factories import UserFactory
 from tests.runs.alerts.test_sources import StoryFactory, alerts_of, delivery_of
 from tests.runs.alerts.test_sources import story as story  # noqa: F401  (the fixture)
@@ -204,3 +205,58 @@ def test_the_integration_page_and_api_show_what_is_not_used_and_why(admin: Clien
     in_force = api.json()["settings_in_force"]
     assert in_force["tenant_aliases"] == {}  # the adapter's default, not the wrong value
     assert in_force["default_environment"] == ("qa" if isinstance(wrong, dict) else None)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("source", "wrong", "expected"),
+    [
+        ("generic", {"transport": {"decoder": {"kind": ["json"]}}}, "decoder: A decoder is one of"),
+        ("generic", {"transport": {"allow_get": "yes"}}, "allow_get: true or false."),
+        ("generic", {"transport": "form"}, 'transport: An object: {"allow_get"'),
+        ("generic", {"redact_names": ["customer email"]}, "redact_names: Not a key name: customer email"),
+        (
+            "generic",
+            {"signing_secret_env": "MY_SECRET"},
+            "signing_secret_env: Name a variable",
+        ),
+        ("alertmanager", {"signing_secret_env": "HANDOVER_SIGNING_SECRET_AM"}, "cannot sign their posts"),
+        ("generic", {"signature_tolerance_seconds": "300"}, "signature_tolerance_seconds: Between 30 and 3600"),
+        ("generic", {"signature_algorithm": "md5"}, "signature_algorithm: One of:"),
+        ("custom", {"mapping": [1]}, "mapping: the mapping must be a JSON object"),
+        ("custom", {"mapping": {"fields": {"job_key": 5}}}, "mapping.fields.job_key: give a JMESPath expression"),
+    ],
+)
+def test_the_admin_checks_raw_settings_as_the_product_editors_do(
+    admin: Client, source: str, wrong: dict[str, Any], expected: str
+) -> None:
+    integration = integration_get_or_create(source=source, name=f"{source}-raw")
+    before = integration.settings
+    form = {"name": integration.name, "source": source, "is_active": "on"}
+
+    refused = admin.post(
+        f"/admin/runs/integration/{integration.pk}/change/", data={**form, "settings": json.dumps(wrong)}
+    )
+
+    assert refused.status_code == 200
+    errors = refused.context["adminform"].form.errors["settings"]
+    assert any(expected in error for error in errors), errors
+    integration.refresh_from_db()
+    assert integration.settings == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("decoder", [{"kind": ["json"]}, {"kind": {"ndjson": 1}}, "ndjson"])
+def test_a_transport_decoder_of_the_wrong_shape_is_read_as_json_and_the_post_answered(
+    make_key: Any, post_alert: Any, decoder: Any
+) -> None:
+    # the admin now refuses such a decoder (``transport_errors``); one stored before is read as JSON
+    key = make_key("generic", all_tenants=True)
+    Integration.objects.filter(source="generic").update(settings={"transport": {"decoder": decoder}})
+
+    response = post_alert("generic", fixture_files("generic")[0], key)
+
+    assert response.status_code == 202
+    delivery = delivery_of(response)
+    assert delivery.outcome == Delivery.Outcome.PROCESSED
+    assert delivery.alerts.count() >= 1  # recorded, whatever their placement
