@@ -436,8 +436,8 @@ def settings_problems(defaults: Mapping[str, Any], overrides: Any) -> dict[str, 
     """What is wrong with an integration's ``settings`` (free JSON) for a source whose defaults are ``defaults``.
 
     Returns setting key -> what is wrong, worded after the key ("is a list, not a text"; the "" key:
-    the settings as a whole, "are a list, not ..."); empty
-    when every key the adapter knows has the shape of its default. The rule, by the default's shape:
+    the settings as a whole, "are a list, not ..."); empty when every key the adapter knows has the
+    shape of its default. The rule, by the default's shape:
     a key ending in ``_from`` (paths tried in order) takes a text or a list of texts; any other text
     or empty default (``default_tenant``, a template, a separator) takes one text; a list default
     takes a text or a list shaped as its items; a table (``tenant_aliases``, ``status_map``) maps
@@ -458,14 +458,6 @@ def settings_problems(defaults: Mapping[str, Any], overrides: Any) -> dict[str, 
     return problems
 
 
-def settings_usable(defaults: Mapping[str, Any], overrides: Any) -> dict[str, Any]:
-    """``overrides`` without the keys ``settings_problems`` names (the whole of it when it is not an object)."""
-    problems = settings_problems(defaults, overrides)
-    if "" in problems or not overrides:
-        return {}
-    return {key: value for key, value in overrides.items() if key not in problems}
-
-
 def settings_in_force(defaults: Mapping[str, Any], overrides: Any) -> tuple[dict[str, Any], list[str]]:
     """The settings a post is parsed with, and why the integration's own settings are not all used.
 
@@ -475,7 +467,11 @@ def settings_in_force(defaults: Mapping[str, Any], overrides: Any) -> tuple[dict
     it is reprocessed (a wrong setting must not place it on a job, tenant or environment by a default).
     """
     problems = settings_problems(defaults, overrides)
-    merged = merged_settings(defaults, settings_usable(defaults, overrides) if problems else overrides)
+    if "" in problems:
+        usable: Any = {}
+    else:
+        usable = {key: value for key, value in (overrides or {}).items() if key not in problems}
+    merged = merged_settings(defaults, usable)
     sentences = [
         f"this integration's {'settings' if key == '' else f'setting `{key}`'} {problem}: correct "
         f"{'them' if key == '' else 'it'} on the integration's page, then reprocess"
@@ -499,7 +495,7 @@ def _json_kind(value: Any) -> str:
 
 
 def _setting_problem(default: Any, value: Any, *, top: bool, paths: bool) -> str:
-    """ "" when ``value`` has the shape of ``default`` (see ``settings_problems``), else what it is instead."""
+    """Empty when ``value`` has the shape of ``default`` (see ``settings_problems``), else what it is instead."""
     if isinstance(default, bool) or isinstance(default, int | float):
         wanted = "true or false" if isinstance(default, bool) else "a number"
         fits = type(value) is type(default) or (
