@@ -89,7 +89,10 @@ class IntegrationAdminForm(forms.ModelForm):  # type: ignore[type-arg]
             for key, problem in sorted(settings_problems(getattr(adapter, "DEFAULT_SETTINGS", {}), raw).items())
         ]
         if isinstance(raw, dict):
-            errors = transport_errors(raw.get("transport"))
+            errors = {
+                field if field == "transport" else f"transport.{field}": problems
+                for field, problems in transport_errors(raw.get("transport")).items()
+            }
             errors |= security_errors(source=source, values={k: raw[k] for k in SECURITY_KEYS if k in raw})
             if source == CUSTOM_SOURCE and "mapping" in raw:
                 for path, problems in mapping_errors(raw["mapping"]).items():

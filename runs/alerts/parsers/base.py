@@ -474,7 +474,7 @@ def settings_in_force(defaults: Mapping[str, Any], overrides: Any) -> tuple[dict
     merged = merged_settings(defaults, usable)
     sentences = [
         f"this integration's {'settings' if key == '' else f'setting `{key}`'} {problem}: correct "
-        f"{'them' if key == '' else 'it'} on the integration's page, then reprocess"
+        f"{'them' if key == '' else 'it'} (the integration's conventions, or its settings in the admin), then reprocess"
         for key, problem in sorted(problems.items())
     ]
     return merged, sentences

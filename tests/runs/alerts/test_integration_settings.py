@@ -77,13 +77,13 @@ def test_settings_in_force_drop_the_wrong_keys_and_say_why() -> None:
     assert settings["tenant_aliases"] == {} and settings["default_environment"] == "qa"
     assert sentences == [
         "this integration's setting `tenant_aliases` maps 'cafe' to a value that is the number 3, not a text: "
-        "correct it on the integration's page, then reprocess"
+        "correct it (the integration's conventions, or its settings in the admin), then reprocess"
     ]
     whole, said = settings_in_force(generic.DEFAULT_SETTINGS, [1])
     assert whole == generic.DEFAULT_SETTINGS
     assert said == [
-        "this integration's settings are a list, not a JSON object of setting names to values: correct them on "
-        "the integration's page, then reprocess"
+        "this integration's settings are a list, not a JSON object of setting names to values: correct them "
+        "(the integration's conventions, or its settings in the admin), then reprocess"
     ]
 
 
@@ -211,8 +211,8 @@ def test_the_integration_page_and_api_show_what_is_not_used_and_why(admin: Clien
 @pytest.mark.parametrize(
     ("source", "wrong", "expected"),
     [
-        ("generic", {"transport": {"decoder": {"kind": ["json"]}}}, "decoder: A decoder is one of"),
-        ("generic", {"transport": {"allow_get": "yes"}}, "allow_get: true or false."),
+        ("generic", {"transport": {"decoder": {"kind": ["json"]}}}, "transport.decoder: A decoder is one of"),
+        ("generic", {"transport": {"allow_get": "yes"}}, "transport.allow_get: true or false."),
         ("generic", {"transport": "form"}, 'transport: An object: {"allow_get"'),
         ("generic", {"redact_names": ["customer email"]}, "redact_names: Not a key name: customer email"),
         (
