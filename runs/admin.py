@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db.models import QuerySet
+from django.forms.fields import InvalidJSONInput, JSONString
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from guardian.admin import GuardedModelAdmin
@@ -15,7 +17,7 @@ from guardian.admin import GuardedModelAdmin
 from handover.core.errors import DomainError
 from handover.core.people import signed_in
 from runs.alerts.models import Alert, Delivery
-from runs.alerts.parsers.base import settings_problems
+from runs.alerts.parsers.base import JsonLoadError, load_json, settings_problems, unstorable_characters
 from runs.alerts.parsers.custom.compiler import mapping_errors
 from runs.alerts.parsers.custom.parser import SOURCE as CUSTOM_SOURCE
 from runs.alerts.parsers.registry import get_adapter
@@ -70,6 +72,62 @@ class JobTargetAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     readonly_fields = ["public_id", "paused_at", "paused_by", "pause_reason", "resumed_at"]
 
 
+class SettingsJsonField(forms.JSONField):
+    """The integration's raw settings JSON, read as a post's body is (``load_json``): invalid JSON,
+    ``NaN``/``Infinity``, nesting deeper than ``MAX_JSON_DEPTH`` and texts a database cannot hold (NUL,
+    lone surrogates) are form errors, never a server error; empty or ``null`` is no settings (``{}``:
+    the column holds no SQL NULL)."""
+
+    def to_python(self, value: Any) -> Any:
+        """The settings typed, as JSON; raises ``ValidationError`` for what Handover does not store."""
+        if self.disabled or isinstance(value, list | dict | int | float):
+            return value
+        if value in self.empty_values:
+            return {}
+        try:
+            document = load_json(value)
+        except JsonLoadError as exc:
+            raise forms.ValidationError(f"Not JSON Handover stores: {exc}.", code="invalid") from None
+        if document is None:
+            return {}
+        unstorable = sorted({name for text in _texts(document) for name in unstorable_characters(text)})
+        if unstorable:
+            raise forms.ValidationError(
+                f"Holds characters a database cannot store ({', '.join(unstorable)}).", code="invalid"
+            )
+        return JSONString(document) if isinstance(document, str) else document
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        """The typed text again when the form is shown with its errors (however deep it nests)."""
+        try:
+            return super().bound_data(data, initial)
+        except (RecursionError, ValueError):
+            return InvalidJSONInput(data)
+
+    def prepare_value(self, value: Any) -> str:
+        """The settings as JSON text; a lone surrogate stored by other means is written as its escape."""
+        if isinstance(value, InvalidJSONInput):
+            return value
+        text = super().prepare_value(value)
+        return json.dumps(value, cls=self.encoder) if unstorable_characters(text) else text
+
+
+def _texts(document: Any) -> list[str]:
+    """Every text of a JSON document, keys included (iterative: the depth was checked by ``load_json``)."""
+    texts: list[str] = []
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            texts.append(node)
+        elif isinstance(node, dict):
+            texts.extend(key for key in node if isinstance(key, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return texts
+
+
 class IntegrationAdminForm(forms.ModelForm):  # type: ignore[type-arg]
     """The admin's integration form: its raw settings JSON gets the checks of the product's editors -- the
     shapes the source's adapter reads (``settings_problems``, as the conventions editor), the transport
@@ -78,6 +136,7 @@ class IntegrationAdminForm(forms.ModelForm):  # type: ignore[type-arg]
     unmatched, or be read as a default without a word."""
 
     # no Meta: the admin builds the form's model and fields from IntegrationAdmin (modelform_factory)
+    settings = SettingsJsonField(required=False)
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}

@@ -633,11 +633,10 @@ def _apply_signal(alert: Alert, record: ParsedAlert, ctx: PostContext, received_
             .first()
         )
     if attempt is None:
-        return alert_finish(
-            alert,
-            Alert.Outcome.UNMATCHED,
-            reason=f"nothing to {record.kind}: no earlier alert of this integration reported the attempt it names",
-        )
+        # the record's own problems too: a wrong integration setting (``settings_in_force``) is named
+        # on every alert of the post, and may be why no earlier alert was accepted
+        nothing = f"nothing to {record.kind}: no earlier alert of this integration reported the attempt it names"
+        return alert_finish(alert, Alert.Outcome.UNMATCHED, reason="; ".join([nothing, *record.problems]))
     kind = TimelineEvent.Kind.RESOLVED if record.kind == AlertKind.RESOLVE else TimelineEvent.Kind.ACKNOWLEDGED
     # The sender's own line (PagerDuty's "acknowledged by on-call") says who or why; keep it.
     # named by the integration ("nomad-prod"), not the source slug ("custom")

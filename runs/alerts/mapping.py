@@ -304,13 +304,22 @@ def mapping_from_json(text: str) -> Any:
     return dict(document)
 
 
+def integration_mapping(integration: Integration) -> dict[str, Any]:
+    """A custom integration's mapping as stored in its settings (free JSON, edited raw in the Django
+    admin): ``settings["mapping"]`` when the settings and the mapping are JSON objects, else ``{}``
+    (no mapping: nothing maps until one is saved). Raises nothing."""
+    own = integration.settings if isinstance(integration.settings, Mapping) else {}
+    mapping = own.get("mapping")
+    return dict(mapping) if isinstance(mapping, Mapping) else {}
+
+
 def integration_mapping_export(*, integration: Integration) -> dict[str, Any]:
     """The integration's mapping as an export document: ``{"format", "name", "source", "mapping"}``."""
     return {
         "format": EXPORT_FORMAT,
         "name": integration.name,
         "source": integration.source,
-        "mapping": (integration.settings or {}).get("mapping") or {},
+        "mapping": integration_mapping(integration),
     }
 
 
@@ -407,7 +416,9 @@ def integration_custom_update(
     values: dict[str, Any] = {}
     if mapping is not None:
         _check(mapping, samples, require_samples=require_samples)
-        values["settings"] = {**(integration.settings or {}), "mapping": dict(mapping)}
+        # the settings are free JSON (``integration_mapping``): anything but an object holds no other key
+        own = integration.settings if isinstance(integration.settings, Mapping) else {}
+        values["settings"] = {**own, "mapping": dict(mapping)}
     if name is not None and name.strip() != integration.name:
         name = name.strip()
         if not name:

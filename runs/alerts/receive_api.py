@@ -36,7 +36,6 @@ from rest_framework.views import APIView
 
 from handover.core.errors import problem, problem_response
 from handover.core.serializers import ProblemSerializer
-from handover.env import env
 from runs.alerts.context import IngestResult
 from runs.alerts.models import RefusedRequestCount
 from runs.alerts.parsers.base import storable_data
@@ -47,7 +46,7 @@ from runs.alerts.refusals import client_network
 from runs.alerts.serializers import IngestResponseSerializer
 from runs.alerts.signatures import signature_verify
 from runs.catalog.authentication import bearer_from_request, integration_key_authenticate_cached
-from runs.catalog.keys import integration_security
+from runs.catalog.keys import integration_security, signing_secret
 from runs.catalog.models import IntegrationKey
 from runs.catalog.transport import integration_transport
 
@@ -332,7 +331,7 @@ class AlertIngestView(APIView):
         security = integration_security(integration=key.integration)
         if not security.signing_secret_env:
             return None
-        secret = env.str(security.signing_secret_env, default="")
+        secret = signing_secret(security.signing_secret_env)
         if not secret:
             logger.error(
                 "integration %s requires signed posts but %s is not set",

@@ -22,6 +22,7 @@ from runs.alerts.mapping import (
     Sample,
     integration_custom_create_with_key,
     integration_custom_update,
+    integration_mapping,
     integration_mapping_export,
     integration_reprocess_unmatched,
     mapping_from_json,
@@ -29,7 +30,7 @@ from runs.alerts.mapping import (
     samples_from_deliveries,
 )
 from runs.alerts.models import Delivery
-from runs.alerts.parsers.base import settings_in_force
+from runs.alerts.parsers.base import settings_in_force, storable_data
 from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.expressions import FUNCTION_NAMES
 from runs.alerts.parsers.custom.parser import SOURCE
@@ -90,7 +91,10 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
         {
             "integration": integration,
             # a custom integration's mapping is shown as JSON below, not as one settings row
-            "settings": sorted((k, v) for k, v in effective.items() if not (is_custom and k == "mapping")),
+            # free JSON: a text no page can spell (a lone surrogate, SQLite only) shown as U+FFFD
+            "settings": sorted(
+                (k, v) for k, v in storable_data(effective).items() if not (is_custom and k == "mapping")
+            ),
             "settings_problems": settings_wrong,
             "keys": keys,
             "deliveries": delivery_list_recent(integration=integration),
@@ -332,7 +336,7 @@ def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
     if picked and not any(str(d.public_id) == picked[0] for d in recent):
         recent += list(integration.deliveries.filter(public_id=picked[0]))
     choices = [(str(d.public_id), _delivery_label(d)) for d in recent]
-    current = (integration.settings or {}).get("mapping") or {}
+    current = integration_mapping(integration)
     # Pre-tick the newest delivery that was parsed: a rejected or failed one can never map (Save would refuse)
     mappable = [str(d.public_id) for d in recent if d.outcome == Delivery.Outcome.PROCESSED][:1]
     initial = {"mapping": _pretty(current), "deliveries": picked or mappable}

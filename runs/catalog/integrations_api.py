@@ -38,13 +38,14 @@ from runs.alerts.mapping import (
     integration_custom_create,
     integration_custom_create_with_key,
     integration_custom_update,
+    integration_mapping,
     integration_mapping_export,
     integration_reprocess_unmatched,
     mapping_preview,
     samples_from_deliveries,
 )
 from runs.alerts.models import RefusedRequestCount
-from runs.alerts.parsers.base import settings_in_force
+from runs.alerts.parsers.base import settings_in_force, storable_data
 from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.parser import SOURCE
 from runs.alerts.parsers.registry import get_adapter
@@ -124,6 +125,11 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
         ]
         read_only_fields = fields
 
+    def to_representation(self, instance: Integration) -> dict[str, Any]:
+        """The integration as JSON; a text of its free-JSON settings that no response can spell (a lone
+        surrogate, which only SQLite stores) is shown as U+FFFD (``storable_data``), never a server error."""
+        return storable_data(super().to_representation(instance))  # type: ignore[no-any-return]
+
     @extend_schema_field(TransportSerializer)
     def get_transport(self, integration: Integration) -> dict[str, Any]:
         transport = integration_transport(integration=integration)
@@ -150,8 +156,7 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
         """The mapping of a custom integration (``runs/alerts/parsers/custom/``); null for built-in sources."""
         if integration.source != SOURCE:
             return None
-        mapping = (integration.settings or {}).get("mapping") or {}
-        return dict(mapping)
+        return integration_mapping(integration)
 
 
 class DeliverySummarySerializer(serializers.Serializer[Any]):
@@ -602,7 +607,7 @@ class IntegrationViewSet(
                 raise ValidationError({"delivery": ["No such delivery of this integration."]})
         else:
             samples = _samples([values["sample"]])
-        mapping = values.get("mapping", (integration.settings or {}).get("mapping") or {})
+        mapping = values.get("mapping", integration_mapping(integration))
         preview = mapping_preview(mapping=mapping, samples=samples)
         return Response(MappingTestResultSerializer(_test_result(preview)).data)
 

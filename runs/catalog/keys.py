@@ -22,6 +22,8 @@ from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition
 from handover.core.people import Person
+from handover.env import env
+from runs.alerts.parsers.base import storable_text
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.signatures import ALGORITHMS, ENCODINGS, SCHEMES
 from runs.audit.services import audit_record
@@ -70,6 +72,19 @@ def integration_key_rotate(*, key: IntegrationKey, actor: Person | None, grace_s
     return issued
 
 
+def signing_secret(name: str) -> str:
+    """The signing secret the environment holds under ``name`` (``IntegrationSecurity.signing_secret_env``).
+
+    Only a ``HANDOVER_SIGNING_SECRET_<NAME>`` variable is ever read: a name the settings hold in any
+    other form (edited raw: a number, another variable of the process, a NUL or a lone surrogate, which
+    the environment cannot even be asked for) reads as no secret, so its posts are refused with 503 as
+    for a secret not set -- never accepted unsigned, never a server error. Raises nothing.
+    """
+    if not SIGNING_SECRET_ENV_PATTERN.fullmatch(name):
+        return ""
+    return str(env.str(name, default=""))
+
+
 @dataclass(frozen=True)
 class IntegrationSecurity:
     """An integration's security settings as the ingestion endpoint reads them.
@@ -99,7 +114,8 @@ def integration_security(*, integration: Integration) -> IntegrationSecurity:
     tolerance = raw.get("signature_tolerance_seconds")
     return IntegrationSecurity(
         redact_names=tuple(str(n) for n in names if isinstance(n, str) and n) if isinstance(names, list) else (),
-        signing_secret_env=str(raw.get("signing_secret_env") or ""),
+        # shown on pages: a lone surrogate (SQLite only) as U+FFFD; such a name is never read (signing_secret)
+        signing_secret_env=storable_text(str(raw.get("signing_secret_env") or "")),
         signature_header=str(raw.get("signature_header") or SIGNATURE_DEFAULTS["signature_header"]),
         timestamp_header=str(raw.get("timestamp_header") or SIGNATURE_DEFAULTS["timestamp_header"]),
         signature_tolerance_seconds=tolerance

@@ -14,8 +14,12 @@ from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
 from handover.core.one_time import one_time_pop, one_time_stash
-from handover.env import env
-from runs.catalog.keys import integration_key_rotate, integration_security, integration_security_update
+from runs.catalog.keys import (
+    integration_key_rotate,
+    integration_security,
+    integration_security_update,
+    signing_secret,
+)
 from runs.catalog.manage_forms import (
     IntegrationKeyCreateForm,
     IntegrationKeyRotateForm,
@@ -228,7 +232,7 @@ def integration_security_view(request: HttpRequest, id: str) -> HttpResponse:
         else:
             messages.success(request, f"Security settings of {integration.name} saved.")
             return redirect("manage:integration-security", id=integration.public_id)
-    secret_present = bool(security.signing_secret_env and env.str(security.signing_secret_env, default=""))
+    secret_present = bool(signing_secret(security.signing_secret_env))
     return render(
         request,
         "runs/catalog/manage_integration_security.html",

@@ -462,22 +462,43 @@ def settings_in_force(defaults: Mapping[str, Any], overrides: Any) -> tuple[dict
     """The settings a post is parsed with, and why the integration's own settings are not all used.
 
     Returns (``merged_settings`` of ``defaults`` and the usable part of ``overrides``, one sentence per
-    problem of ``settings_problems``). A record parsed while the list is not empty is not placed: its
-    problems carry the sentences, so it is stored ``unmatched`` until the settings are corrected and
-    it is reprocessed (a wrong setting must not place it on a job, tenant or environment by a default).
+    problem of ``settings_problems``); a setting written as one text where the default is a list of
+    texts is in force as that list of one, so every parser reads a list. A record parsed while the
+    list of sentences is not empty is not placed: its problems carry the sentences, so it is stored
+    ``unmatched`` until the settings are corrected and it is reprocessed (a wrong setting must not
+    place it on a job, tenant or environment by a default).
     """
     problems = settings_problems(defaults, overrides)
     if "" in problems:
         usable: Any = {}
     else:
         usable = {key: value for key, value in (overrides or {}).items() if key not in problems}
-    merged = merged_settings(defaults, usable)
+    merged = merged_settings(defaults, _texts_listed(defaults, usable))
     sentences = [
         f"this integration's {'settings' if key == '' else f'setting `{key}`'} {problem}: correct "
         f"{'them' if key == '' else 'it'} (the integration's conventions, or its settings in the admin), then reprocess"
         for key, problem in sorted(problems.items())
     ]
     return merged, sentences
+
+
+def _texts_listed(defaults: Mapping[str, Any], usable: Any) -> Any:
+    """``usable`` with one text written where a list of texts is the default read as that list of one.
+
+    ``settings_problems`` lets a person write one text for a list of texts (``"DeadlineExceeded"`` for
+    ``["DeadlineExceeded"]``); parsers read such a setting as a list (``x in setting``), and a text
+    would be read by its letters instead (``"" in "Deadline"`` is true; ``None in "x"`` raises).
+    """
+    if not isinstance(usable, Mapping):
+        return usable
+    return {
+        key: [value]
+        if isinstance(value, str)
+        and isinstance(defaults.get(key), list)
+        and isinstance(next(iter(defaults[key]), ""), str)
+        else value
+        for key, value in usable.items()
+    }
 
 
 def _json_kind(value: Any) -> str:

@@ -49,6 +49,7 @@ CAN_SIGN = False
 
 # Each ``*_from`` names a part of SCHEDULE_ARN: ``schedule_name``, ``schedule_group``, or the group split at
 # its LAST ``group_separator``: ``group_before_separator`` (fjord-freight) / ``group_after_separator`` (prod).
+# Like every ``*_from`` setting it may be a list, tried in order (the first part the ARN has).
 DEFAULT_SETTINGS: dict[str, Any] = {
     "job_from": "schedule_name",
     "tenant_from": "group_before_separator",
@@ -116,8 +117,9 @@ def _message(message: Any, names: tuple[str, ...], settings: Mapping[str, Any], 
     found: dict[str, str | None] = {}
     for field in ("job", "tenant", "environment"):
         source = settings.get(f"{field}_from")
-        found[field] = (parts.get(source) if isinstance(source, str) else None) or settings.get(f"default_{field}")
-        if not found[field] and source not in parts:
+        tried = _part_names(source)
+        found[field] = next((parts[n] for n in tried if parts.get(n)), None) or settings.get(f"default_{field}")
+        if not found[field] and not any(n in parts for n in tried):
             problems.append(f"no {field}: setting {field}_from {source!r} is not one of {', '.join(parts)}")
     alert.job_key, alert.tenant, alert.environment = found["job"], found["tenant"], found["environment"]
     if not arn:
@@ -130,7 +132,11 @@ def _message(message: Any, names: tuple[str, ...], settings: Mapping[str, Any], 
             if not group
             else f"schedule group {group!r} has no {separator!r} between tenant and environment"
         )
-        unread = [f for f, value in found.items() if not value and settings.get(f"{f}_from") in parts]
+        unread = [
+            f
+            for f, value in found.items()
+            if not value and any(n in parts for n in _part_names(settings.get(f"{f}_from")))
+        ]
         if unread:
             expected = f"(expected <tenant>{separator}<environment>, or a default)"
             problems.append(f"no {' and no '.join(unread)}: {why} {expected}")
@@ -224,3 +230,10 @@ def parse(body: bytes, *, settings: Mapping[str, Any], received_at: datetime) ->
             item_key = item_key or f"invalid:{sha256_text(canonical)}"
             alerts.append(InvalidItem(field=exc.field, message=exc.message, dedup_key=item_key))
     return ParseResult(alerts=alerts, notes={"wrapper": "lambda" if key == "Records" else "receive_message"})
+
+
+def _part_names(source: Any) -> list[str]:
+    """The SCHEDULE_ARN part names a ``*_from`` setting tries, in order: one name, or a list of them."""
+    if isinstance(source, str):
+        return [source]
+    return [name for name in source if isinstance(name, str)] if isinstance(source, list) else []

@@ -9,15 +9,18 @@ import json
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils.html import escape
 
+from runs.alerts.mapping import integration_mapping
 from runs.alerts.models import Alert, Delivery
 from runs.alerts.parsers import airflow, generic, kubernetes
 from runs.alerts.parsers.base import settings_in_force, settings_problems
 from runs.alerts.redaction import integration_redact_names
 from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Run
+from runs.catalog.keys import signing_secret
 from runs.catalog.models import Integration, Tenant
 from runs.catalog.services import integration_get_or_create, job_get_or_create
 from tests.conftest import UNICODE_TENANT, fixture_files
@@ -260,3 +263,161 @@ def test_a_transport_decoder_of_the_wrong_shape_is_read_as_json_and_the_post_ans
     delivery = delivery_of(response)
     assert delivery.outcome == Delivery.Outcome.PROCESSED
     assert delivery.alerts.count() >= 1  # recorded, whatever their placement
+
+
+# --- found by tests/runs/alerts/test_settings_fuzz.py --------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_eventbridge_parts_may_be_listed_like_every_from_setting_and_never_leave_the_post_received(
+    story: StoryFactory,
+) -> None:
+    eb = story("eventbridge-scheduler")
+    # ``environment_from: []`` (a list, which every ``*_from`` may be) once raised "unhashable type: 'list'"
+    Integration.objects.filter(name="eventbridge-scheduler").update(settings={"environment_from": []})
+
+    response = eb.post("01-exhausted-retries-receive-message.json")
+
+    assert response.status_code == 202 and delivery_of(response).outcome == Delivery.Outcome.PROCESSED
+    [alert] = alerts_of(response)
+    assert alert.outcome == Alert.Outcome.UNMATCHED and "setting environment_from [] is not one of" in alert.reason
+    assert Run.objects.count() == 0
+
+    # a list is tried in order: the first part the ARN has
+    integration = Integration.objects.get(name="eventbridge-scheduler")
+    integration.settings = {"environment_from": ["no_such_part", "group_after_separator"]}
+    integration.save()  # a new ``updated_at``: the key cached by the first post is read again
+    [alert] = alerts_of(eb.post("04-next-run-permanent-error.json"))
+    assert alert.outcome == Alert.Outcome.ACCEPTED
+    assert (alert.run.tenant.slug, alert.run.environment) == ("fjord-freight", "prod")
+
+
+@pytest.mark.django_db
+def test_one_text_for_a_list_of_texts_is_read_as_that_list_not_by_its_letters(story: StoryFactory) -> None:
+    eb = story("eventbridge-scheduler")
+    # ``"" in "MaximumEventAgeInSeconds"`` is true: a message with no condition was read as timed out
+    Integration.objects.filter(name="eventbridge-scheduler").update(
+        settings={"timeout_conditions": "MaximumEventAgeInSeconds"}
+    )
+    [alert] = alerts_of(eb.post("04-next-run-permanent-error.json"))
+    assert alert.outcome == Alert.Outcome.ACCEPTED and alert.attempt.status == "failed"
+
+    grafana = story("grafana")
+    # ``None in "DatasourceError"`` raised: the delivery was left ``received`` for the sweep
+    Integration.objects.filter(name="grafana").update(
+        settings={"evaluation_alertnames": "DatasourceError", "alertname_from": "labels.no_such_label"}
+    )
+    response = grafana.post("01-first-failure.json")
+    assert response.status_code == 202 and delivery_of(response).outcome == Delivery.Outcome.PROCESSED
+    assert all(alert.outcome in (Alert.Outcome.ACCEPTED, Alert.Outcome.UNMATCHED) for alert in alerts_of(response))
+    assert settings_in_force(kubernetes.DEFAULT_SETTINGS, {"timeout_reasons": "X"})[0]["timeout_reasons"] == ["X"]
+
+
+@pytest.mark.django_db
+def test_a_resolve_with_nothing_to_resolve_names_the_wrong_setting_too(story: StoryFactory) -> None:
+    pd = story("pagerduty")
+    Integration.objects.filter(name="pagerduty").update(settings=[])
+
+    alerts = alerts_of(pd.post("04-resolve-next-run-ok.json"))
+
+    resolves = [alert for alert in alerts if alert.reason.startswith("nothing to resolve")]
+    assert resolves and all(alert.outcome == Alert.Outcome.UNMATCHED for alert in alerts)
+    assert all("this integration's settings are a list" in alert.reason for alert in alerts)
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.parametrize("name", ["", "\x00", "\ud800", "DJANGO_SECRET_KEY", "HANDOVER_SIGNING_SECRET_X\n"])
+def test_only_a_handover_signing_secret_variable_is_ever_read(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DJANGO_SECRET_KEY", "not-a-signing-secret")
+    monkeypatch.setenv("HANDOVER_SIGNING_SECRET_X", "s3cret")
+
+    assert signing_secret(name) == ""  # a NUL or a lone surrogate once raised in os.environ: a 500
+    assert signing_secret("HANDOVER_SIGNING_SECRET_X") == "s3cret"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("named", [True, 5, "DJANGO_SECRET_KEY"])
+def test_a_signing_secret_named_in_a_wrong_shape_refuses_posts_with_503_and_stores_nothing(
+    story: StoryFactory, named: Any
+) -> None:
+    generic_story = story("generic")
+    Integration.objects.filter(name="generic").update(settings={"signing_secret_env": named})
+
+    response = generic_story.post("01-first-failure.json")
+
+    assert response.status_code == 503  # fail closed: never accepted unsigned, never read from another variable
+    assert Delivery.objects.count() == 0 and Alert.objects.count() == 0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("typed", "error"),
+    [
+        ('{"x": NaN}', "NaN is not a JSON number"),  # once a database error: a 500
+        ("[" * 5000 + "]" * 5000, "nested more than"),  # once a RecursionError: a 500
+        ('{"default_tenant": "a\\u0000b"}', "U+0000"),
+        ('{"tenant_aliases": {"\\ud800": "x"}}', "U+D800"),
+    ],
+)
+def test_the_admin_refuses_json_handover_does_not_store_with_a_form_error(
+    admin: Client, typed: str, error: str
+) -> None:
+    integration = integration_get_or_create(source="generic", name="generic-admin")
+    form = {"name": "generic-admin", "source": "generic", "is_active": "on"}
+
+    refused = admin.post(f"/admin/runs/integration/{integration.pk}/change/", data={**form, "settings": typed})
+
+    assert refused.status_code == 200
+    [message] = refused.context["adminform"].form.errors["settings"]
+    assert error in message
+    integration.refresh_from_db()
+    assert integration.settings == {}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("typed", ["", "null"])
+def test_empty_or_null_settings_typed_in_the_admin_are_no_settings(admin: Client, typed: str) -> None:
+    integration = integration_get_or_create(source="generic", name="generic-admin")
+    Integration.objects.filter(pk=integration.pk).update(settings={"default_environment": "qa"})
+    form = {"name": "generic-admin", "source": "generic", "is_active": "on"}
+
+    saved = admin.post(f"/admin/runs/integration/{integration.pk}/change/", data={**form, "settings": typed})
+
+    assert saved.status_code == 302  # once a NOT NULL violation: a 500
+    integration.refresh_from_db()
+    assert integration.settings == {}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("wrong", ["x", 5, ["mapping"], {"mapping": 5}, {"mapping": ["a"]}])
+def test_a_custom_integration_with_settings_of_any_shape_shows_its_pages(admin: Client, wrong: Any) -> None:
+    integration = integration_get_or_create(source="custom", name="custom-shapes")
+    Integration.objects.filter(pk=integration.pk).update(settings=wrong)
+
+    api = admin.get(f"/api/v1/integrations/{integration.public_id}/")
+    mapping_page = admin.get(f"/integrations/{integration.public_id}/mapping/")
+
+    assert api.status_code == 200 and mapping_page.status_code == 200  # once AttributeError / TypeError: 500s
+    assert api.json()["mapping"] == {}
+    assert integration_mapping(Integration.objects.get(pk=integration.pk)) == {}
+
+
+@pytest.mark.django_db
+def test_pages_show_a_lone_surrogate_stored_by_other_means_as_a_replacement(admin: Client) -> None:
+    integration = integration_get_or_create(source="kubernetes", name="k8s-surrogate")
+    own = (
+        {"signing_secret_env": "\ud800", "tenant_aliases": {"\ud800": "x"}}
+        if connection.vendor == "sqlite"  # PostgreSQL's jsonb cannot hold one: only SQLite ever does
+        else {"signing_secret_env": "\ufffd", "tenant_aliases": {"\ufffd": "x"}}
+    )
+    Integration.objects.filter(pk=integration.pk).update(settings=own)
+
+    responses = [
+        admin.get(f"/integrations/{integration.public_id}/"),
+        admin.get(f"/api/v1/integrations/{integration.public_id}/"),
+        admin.get(f"/manage/integrations/{integration.public_id}/security/"),
+        admin.get(f"/admin/runs/integration/{integration.pk}/change/"),
+    ]
+
+    assert [response.status_code for response in responses] == [200, 200, 200, 200]
+    assert responses[1].json()["settings_in_force"]["tenant_aliases"] == {"\ufffd": "x"}
