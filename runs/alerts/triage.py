@@ -13,12 +13,14 @@ from handover.core.errors import Forbidden, InvalidTransition
 from handover.core.people import Person
 from runs.alerts.apply import alert_apply, alert_finish, original_reapply
 from runs.alerts.context import PostContext, runner_reports_write
+from runs.alerts.decoders import body_decode
 from runs.alerts.models import Alert
 from runs.alerts.parsers.base import FormatError, ParsedAlert, settings_in_force
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.receive import delivery_sweep_received
 from runs.alerts.records import record_mend
 from runs.alerts.redaction import redact_text
+from runs.catalog.transport import integration_transport
 from runs.permissions import may_reprocess_alert
 
 logger = logging.getLogger(__name__)
@@ -59,8 +61,13 @@ def alert_reprocess(*, alert: Alert, actor: Person | None = None) -> Alert:
     if adapter is None:
         raise InvalidTransition(f"There is no adapter for {alert.source!r} any more.")
     settings, settings_wrong = settings_in_force(adapter.DEFAULT_SETTINGS, alert.integration.settings)
+    # decoded as when it was received (``receive._delivery_process``): an ndjson, envelope or form post
+    # is not JSON until its integration's decoder has read it
+    decoder = integration_transport(integration=alert.integration).decoder
+    method = str((delivery.notes or {}).get("method", "POST"))
     try:
-        parsed = adapter.parse(delivery.body.encode(), settings=settings, received_at=delivery.received_at)
+        body = body_decode(delivery.body.encode(), decoder=decoder, method=method)
+        parsed = adapter.parse(body, settings=settings, received_at=delivery.received_at)
     except FormatError as exc:
         raise InvalidTransition(f"The stored body no longer parses: {exc.message}") from exc
     record = parsed.alerts[source.index] if source.index < len(parsed.alerts) else None

@@ -15,6 +15,7 @@ re-evaluated count changed (A=1 -> A=2) is a new failure, a byte-identical re-se
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -243,7 +244,29 @@ def _execution_id(read: PathReader, settings: Mapping[str, Any], fingerprint: st
     if number is None:
         return None  # the missing or garbled count is already listed as a problem
     try:
-        return str(template).format(fingerprint=fingerprint, attempt=number)
-    except (AttributeError, IndexError, KeyError, ValueError) as exc:
+        return template_fill(str(template), {"fingerprint": fingerprint, "attempt": str(number)})
+    except KeyError as exc:
         read.problems.append(f"setting `execution_id_template` {template!r} cannot be filled in ({exc!r})")
         return None
+
+
+# ``{name}`` (a placeholder), ``{{`` and ``}}`` (a brace): nothing else, unlike ``str.format``, whose
+# format specs (``{attempt:>999999999}``) would let a setting build a gigabyte on every post.
+_TEMPLATE_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+
+
+def template_fill(template: str, values: Mapping[str, str]) -> str:
+    """``template`` with each ``{name}`` replaced by ``values[name]`` and ``{{``/``}}`` by a brace.
+
+    Raises ``KeyError`` (the placeholder) for a name ``values`` lacks, a format spec or a conversion
+    included (``{attempt:03}`` names "attempt:03"). The result is at most the template's length plus
+    the values' lengths per placeholder: no placeholder pads or repeats.
+    """
+
+    def token(match: re.Match[str]) -> str:
+        text = match.group(0)
+        if text in ("{{", "}}"):
+            return text[0]
+        return values[match.group(1)]
+
+    return _TEMPLATE_TOKEN.sub(token, template)

@@ -24,10 +24,11 @@ from runs.alerts.models import Alert, AuthFailureCounter, Delivery, RefusedReque
 from runs.alerts.parsers.base import FormatError
 from runs.alerts.refusals import refused_request_count, refused_request_prune
 from runs.alerts.signatures import signature_verify
+from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Attempt
 from runs.catalog.keys import integration_key_rotate, integration_security_update
 from runs.catalog.models import Integration, IntegrationKey
-from runs.catalog.services import integration_get_or_create, integration_key_create
+from runs.catalog.services import integration_get_or_create, integration_key_create, job_get_or_create
 from runs.catalog.transport import integration_transport, integration_transport_update
 from tests.factories import TenantFactory
 
@@ -458,3 +459,22 @@ def test_an_executors_cancel_is_a_cancelled_attempt_and_fails_the_run(
     assert attempt.status == Attempt.Status.CANCELLED  # terminal: a later "running" never moves it back
     assert attempt.run.status == "failed"
     assert attempt.run.timeline.filter(summary__icontains="cancelled").exists()
+
+
+def test_an_unmatched_alert_of_an_ndjson_post_is_reprocessed_through_the_decoder(
+    client: Client, custom_integration: Integration, url_key: str
+) -> None:
+    # reprocessing once parsed the stored body as JSON: "The stored body no longer parses"
+    integration_transport_update(integration=custom_integration, actor=None, allow_get=False, decoder_kind="ndjson")
+    body = json.dumps({**_row("nd-1"), "job": "ndjson-export"}) + "\n" + json.dumps(_row("nd-2")) + "\n"
+    client.post(f"/api/v1/alerts/custom/k/{url_key}/", data=body, content_type="application/x-ndjson")
+    unmatched = Alert.objects.get(execution_id="nd-1")
+    assert unmatched.outcome == Alert.Outcome.UNMATCHED
+    assert "job 'ndjson-export' is not registered" in unmatched.reason
+
+    job_get_or_create(key="ndjson-export", defaults={"schedule": "0 2 * * *", "timezone": "Europe/Berlin"})
+    reprocessed = alert_reprocess(alert=unmatched)
+
+    assert (reprocessed.outcome, reprocessed.reason) == (Alert.Outcome.ACCEPTED, "")
+    attempt = Attempt.objects.get(execution_id="nd-1")
+    assert (attempt.run.job.key, attempt.run.tenant.slug, attempt.status) == ("ndjson-export", "acme-foods", "failed")

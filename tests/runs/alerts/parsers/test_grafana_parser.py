@@ -57,6 +57,28 @@ def test_first_failure_reports_attempt_one_with_an_inferred_execution_id() -> No
     assert record.details["values"] == {"A": 1, "B": 1}
 
 
+@pytest.mark.parametrize(
+    ("template", "execution_id"),
+    [
+        ("run-{fingerprint}-{attempt}", "run-e41b7c2d90a3f658-1"),
+        ("{{{fingerprint}}}#{attempt}", "{e41b7c2d90a3f658}#1"),
+    ],
+)
+def test_the_execution_id_template_fills_its_placeholders(template: str, execution_id: str) -> None:
+    record = only_record(parse_fixture("01-first-failure.json", {"execution_id_template": template}))
+    assert (record.execution_id, record.problems) == (execution_id, [])
+
+
+@pytest.mark.parametrize("template", ["{attempt:>999999999}", "{fingerprint!r}", "{attempt.real}", "{job}"])
+def test_an_execution_id_template_with_more_than_placeholders_is_a_problem_not_a_padded_id(template: str) -> None:
+    # ``str.format`` would have built a gigabyte for the first one, on every post
+    record = only_record(parse_fixture("01-first-failure.json", {"execution_id_template": template}))
+    assert record.execution_id is None
+    assert record.problems == [
+        f"setting `execution_id_template` {template!r} cannot be filled in ({KeyError(template[1:-1])!r})"
+    ]
+
+
 def test_first_failure_leaves_window_and_scheduled_time_to_the_mechanism() -> None:
     record = only_record(parse_fixture("01-first-failure.json"))
     assert record.window_start is None and record.window_end is None
