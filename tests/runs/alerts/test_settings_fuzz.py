@@ -38,7 +38,7 @@ from runs.alerts.parsers.base import settings_problems
 from runs.alerts.parsers.registry import available_sources, get_adapter
 from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Run
-from runs.catalog.keys import integration_security, signing_secret
+from runs.catalog.keys import SECURITY_KEYS, integration_security, signing_secret
 from runs.catalog.models import Integration, Tenant
 from runs.catalog.services import integration_get_or_create, integration_key_create
 from tests.conftest import fixture_files
@@ -49,18 +49,7 @@ SOURCES = [source for source in available_sources() if source != "custom"]
 RECEIVED = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)  # the fixtures' night is two days before
 PAGERDUTY_PLACEHOLDER = b"R0ACMEF00DSPR0DBATCHJ0BS00000001"
 # Read from an integration's settings beside the adapter's conventions (redaction, transport, signing).
-EXTRA_KEYS = [
-    "redact_names",
-    "transport",
-    "mapping",
-    "signing_secret_env",
-    "signature_header",
-    "timestamp_header",
-    "signature_tolerance_seconds",
-    "signature_scheme",
-    "signature_algorithm",
-    "signature_encoding",
-]
+EXTRA_KEYS = ["transport", "mapping", *SECURITY_KEYS]
 FINAL_DELIVERY = {Delivery.Outcome.PROCESSED, Delivery.Outcome.REJECTED}
 FINAL_ALERT = set(Alert.Outcome) - {Alert.Outcome.PENDING}
 REFUSED = {401, 403, 404, 429}
