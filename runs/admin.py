@@ -17,16 +17,12 @@ from guardian.admin import GuardedModelAdmin
 from handover.core.errors import DomainError
 from handover.core.people import signed_in
 from runs.alerts.models import Alert, Delivery
-from runs.alerts.parsers.base import JsonLoadError, load_json, settings_problems, unstorable_characters
-from runs.alerts.parsers.custom.compiler import mapping_errors
-from runs.alerts.parsers.custom.parser import SOURCE as CUSTOM_SOURCE
-from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.parsers.base import JsonLoadError, load_json, unstorable_characters
 from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import attempt_abandon
-from runs.catalog.keys import SECURITY_KEYS, security_errors
 from runs.catalog.models import Integration, IntegrationKey, Job, JobTarget, RunnerCredential, SideEffect, Tenant
-from runs.catalog.transport import transport_errors
+from runs.catalog.settings_checks import integration_settings_messages
 from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent
 
@@ -129,10 +125,9 @@ def _texts(document: Any) -> list[str]:
 
 
 class IntegrationAdminForm(forms.ModelForm):  # type: ignore[type-arg]
-    """The admin's integration form: its raw settings JSON gets the checks of the product's editors -- the
-    shapes the source's adapter reads (``settings_problems``, as the conventions editor), the transport
-    (``transport_errors``), the security settings (``security_errors``) and a custom integration's
-    mapping (``mapping_errors``). A wrong value would otherwise leave every alert of the integration
+    """The admin's integration form: its raw settings JSON gets the checks of the product's editors
+    (``integration_settings_messages``: the shapes the source's adapter reads, the transport, the security
+    settings and a custom integration's mapping). A wrong value would otherwise leave every alert of the integration
     unmatched, or be read as a default without a word."""
 
     # no Meta: the admin builds the form's model and fields from IntegrationAdmin (modelform_factory)
@@ -140,23 +135,9 @@ class IntegrationAdminForm(forms.ModelForm):  # type: ignore[type-arg]
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}
-        source = str(cleaned.get("source") or "")
-        raw = cleaned.get("settings")
-        adapter = get_adapter(source)
-        messages = [
-            f"{key or 'The settings'} {problem}."
-            for key, problem in sorted(settings_problems(getattr(adapter, "DEFAULT_SETTINGS", {}), raw).items())
-        ]
-        if isinstance(raw, dict):
-            errors = {
-                field if field == "transport" else f"transport.{field}": problems
-                for field, problems in transport_errors(raw.get("transport")).items()
-            }
-            errors |= security_errors(source=source, values={k: raw[k] for k in SECURITY_KEYS if k in raw})
-            if source == CUSTOM_SOURCE and "mapping" in raw:
-                for path, problems in mapping_errors(raw["mapping"]).items():
-                    errors[path if path == "mapping" else f"mapping.{path}"] = problems
-            messages += [f"{field}: {message}" for field, problems in sorted(errors.items()) for message in problems]
+        messages = integration_settings_messages(
+            source=str(cleaned.get("source") or ""), settings=cleaned.get("settings")
+        )
         if messages:
             self.add_error("settings", messages)
         return cleaned

@@ -34,12 +34,11 @@ from runs.alerts.parsers.base import (
     decode_body,
     json_body,
     json_preparsed,
-    settings_in_force,
     storable_data,
     storable_text,
     unstorable_characters,
 )
-from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.parsers.registry import get_adapter, integration_settings_in_force
 from runs.alerts.records import alert_record, record_mend
 from runs.alerts.redaction import (
     integration_redaction,
@@ -212,7 +211,7 @@ def _delivery_process(
         result.error = FormatError(f"The body could not be read to its end: {unreadable}", field="body")
         _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=result.error.message)
         return
-    settings, settings_wrong = settings_in_force(adapter.DEFAULT_SETTINGS, key.integration.settings)
+    settings, settings_wrong = integration_settings_in_force(key.integration)
     ctx = PostContext(key=key, settings=settings)
     decoder = integration_transport(integration=key.integration).decoder
     try:

@@ -129,14 +129,21 @@ def redaction_scope(values: Iterable[str], names: Iterable[str] = ()) -> Iterato
         _SCOPE.reset(token)
 
 
-def integration_redact_names(settings: Any) -> frozenset[str]:
-    """An integration's extra redaction names (``settings["redact_names"]``), casefolded."""
+def redact_names_listed(settings: Any) -> tuple[str, ...]:
+    """An integration's extra redaction names as written (``settings["redact_names"]``): its non-empty
+    texts, in order. One name written without its list is a list of one (still redacted, never ignored);
+    any other shape holds none (the admin and the security editor refuse it: ``security_errors``)."""
     names = settings.get("redact_names") if isinstance(settings, dict) else None
     if isinstance(names, str):
-        names = [names]  # one name written without its list: still redacted, never ignored
+        names = [names]
     if not isinstance(names, list):
-        return frozenset()
-    return frozenset(n.casefold() for n in names if isinstance(n, str) and n)
+        return ()
+    return tuple(n for n in names if isinstance(n, str) and n)
+
+
+def integration_redact_names(settings: Any) -> frozenset[str]:
+    """An integration's extra redaction names (``redact_names_listed``), casefolded."""
+    return frozenset(n.casefold() for n in redact_names_listed(settings))
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from runs.alerts.apply import alert_apply, alert_finish, original_reapply
 from runs.alerts.context import PostContext, runner_reports_write
 from runs.alerts.decoders import body_decode
 from runs.alerts.models import Alert
-from runs.alerts.parsers.base import FormatError, ParsedAlert, settings_in_force
-from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.parsers.base import FormatError, ParsedAlert
+from runs.alerts.parsers.registry import get_adapter, integration_settings_in_force
 from runs.alerts.receive import delivery_sweep_received
 from runs.alerts.records import record_mend
 from runs.alerts.redaction import redact_text
@@ -60,7 +60,7 @@ def alert_reprocess(*, alert: Alert, actor: Person | None = None) -> Alert:
     key = delivery.key
     if adapter is None:
         raise InvalidTransition(f"There is no adapter for {alert.source!r} any more.")
-    settings, settings_wrong = settings_in_force(adapter.DEFAULT_SETTINGS, alert.integration.settings)
+    settings, settings_wrong = integration_settings_in_force(alert.integration)
     # decoded as when it was received (``receive._delivery_process``): an ndjson, envelope or form post
     # is not JSON until its integration's decoder has read it
     decoder = integration_transport(integration=alert.integration).decoder

@@ -18,7 +18,7 @@ from django.db import transaction
 from handover.core.errors import DomainError
 from handover.core.people import Person
 from runs.alerts.parsers.base import settings_problems
-from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.parsers.registry import source_default_settings
 from runs.audit.services import audit_record
 from runs.catalog.models import Integration
 
@@ -29,8 +29,7 @@ NOT_CONVENTIONS = frozenset({"mapping"})
 
 def integration_conventions(*, integration: Integration) -> dict[str, Any]:
     """The conventions in force: each key of the adapter's defaults with the integration's value over it."""
-    adapter = get_adapter(integration.source)
-    defaults: dict[str, Any] = dict(getattr(adapter, "DEFAULT_SETTINGS", {})) if adapter else {}
+    defaults = source_default_settings(integration.source)
     own = integration.settings if isinstance(integration.settings, dict) else {}
     return {k: own.get(k, v) for k, v in defaults.items() if k not in NOT_CONVENTIONS and _editable(v)}
 
@@ -43,15 +42,18 @@ def _editable(value: Any) -> bool:
     )
 
 
-def _clean(key: str, value: Any) -> tuple[Any, str | None]:
+def _clean(value: Any) -> tuple[Any, str | None]:
+    """``value`` with its texts stripped, or the problem with their characters (``_VALUE``); an empty
+    value is ``None`` (the default again). Only characters: a value of the wrong shape is returned as it
+    is, for the shape rule the adapter reads by (``settings_problems``) to name."""
     if value is None or value == "" or value == []:
         return None, None
     values = value if isinstance(value, list) else [value]
-    if not all(isinstance(v, str) for v in values):
-        return None, "a text value, a list of them, or empty"
-    bad = [v for v in values if not _VALUE.match(v.strip())]
+    bad = [v for v in values if isinstance(v, str) and not _VALUE.match(v.strip())]
     if bad:
         return None, f"not a path, template or name: {bad[0][:60]!r}"
+    if not all(isinstance(v, str) for v in values):
+        return value, None
     cleaned = [v.strip() for v in values]
     return (cleaned if isinstance(value, list) else cleaned[0]), None
 
@@ -67,15 +69,14 @@ def integration_conventions_update(
     integration's ``settings``; an AuditEvent ``integration_update`` naming the keys changed.
     """
     allowed = integration_conventions(integration=integration)
-    adapter = get_adapter(integration.source)
-    defaults: dict[str, Any] = dict(getattr(adapter, "DEFAULT_SETTINGS", {}))
+    defaults = source_default_settings(integration.source)
     errors: dict[str, list[str]] = {}
     cleaned: dict[str, Any] = {}
     for key, value in values.items():
         if key not in allowed:
             errors[key] = [f"{integration.source} has no convention {key!r}"]
             continue
-        cleaned[key], problem = _clean(key, value)
+        cleaned[key], problem = _clean(value)
         # the shape the adapter reads (one text, or paths tried in order): what ingestion checks too
         problem = problem or settings_problems(defaults, {key: cleaned[key]}).get(key)
         if problem:

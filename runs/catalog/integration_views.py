@@ -30,7 +30,7 @@ from runs.alerts.mapping import (
     samples_from_deliveries,
 )
 from runs.alerts.models import Delivery
-from runs.alerts.parsers.base import settings_in_force, storable_data
+from runs.alerts.parsers.base import storable_data
 from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.expressions import FUNCTION_NAMES
 from runs.alerts.parsers.custom.parser import SOURCE
@@ -45,7 +45,7 @@ from runs.alerts.parsers.custom.vocabulary import (
     TRIGGERS,
     WINDOW_RULES,
 )
-from runs.alerts.parsers.registry import available_sources, get_adapter
+from runs.alerts.parsers.registry import available_sources, integration_settings_in_force
 from runs.alerts.refusals import REFUSED_KEEP_DAYS, refused_request_summary, refused_request_summary_by_source
 from runs.alerts.selectors import alert_completeness, alert_count_unmatched, delivery_list_recent, integration_list
 from runs.catalog.conventions import integration_conventions, integration_conventions_update
@@ -58,6 +58,7 @@ from runs.catalog.forms import (
 from runs.catalog.keys import source_can_sign
 from runs.catalog.models import Integration, IntegrationKey
 from runs.catalog.services import IssuedKey, integration_key_create, integration_key_url
+from runs.catalog.settings_checks import integration_field_errors
 from runs.catalog.transport import integration_transport, integration_transport_update
 
 
@@ -80,8 +81,7 @@ def integration_list_view(request: HttpRequest) -> HttpResponse:
 def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     """Admins: an integration's effective settings, key prefixes and last use, recent deliveries."""
     integration = get_object_or_404(integration_list(user=request.user), public_id=id)
-    adapter = get_adapter(integration.source)
-    effective, settings_wrong = settings_in_force(getattr(adapter, "DEFAULT_SETTINGS", {}), integration.settings)
+    effective, settings_wrong = integration_settings_in_force(integration)
     keys = integration.keys.prefetch_related("tenants").order_by("-created_at")
     is_custom = integration.source == SOURCE
     transport = integration_transport(integration=integration)
@@ -96,6 +96,14 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
                 (k, v) for k, v in storable_data(effective).items() if not (is_custom and k == "mapping")
             ),
             "settings_problems": settings_wrong,
+            # transport, security or mapping stored before its check (or around the admin): read as default
+            "field_problems": [
+                f"{field}: {message}"
+                for field, messages in sorted(
+                    integration_field_errors(source=integration.source, settings=integration.settings).items()
+                )
+                for message in messages
+            ],
             "keys": keys,
             "deliveries": delivery_list_recent(integration=integration),
             # custom mappings, completeness, keys issued from the page

@@ -45,10 +45,10 @@ from runs.alerts.mapping import (
     samples_from_deliveries,
 )
 from runs.alerts.models import RefusedRequestCount
-from runs.alerts.parsers.base import settings_in_force, storable_data
+from runs.alerts.parsers.base import storable_data
 from runs.alerts.parsers.custom.catalogue.entries import catalogue_entries, catalogue_entry
 from runs.alerts.parsers.custom.parser import SOURCE
-from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.parsers.registry import integration_settings_in_force
 from runs.alerts.refusals import refused_request_rows_by_source, refused_request_summary
 from runs.alerts.selectors import delivery_list_recent, integration_list
 from runs.catalog.conventions import integration_conventions, integration_conventions_update
@@ -145,8 +145,7 @@ class IntegrationSerializer(serializers.ModelSerializer[Integration]):
         return source_can_sign(integration.source)
 
     def get_settings_in_force(self, integration: Integration) -> dict[str, Any]:
-        adapter = get_adapter(integration.source)
-        return settings_in_force(getattr(adapter, "DEFAULT_SETTINGS", {}), integration.settings)[0]
+        return integration_settings_in_force(integration)[0]
 
     def get_endpoint(self, integration: Integration) -> str:
         return f"/api/v1/alerts/{integration.source}/"

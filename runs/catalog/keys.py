@@ -25,6 +25,7 @@ from handover.core.people import Person
 from handover.env import env
 from runs.alerts.parsers.base import storable_text
 from runs.alerts.parsers.registry import get_adapter
+from runs.alerts.redaction import redact_names_listed
 from runs.alerts.signatures import ALGORITHMS, ENCODINGS, SCHEMES
 from runs.audit.services import audit_record
 from runs.catalog.models import Integration, IntegrationKey
@@ -109,11 +110,9 @@ class IntegrationSecurity:
 def integration_security(*, integration: Integration) -> IntegrationSecurity:
     """Read an integration's security settings, with defaults for anything unset or malformed."""
     raw = integration.settings if isinstance(integration.settings, dict) else {}
-    names = raw.get("redact_names") or []
-    names = [names] if isinstance(names, str) else names  # one name without its list (integration_redact_names)
     tolerance = raw.get("signature_tolerance_seconds")
     return IntegrationSecurity(
-        redact_names=tuple(str(n) for n in names if isinstance(n, str) and n) if isinstance(names, list) else (),
+        redact_names=redact_names_listed(raw),
         # shown on pages: a lone surrogate (SQLite only) as U+FFFD; such a name is never read (signing_secret)
         signing_secret_env=storable_text(str(raw.get("signing_secret_env") or "")),
         signature_header=str(raw.get("signature_header") or SIGNATURE_DEFAULTS["signature_header"]),

@@ -547,8 +547,10 @@ def _setting_problem(default: Any, value: Any, *, top: bool, paths: bool) -> str
     # a text, or empty by default
     if isinstance(value, str):
         return ""
-    if top and paths and isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return ""
+    if top and paths and isinstance(value, list):
+        # paths tried in order: an item that is not one is named, as in a list default's items
+        wrong = [item for item in value if not isinstance(item, str)]
+        return f"holds an item that is {_json_kind(wrong[0])}, not a text" if wrong else ""
     return f"is {_json_kind(value)}, not {'a text or a list of texts' if top and paths else 'a text'}"
 
 

@@ -180,6 +180,27 @@ def test_the_conventions_editor_refuses_a_list_where_one_text_is_read(admin: Cli
     assert integration.settings == {}
 
 
+@pytest.mark.django_db
+def test_the_conventions_editor_names_any_value_that_is_not_text_by_the_shape_rule(admin: Client) -> None:
+    # one message per wrong value, the shape rule's (``settings_problems``), whatever the value holds
+    integration = integration_get_or_create(source="alertmanager", name="am-kinds")
+
+    bad = admin.post(
+        f"/api/v1/integrations/{integration.public_id}/conventions/",
+        data={"values": {"default_tenant": 5, "tenant_from": ["labels.tenant", {"a": 1}], "job_from": "bad path!"}},
+        content_type="application/json",
+    )
+
+    assert bad.status_code == 400
+    assert bad.json()["errors"] == {
+        "default_tenant": ["is the number 5, not a text"],
+        "tenant_from": ["holds an item that is a table, not a text"],
+        "job_from": ["not a path, template or name: 'bad path!'"],
+    }
+    integration.refresh_from_db()
+    assert integration.settings == {}
+
+
 @pytest.mark.parametrize(
     ("settings", "names"),
     [
@@ -250,12 +271,14 @@ def test_the_admin_checks_raw_settings_as_the_product_editors_do(
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("decoder", [{"kind": ["json"]}, {"kind": {"ndjson": 1}}, "ndjson"])
-def test_a_transport_decoder_of_the_wrong_shape_is_read_as_json_and_the_post_answered(
-    make_key: Any, post_alert: Any, decoder: Any
+def test_a_transport_decoder_stored_in_the_wrong_shape_is_read_as_json_and_named_on_the_integration_page(
+    make_key: Any, post_alert: Any, admin: Client, decoder: Any
 ) -> None:
-    # the admin now refuses such a decoder (``transport_errors``); one stored before is read as JSON
+    # the admin refuses such a decoder (``transport_errors``); one stored before the check is read as
+    # JSON, and the integration page says so instead of leaving the admin to find out from deliveries
     key = make_key("generic", all_tenants=True)
     Integration.objects.filter(source="generic").update(settings={"transport": {"decoder": decoder}})
+    integration = Integration.objects.get(source="generic")
 
     response = post_alert("generic", fixture_files("generic")[0], key)
 
@@ -263,6 +286,37 @@ def test_a_transport_decoder_of_the_wrong_shape_is_read_as_json_and_the_post_ans
     delivery = delivery_of(response)
     assert delivery.outcome == Delivery.Outcome.PROCESSED
     assert delivery.alerts.count() >= 1  # recorded, whatever their placement
+    page = admin.get(f"/integrations/{integration.public_id}/")
+    problems = page.context["field_problems"]
+    assert len(problems) == 1 and problems[0].startswith("transport"), problems
+    assert "Not read as written; its default is used" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_security_and_mapping_values_stored_around_the_admin_are_named_on_the_integration_page(
+    admin: Client,
+) -> None:
+    generic_ = integration_get_or_create(source="generic", name="generic-raw")
+    custom = integration_get_or_create(source="custom", name="custom-raw")
+    Integration.objects.filter(pk=generic_.pk).update(
+        settings={"signature_tolerance_seconds": "soon", "redact_names": ["x-api-key"]}
+    )
+    Integration.objects.filter(pk=custom.pk).update(settings={"mapping": {"fields": {"job": "[unclosed"}}})
+
+    generic_page = admin.get(f"/integrations/{generic_.public_id}/")
+    custom_page = admin.get(f"/integrations/{custom.public_id}/")
+
+    generic_problems = generic_page.context["field_problems"]
+    assert [p.split(":")[0] for p in generic_problems] == ["signature_tolerance_seconds"], generic_problems
+    assert custom_page.context["field_problems"], "a mapping that does not compile is named"
+    assert all(p.startswith("mapping") for p in custom_page.context["field_problems"])
+    # the same sentences the admin refuses the value with
+    form = {"name": custom.name, "source": "custom", "is_active": "on"}
+    refused = admin.post(
+        f"/admin/runs/integration/{custom.pk}/change/",
+        data={**form, "settings": json.dumps({"mapping": {"fields": {"job": "[unclosed"}}})},
+    )
+    assert set(custom_page.context["field_problems"]) <= set(refused.context["adminform"].form.errors["settings"])
 
 
 # --- found by tests/runs/alerts/test_settings_fuzz.py --------------------------------------------------
