@@ -32,8 +32,9 @@ def _job(request: HttpRequest, id: str) -> Job:
 
 
 def _back(request: HttpRequest, default: str) -> str:
+    # a path on this site only: ``redirect`` takes a bare word ("abc") for a URL name and reverses it
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+    if target.startswith("/") and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         return target
     return default
 
