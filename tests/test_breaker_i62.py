@@ -3,13 +3,20 @@ submits, hostile form values. Each test failed before its fix."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 
+from handover.handovers.models import Handover
+from handover.handovers.services import handover_create, handover_refresh_generated
+from runs.attempts.models import Run
 from runs.catalog.models import Job
 from runs.catalog.services import role_grant
+from runs.ledger.models import WorkItem
 from runs.timeline.models import TimelineEvent
-from tests.factories import JobFactory, UserFactory
+from tests.factories import JobFactory, RunFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -30,3 +37,48 @@ def test_a_pause_form_whose_next_is_not_a_path_pauses_once_and_goes_back_to_the_
     assert response.status_code == 302 and response["Location"] == url
     assert Job.objects.get(pk=job.pk).pause_reason == "ledger gateway maintenance"
     assert TimelineEvent.objects.filter(kind=TimelineEvent.Kind.JOB_PAUSED, job=job).count() == 1
+
+
+def _confirm_all_form(client: Client, handover: Handover) -> dict[str, str]:
+    """The fields of the detail page's "Confirm generated text" form, as the browser would post them."""
+    page = client.get(f"/handovers/{handover.public_id}/").content.decode()
+    form = re.search(r'<form method="post" action="[^"]*/confirm-all/">(.*?)</form>', page, re.S)
+    assert form is not None
+    return dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form.group(1)))
+
+
+def test_confirming_generated_text_the_evidence_changed_since_the_page_was_read_confirms_nothing() -> None:
+    """Confirming is an edit and names its base version: a regeneration in between (a ledger load, another
+    person's refresh) changed the text the person read, so nothing is confirmed and the page says so."""
+    run = RunFactory(status=Run.Status.FAILED)
+    support = UserFactory()
+    role_grant(user=support, role="support", obj=run.tenant)
+    handover = handover_create(actor=support, runs=[run])
+    client = Client()
+    client.force_login(support)
+    form = _confirm_all_form(client, handover)
+    read = Handover.objects.get(pk=handover.pk)
+    # meanwhile the ledger says what reached the destination, and someone refreshes the generated text
+    for record_id, outcome in (("INV-1", "completed"), ("INV-2", "absent")):
+        WorkItem.objects.create(run=run, record_id=record_id, outcome=outcome, evidence_kind="destination_query")
+    Run.objects.filter(pk=run.pk).update(
+        eligible_count=2, completed_count=1, absent_count=1, unresolved_count=1, ledger_updated_at=timezone.now()
+    )
+    refreshed = handover_refresh_generated(handover=handover, actor=UserFactory(admin=True))
+    assert refreshed.version > read.version and refreshed.generated_sections
+    edits = TimelineEvent.objects.filter(kind="handover_edited").count()
+
+    response = client.post(f"/handovers/{handover.public_id}/confirm-all/", form, follow=True)
+
+    assert response.status_code == 200
+    after = Handover.objects.get(pk=handover.pk)
+    assert after.generated_sections == refreshed.generated_sections and after.version == refreshed.version
+    assert TimelineEvent.objects.filter(kind="handover_edited").count() == edits
+    assert "nothing was confirmed" in response.content.decode()
+    # read again, the same form confirms the text now shown, once
+    again = _confirm_all_form(client, handover)
+    client.post(f"/handovers/{handover.public_id}/confirm-all/", again)
+    twice = client.post(f"/handovers/{handover.public_id}/confirm-all/", again, follow=True)
+    assert "No generated text is left to confirm." in twice.content.decode()
+    assert Handover.objects.get(pk=handover.pk).generated_sections == []
+    assert TimelineEvent.objects.filter(kind="handover_edited").count() == edits + 1

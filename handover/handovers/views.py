@@ -432,7 +432,26 @@ def handover_action_view(request: HttpRequest, id: str, action: str) -> HttpResp
             handover_reopen(handover=handover, actor=signed_in(request.user), reason=form.cleaned_data["reason"])
             messages.success(request, "Reopened: back to recovering.")
         elif action == "confirm-all":
-            handover_update(handover=handover, actor=signed_in(request.user), confirm=handover.generated_sections or [])
+            # confirming is an edit: it names the version whose text the person read (DESIGN "Handover")
+            version = request.POST.get("version", "")
+            if not handover.generated_sections:  # a second click, or confirmed meanwhile
+                messages.info(request, "No generated text is left to confirm.")
+                return redirect("handover:handover-detail", id=handover.public_id)
+            if not version.isascii() or not version.isdigit():
+                messages.error(request, "Read the generated text again before confirming it: nothing was confirmed.")
+                return redirect("handover:handover-detail", id=handover.public_id)
+            try:
+                handover_update(
+                    handover=handover,
+                    actor=signed_in(request.user),
+                    confirm=handover.generated_sections or [],
+                    base_version=int(version),
+                )
+            except EditConflict:
+                messages.error(
+                    request, "The generated text changed since you read it: nothing was confirmed. Read it again."
+                )
+                return redirect("handover:handover-detail", id=handover.public_id)
             messages.success(request, "Generated text confirmed as it is.")
         elif action in ACTIONS:
             verb, done = ACTIONS[action]
