@@ -16,7 +16,7 @@ from runs.catalog.models import Job
 from runs.catalog.services import role_grant
 from runs.ledger.models import WorkItem
 from runs.timeline.models import TimelineEvent
-from tests.factories import JobFactory, RunFactory, UserFactory
+from tests.factories import JobFactory, JobTargetFactory, RunFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -82,3 +82,22 @@ def test_confirming_generated_text_the_evidence_changed_since_the_page_was_read_
     assert "No generated text is left to confirm." in twice.content.decode()
     assert Handover.objects.get(pk=handover.pk).generated_sections == []
     assert TimelineEvent.objects.filter(kind="handover_edited").count() == edits + 1
+
+
+def test_a_jobs_ownership_page_shows_only_the_targets_of_tenants_the_viewer_may_see() -> None:
+    """Support on one tenant opens the ownership page of a job that also runs for another client: that
+    client's target (its slug, environment and owners) is not shown, as on the job's pause page."""
+    job = JobFactory()
+    own = JobTargetFactory(job=job, tenant=TenantFactory(slug="amberline"))
+    JobTargetFactory(job=job, tenant=TenantFactory(slug="brightwater-secret-client"), environment="uat-b")
+    support = UserFactory()
+    role_grant(user=support, role="support", obj=own.tenant)
+    client = Client()
+    client.force_login(support)
+
+    page = client.get(f"/jobs/{job.public_id}/ownership/").content.decode()
+
+    assert "amberline" in page
+    assert "brightwater-secret-client" not in page and "uat-b" not in page
+    api = client.get(f"/api/v1/jobs/{job.public_id}/ownership/").json()
+    assert [t["tenant"] for t in api["targets"]] == ["amberline"]

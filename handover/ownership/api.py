@@ -38,7 +38,7 @@ from handover.ownership.selectors import (
 )
 from handover.ownership.services import job_ownership_set, target_ownership_set
 from runs.catalog.models import Job, JobTarget
-from runs.catalog.selectors import job_get
+from runs.catalog.selectors import job_get, target_list_visible
 from runs.permissions import may_read_target
 
 TAG = ["ownership"]
@@ -166,9 +166,9 @@ def _ownership_dict(row: JobOwnership | TargetOwnership | None) -> dict[str, Any
     }
 
 
-def _job_payload(job: Job) -> dict[str, Any]:
+def _job_payload(request: Request, job: Job) -> dict[str, Any]:
     overrides = target_ownership_map(job=job)
-    targets = JobTarget.objects.filter(job=job).select_related("tenant").order_by("tenant__slug", "environment")
+    targets = target_list_visible(user=request.user, job=job)  # another client's target is not shown
     return {
         "job": job.key,
         **_ownership_dict(job_ownership_get(job=job)),
@@ -223,7 +223,7 @@ class JobOwnershipView(StrictQueryMixin, APIView):
     @extend_schema(summary="Show a job's ownership", tags=TAG, responses={200: JobOwnershipSerializer, **PROBLEMS})
     def get(self, request: Request, id: str) -> Response:
         job = _visible_job(request, id)
-        return Response(JobOwnershipSerializer(_job_payload(job)).data)
+        return Response(JobOwnershipSerializer(_job_payload(request, job)).data)
 
     @extend_schema(
         summary="Set a job's owning team and escalation owner",
@@ -238,7 +238,7 @@ class JobOwnershipView(StrictQueryMixin, APIView):
         data.is_valid(raise_exception=True)
         team, person = _resolve(data.validated_data, job_ownership_get(job=job))
         job_ownership_set(actor=_person(request), job=job, team=team, escalation_owner=person)
-        return Response(JobOwnershipSerializer(_job_payload(job)).data)
+        return Response(JobOwnershipSerializer(_job_payload(request, job)).data)
 
 
 class TargetOwnershipView(StrictQueryMixin, APIView):
@@ -262,4 +262,4 @@ class TargetOwnershipView(StrictQueryMixin, APIView):
         data.is_valid(raise_exception=True)
         team, person = _resolve(data.validated_data, target_ownership_map(job=job).get(target.pk))
         target_ownership_set(actor=_person(request), target=target, team=team, escalation_owner=person)
-        return Response(JobOwnershipSerializer(_job_payload(job)).data)
+        return Response(JobOwnershipSerializer(_job_payload(request, job)).data)

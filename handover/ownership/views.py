@@ -30,8 +30,7 @@ from handover.ownership.selectors import (
     team_list_visible,
 )
 from handover.ownership.services import job_ownership_set, ladder_steps, target_ownership_set
-from runs.catalog.models import JobTarget
-from runs.catalog.selectors import job_get
+from runs.catalog.selectors import job_get, target_list_visible
 from runs.permissions import may_manage_job_ownership
 
 
@@ -52,7 +51,7 @@ def job_ownership_view(request: HttpRequest, id: str) -> HttpResponse:
     job = job_get(user=request.user, public_id=id)
     if job is None:
         raise Http404("No such job")
-    targets = list(JobTarget.objects.filter(job=job).select_related("tenant").order_by("tenant__slug", "environment"))
+    targets = list(target_list_visible(user=request.user, job=job))  # another client's target is not shown
     if request.method == "POST":
         form = OwnershipForm(request.POST)
         if form.is_valid():
