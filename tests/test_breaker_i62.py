@@ -3,6 +3,7 @@ submits, hostile form values. Each test failed before its fix."""
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -11,6 +12,8 @@ from django.utils import timezone
 
 from handover.handovers.models import Handover
 from handover.handovers.services import handover_create, handover_refresh_generated
+from handover.problems.models import Problem
+from handover.problems.services import problem_create
 from runs.attempts.models import Run
 from runs.catalog.models import Job
 from runs.catalog.services import role_grant
@@ -101,3 +104,39 @@ def test_a_jobs_ownership_page_shows_only_the_targets_of_tenants_the_viewer_may_
     assert "brightwater-secret-client" not in page and "uat-b" not in page
     api = client.get(f"/api/v1/jobs/{job.public_id}/ownership/").json()
     assert [t["tenant"] for t in api["targets"]] == ["amberline"]
+
+
+def _edit_form(client: Client, problem_id: object) -> dict[str, str]:
+    """What the problem page's edit form posts when the person changes nothing (every field, hidden ones too)."""
+    page = client.get(f"/problems/{problem_id}/").content.decode()
+    form = re.search(r'<form method="post" action="/problems/[^"]*/edit/"[^>]*>(.*?)</form>', page, re.S)
+    assert form is not None
+    fields = dict(re.findall(r'<input type="(?:text|hidden|number)" name="(\w+)" value="([^"]*)"', form.group(1)))
+    fields |= dict(re.findall(r'<textarea name="(\w+)"[^>]*>\n?(.*?)</textarea>', form.group(1), re.S))
+    fields.pop("csrfmiddlewaretoken", None)
+    return {name: html.unescape(value) for name, value in fields.items()}
+
+
+def test_two_people_editing_a_problem_from_its_page_do_not_revert_each_other() -> None:
+    """The edit form posts every field: a second tab (or person) that changed only the title put back the
+    description as it was when the page was read, so the first person's edit was lost without a word."""
+    run = RunFactory(status=Run.Status.FAILED)
+    support, colleague = UserFactory(), UserFactory()
+    for person in (support, colleague):
+        role_grant(user=person, role="support", obj=run.tenant)
+    handover = handover_create(actor=support, runs=[run])
+    problem = problem_create(actor=support, title="Gateway timeouts", description="first notes", handovers=[handover])
+    mine, theirs = Client(), Client()
+    mine.force_login(support)
+    theirs.force_login(colleague)
+    my_form, their_form = _edit_form(mine, problem.public_id), _edit_form(theirs, problem.public_id)
+
+    theirs.post(f"/problems/{problem.public_id}/edit/", {**their_form, "description": "gateway cert expired"})
+    mine.post(f"/problems/{problem.public_id}/edit/", {**my_form, "title": "Ledger gateway timeouts"})
+
+    after = Problem.objects.get(pk=problem.pk)
+    assert (after.title, after.description) == ("Ledger gateway timeouts", "gateway cert expired")
+    # both changed the same field: the later save is refused with the reason, nothing of it is written
+    stale = mine.post(f"/problems/{problem.public_id}/edit/", {**my_form, "description": "my notes"}, follow=True)
+    assert Problem.objects.get(pk=problem.pk).description == "gateway cert expired"
+    assert "Someone changed description meanwhile: nothing was saved." in stale.content.decode()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
 from handover.notifications.models import Team
@@ -26,6 +28,32 @@ class ProblemForm(forms.Form):
         label="Clean runs required",
         help_text="clean runs of every linked target after the fix is deployed before it counts as verified",
     )
+
+
+EDIT_FIELDS = ("title", "defect_ref", "description", "owning_team", "clean_runs_required")
+
+
+def problem_edit_text(name: str, value: Any) -> str:
+    """A problem field's value as the edit form compares it: a team by its id, line breaks as ``\n``, trimmed."""
+    if isinstance(value, Team):
+        value = value.pk
+    return ("" if value is None else str(value)).replace("\r\n", "\n").strip()
+
+
+class ProblemEditForm(ProblemForm):
+    """The problem page's edit form: the fields, and hidden, the values the person started from
+    (``base_<name>``), so a save changes only what the person changed (never reverts another's edit)."""
+
+    def __init__(self, *args: Any, problem: Problem | None = None, **kwargs: Any) -> None:
+        if problem is not None:
+            kwargs["initial"] = {
+                **{name: getattr(problem, name) for name in EDIT_FIELDS if name != "owning_team"},
+                "owning_team": problem.owning_team_id,
+                **{f"base_{name}": problem_edit_text(name, getattr(problem, name)) for name in EDIT_FIELDS},
+            }
+        super().__init__(*args, **kwargs)
+        for name in EDIT_FIELDS:
+            self.fields[f"base_{name}"] = forms.CharField(required=False, widget=forms.HiddenInput, strip=False)
 
 
 class ProblemTransitionForm(forms.Form):

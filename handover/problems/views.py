@@ -17,7 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from handover.core.errors import DomainError
+from handover.core.errors import Conflict, DomainError
 from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.replica import replica_reads
@@ -26,7 +26,15 @@ from handover.handovers.models import Handover
 from handover.handovers.selectors import handover_get
 from handover.notifications.models import Team
 from handover.problems.export import problem_list_csv, problem_markdown
-from handover.problems.forms import ProblemChoiceForm, ProblemForm, ProblemLinkForm, ProblemTransitionForm
+from handover.problems.forms import (
+    EDIT_FIELDS,
+    ProblemChoiceForm,
+    ProblemEditForm,
+    ProblemForm,
+    ProblemLinkForm,
+    ProblemTransitionForm,
+    problem_edit_text,
+)
 from handover.problems.models import Problem
 from handover.problems.selectors import problem_get, problem_list, problem_summaries, problem_view
 from handover.problems.services import (
@@ -170,15 +178,7 @@ def problem_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     view = problem_view(user=request.user, problem=problem)
     may_write = may_write_problem(user=signed_in(request.user), problem=problem)
     allowed = [a for a, (sources, _) in Problem.TRANSITIONS.items() if problem.status in sources]
-    edit_form = ProblemForm(
-        initial={
-            "title": problem.title,
-            "defect_ref": problem.defect_ref,
-            "description": problem.description,
-            "owning_team": problem.owning_team_id,
-            "clean_runs_required": problem.clean_runs_required,
-        }
-    )
+    edit_form = ProblemEditForm(problem=problem)
     return render(
         request,
         "handover/problems/problem_detail.html",
@@ -197,11 +197,32 @@ def problem_detail_view(request: HttpRequest, id: str) -> HttpResponse:
 def problem_edit_view(request: HttpRequest, id: str) -> HttpResponse:
     """Save the problem's own fields (title, defect, description, team, clean runs required)."""
     problem = _writable(request, id)
+
+    def save(data: dict[str, Any]) -> Problem:
+        # only what the person changed from the values the page showed (``base_<name>``; a post without
+        # them changes every field it names); a field someone else changed meanwhile is not overwritten
+        based = [name for name in EDIT_FIELDS if f"base_{name}" in request.POST]
+        base = {name: problem_edit_text(name, data[f"base_{name}"]) for name in based}
+        mine = {
+            name: data[name]
+            for name in EDIT_FIELDS
+            if name not in base or problem_edit_text(name, data[name]) != base[name]
+        }
+        current = Problem.objects.get(pk=problem.pk)
+        now = {n: problem_edit_text(n, getattr(current, n)) for n in mine if n in base}
+        overlap = [n for n, text in now.items() if text not in (base[n], problem_edit_text(n, mine[n]))]
+        if overlap:
+            raise Conflict(
+                f"Someone changed {', '.join(n.replace('_', ' ') for n in overlap)} meanwhile: nothing was saved. "
+                "Read the problem again and redo your change."
+            )
+        return problem_update(problem=problem, actor=signed_in(request.user), **mine)
+
     return form_post(
         request,
-        ProblemForm(request.POST),
+        ProblemEditForm(request.POST),
         invalid="Not saved.",
-        act=lambda data: problem_update(problem=problem, actor=signed_in(request.user), **data),
+        act=save,
         success=lambda _: "Saved.",
         done=redirect("handover:problem-detail", id=problem.public_id),
     )
