@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from handover.handovers.models import Handover
 from handover.handovers.services import handover_create, handover_refresh_generated
+from handover.notifications.models import Notification
 from handover.problems.models import Problem
 from handover.problems.services import problem_create
 from runs.attempts.models import Run
@@ -20,6 +21,7 @@ from runs.catalog.services import role_grant
 from runs.ledger.models import WorkItem
 from runs.timeline.models import TimelineEvent
 from tests.factories import JobFactory, JobTargetFactory, RunFactory, TenantFactory, UserFactory
+from tests.handover.helpers import edit_form_data
 
 pytestmark = pytest.mark.django_db
 
@@ -140,3 +142,29 @@ def test_two_people_editing_a_problem_from_its_page_do_not_revert_each_other() -
     stale = mine.post(f"/problems/{problem.public_id}/edit/", {**my_form, "description": "my notes"}, follow=True)
     assert Problem.objects.get(pk=problem.pk).description == "gateway cert expired"
     assert "Someone changed description meanwhile: nothing was saved." in stale.content.decode()
+
+
+def test_a_handover_owner_is_someone_who_may_see_its_runs() -> None:
+    """Support named as escalation owner a person with a role on another client only, then handed over: that
+    person was sent the handover's text (what happened to this client's invoices). The residual exceptions'
+    owners already had to see every run; the handover's owners now too, and nothing is written or sent."""
+    run = RunFactory(status=Run.Status.FAILED)
+    support, outsider = UserFactory(), UserFactory(username="oscar-other-client")
+    role_grant(user=support, role="support", obj=run.tenant)
+    role_grant(user=outsider, role="business_owner", obj=TenantFactory())
+    handover = handover_create(actor=support, runs=[run])
+    client = Client()
+    client.force_login(support)
+    edits = TimelineEvent.objects.filter(kind="handover_edited").count()
+
+    for field in ("escalation_owner", "customer_update_owner"):
+        data = {**edit_form_data(handover), field: "oscar-other-client"}
+        page = client.post(f"/handovers/{handover.public_id}/edit/", data).content.decode()
+        assert "oscar-other-client may not see every run of this handover." in page
+
+    after = Handover.objects.get(pk=handover.pk)
+    assert after.escalation_owner is None and after.customer_update_owner is None and after.version == handover.version
+    assert TimelineEvent.objects.filter(kind="handover_edited").count() == edits
+    client.post(f"/handovers/{handover.public_id}/hand-over/")
+    assert Handover.objects.get(pk=handover.pk).status == Handover.Status.DRAFT
+    assert not Notification.objects.filter(recipient=outsider).exists()

@@ -246,15 +246,15 @@ def handover_update(
     texts), or PreconditionFailed (412) when it came from ``If-Match`` alone (``via_if_match``).
     Every saving edit raises ``version`` by one.
 
-    ``sections``: section name → new text (only changed texts count; each becomes a revision by
-    ``actor`` and is no longer marked generated). ``confirm``: generated sections a person accepts
-    unchanged. ``fields``: any of ``EDITABLE_FIELDS`` (owners are users or None). Free text is
-    redacted. Raises DomainError (400) for an unknown section or field, InvalidTransition (409) for a
-    closed handover (reopen first). Side effects: the row, the revisions, one ``handover_edited``
-    event per run naming what changed (old → new for fields), and — when the escalation owner
-    changes after the hand-over — a notification of the new owner (on commit). Returns the handover
-    (unchanged and without an event when nothing changed); its ``redacted_sections`` lists the
-    sections and fields whose new text lost what looked like a secret (``redacted_notice`` words it).
+    ``sections``: section name → new text (only changed texts count; each becomes a revision by ``actor`` and is no
+    longer marked generated). ``confirm``: generated sections a person accepts unchanged. ``fields``: any of
+    ``EDITABLE_FIELDS`` (owners are users or None). Free text is redacted. Raises DomainError (400) for an unknown
+    section or field or an owner who may not see every run of the handover, InvalidTransition (409) for a closed
+    handover (reopen first). Side effects: the row, the revisions, one ``handover_edited`` event per run naming what
+    changed (old → new for fields), and — when the escalation owner changes after the hand-over — a notification of
+    the new owner (on commit). Returns the handover (unchanged and without an event when nothing changed); its
+    ``redacted_sections`` lists the sections and fields whose new text lost what looked like a secret
+    (``redacted_notice`` words it).
     ``at`` (UTC, default now): when the edit happened, for a story replayed on fixed dates (the demo).
     """
     handover_require_writer(actor, handover=handover)
@@ -301,6 +301,8 @@ def handover_update(
                 else (current == value)
             )
             if not same:
+                if name.endswith("_owner"):  # as a residual exception's owner: someone who may see every run
+                    _check_owner(value, list(Run.objects.filter(handover_links__handover=locked)))
                 field_changes[name] = {"from": _field_value(current), "to": _field_value(value)}
                 setattr(locked, name, value)
         locked.redacted_sections = redacted  # type: ignore[attr-defined]  # for this answer only
