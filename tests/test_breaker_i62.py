@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from handover.handovers.models import Handover
 from handover.handovers.services import handover_create, handover_refresh_generated
-from handover.notifications.models import Notification
+from handover.notifications.models import Notification, Team
+from handover.ownership.services import job_ownership_set
 from handover.problems.models import Problem
 from handover.problems.services import problem_create
 from runs.attempts.models import Run
@@ -168,3 +169,28 @@ def test_a_handover_owner_is_someone_who_may_see_its_runs() -> None:
     client.post(f"/handovers/{handover.public_id}/hand-over/")
     assert Handover.objects.get(pk=handover.pk).status == Handover.Status.DRAFT
     assert not Notification.objects.filter(recipient=outsider).exists()
+
+
+def test_the_problem_pages_offer_only_the_teams_the_viewer_may_see() -> None:
+    """A team the viewer may not see answers 404 on its page (docs/ownership.md), yet the problem list's team
+    filter and the problem forms listed every team of the site, other clients' teams included."""
+    run = RunFactory(status=Run.Status.FAILED)
+    support = UserFactory()
+    role_grant(user=support, role="support", obj=run.tenant)
+    mine = Team.objects.create(name="amber-billing-squad")
+    mine.members.add(support)
+    theirs = Team.objects.create(name="brightwater-secret-squad")
+    job_ownership_set(actor=UserFactory(admin=True), job=JobFactory(), team=theirs, escalation_owner=None)
+    handover = handover_create(actor=support, runs=[run])
+    problem = problem_create(actor=support, title="Gateway timeouts", handovers=[handover])
+    client = Client()
+    client.force_login(support)
+    assert client.get(f"/teams/{theirs.public_id}/").status_code == 404
+
+    for url in ("/problems/", f"/problems/new/?handover={handover.public_id}", f"/problems/{problem.public_id}/"):
+        page = client.get(url).content.decode()
+        assert "amber-billing-squad" in page and "brightwater-secret-squad" not in page, url
+    # nor can the page's form name it
+    data = {**_edit_form(client, problem.public_id), "owning_team": str(theirs.pk)}
+    client.post(f"/problems/{problem.public_id}/edit/", data)
+    assert Problem.objects.get(pk=problem.pk).owning_team is None

@@ -5,13 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.db.models import Q
 
+from handover.core.people import Viewer
 from handover.notifications.models import Team
+from handover.ownership.selectors import team_list_visible
 from handover.problems.models import DEFAULT_CLEAN_RUNS_REQUIRED, MAX_CLEAN_RUNS_REQUIRED, Problem
 
 
 class ProblemForm(forms.Form):
-    """A problem's own fields (new and edit)."""
+    """A problem's own fields (new and edit); the owning team is one ``user`` may see, or ``current_team_id``
+    (the problem's own, so an edit keeps it)."""
 
     title = forms.CharField(max_length=300)
     defect_ref = forms.CharField(
@@ -29,6 +33,11 @@ class ProblemForm(forms.Form):
         help_text="clean runs of every linked target after the fix is deployed before it counts as verified",
     )
 
+    def __init__(self, *args: Any, user: Viewer, current_team_id: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        visible = Q(pk__in=team_list_visible(user=user).values("pk")) | Q(pk=current_team_id)
+        self.fields["owning_team"].queryset = Team.objects.filter(visible).order_by("name")  # type: ignore[attr-defined]
+
 
 EDIT_FIELDS = ("title", "defect_ref", "description", "owning_team", "clean_runs_required")
 
@@ -44,8 +53,9 @@ class ProblemEditForm(ProblemForm):
     """The problem page's edit form: the fields, and hidden, the values the person started from
     (``base_<name>``), so a save changes only what the person changed (never reverts another's edit)."""
 
-    def __init__(self, *args: Any, problem: Problem | None = None, **kwargs: Any) -> None:
-        if problem is not None:
+    def __init__(self, *args: Any, problem: Problem, **kwargs: Any) -> None:
+        kwargs["current_team_id"] = problem.owning_team_id
+        if not args:  # the form shown: the problem's values, and them again as the base
             kwargs["initial"] = {
                 **{name: getattr(problem, name) for name in EDIT_FIELDS if name != "owning_team"},
                 "owning_team": problem.owning_team_id,

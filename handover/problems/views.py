@@ -24,7 +24,7 @@ from handover.core.replica import replica_reads
 from handover.core.views import form_post, refusals
 from handover.handovers.models import Handover
 from handover.handovers.selectors import handover_get
-from handover.notifications.models import Team
+from handover.ownership.selectors import team_list_visible
 from handover.problems.export import problem_list_csv, problem_markdown
 from handover.problems.forms import (
     EDIT_FIELDS,
@@ -113,7 +113,7 @@ def problem_list_view(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "filters": filters,
             "statuses": Problem.Status.choices,
-            "teams": Team.objects.order_by("name"),
+            "teams": team_list_visible(user=request.user).order_by("name"),
             "query": query.urlencode(),
             "may_create": may_act_anywhere(user=request.user),
         },
@@ -150,7 +150,7 @@ def problem_new_view(request: HttpRequest) -> HttpResponse:
     with refusals():  # the problem services' refusal, before the form is shown or read
         problem_require_creator(signed_in(request.user), handovers=[handover] if handover is not None else [])
     initial = {"title": handover.title, "defect_ref": handover.defect_ref} if handover is not None else {}
-    form = ProblemForm(request.POST or None, initial=initial)
+    form = ProblemForm(request.POST or None, initial=initial, user=request.user)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -178,7 +178,7 @@ def problem_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     view = problem_view(user=request.user, problem=problem)
     may_write = may_write_problem(user=signed_in(request.user), problem=problem)
     allowed = [a for a, (sources, _) in Problem.TRANSITIONS.items() if problem.status in sources]
-    edit_form = ProblemEditForm(problem=problem)
+    edit_form = ProblemEditForm(problem=problem, user=request.user)
     return render(
         request,
         "handover/problems/problem_detail.html",
@@ -220,7 +220,7 @@ def problem_edit_view(request: HttpRequest, id: str) -> HttpResponse:
 
     return form_post(
         request,
-        ProblemEditForm(request.POST),
+        ProblemEditForm(request.POST, problem=problem, user=request.user),
         invalid="Not saved.",
         act=save,
         success=lambda _: "Saved.",
