@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -208,15 +209,16 @@ def problem_edit_view(request: HttpRequest, id: str) -> HttpResponse:
             for name in EDIT_FIELDS
             if name not in base or problem_edit_text(name, data[name]) != base[name]
         }
-        current = Problem.objects.get(pk=problem.pk)
-        now = {n: problem_edit_text(n, getattr(current, n)) for n in mine if n in base}
-        overlap = [n for n, text in now.items() if text not in (base[n], problem_edit_text(n, mine[n]))]
-        if overlap:
-            raise Conflict(
-                f"Someone changed {', '.join(n.replace('_', ' ') for n in overlap)} meanwhile: nothing was saved. "
-                "Read the problem again and redo your change."
-            )
-        return problem_update(problem=problem, actor=signed_in(request.user), **mine)
+        with transaction.atomic():  # the row stays locked from this comparison to the update
+            current = Problem.objects.select_for_update().get(pk=problem.pk)
+            now = {n: problem_edit_text(n, getattr(current, n)) for n in mine if n in base}
+            overlap = [n for n, text in now.items() if text not in (base[n], problem_edit_text(n, mine[n]))]
+            if overlap:
+                raise Conflict(
+                    f"Someone changed {', '.join(n.replace('_', ' ') for n in overlap)} meanwhile: nothing was "
+                    "saved. Read the problem again and redo your change."
+                )
+            return problem_update(problem=problem, actor=signed_in(request.user), **mine)
 
     return form_post(
         request,
