@@ -42,7 +42,7 @@ from urllib.parse import quote, unquote_plus
 
 from django.conf import settings
 
-from runs.alerts.parsers.base import AttemptState, JsonBody, ParsedAlert
+from runs.alerts.parsers.base import AttemptState, JsonBody, ParsedAlert, json_loads_noting_repeats
 from runs.alerts.secret_shapes import (
     APPRISE_URL,
     AUTH_VALUE,
@@ -488,17 +488,18 @@ def secret_values(document: Any, paths: Iterable[str], names: Iterable[str] = ()
     return _walk(document, paths, names, free_text=False)[1].found
 
 
-def _loads(text: str) -> tuple[bool, Any]:
+def _loads(text: str) -> tuple[bool, Any, bool]:
+    """``(ok, document, repeats_keys)`` of ``text`` read as ``json.loads`` reads it."""
     try:
-        return True, json.loads(text)
+        return True, *json_loads_noting_repeats(text)
     except (ValueError, RecursionError):
-        return False, None
+        return False, None, False
 
 
 def body_secret_values(raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str] = ()) -> list[str]:
     """The secret values a JSON body holds by structure (``secret_values``); none when it is not JSON."""
     text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
-    ok, document = _loads(text)
+    ok, document, _ = _loads(text)
     return secret_values(document, paths, names) if ok else []
 
 
@@ -510,8 +511,9 @@ def redact_body(raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str
     names and ``names`` (an integration's extra names), the free-text rules elsewhere, with the
     post's own secrets replaced wherever they recur. The changed strings are replaced in the text as
     sent, so the rest stays byte for byte and parses again for reprocessing; when that cannot be done
-    exactly (a number under a secret name, a short secret, an escape spelled another way) the
-    redacted document is written out whole. Not JSON (a cut 413 head, a form post): the free-text
+    exactly (a number under a secret name, a short secret, an escape spelled another way, an object
+    that repeats a key -- its earlier values are in the text only, unread) the redacted document is
+    written out whole. Not JSON (a cut 413 head, a form post): the free-text
     rules run over the whole text, their pair rule reading ``"name": "value"`` as well.
     """
     return redact_body_secrets(raw, paths, names)[0]
@@ -528,7 +530,9 @@ def redact_body_secrets(
     parsed here as ``json.loads`` reads it. May raise ``RecursionError`` for JSON nested too deep to walk.
     """
     text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
-    ok, document = (True, parsed.document) if parsed is not None and parsed.ok else _loads(text)
+    ok, document, repeats = (
+        (True, parsed.document, parsed.repeats_keys) if parsed is not None and parsed.ok else _loads(text)
+    )
     if not ok:
         return redact_text(text, names), []
     # One walk finds the secrets by structure and every other string; the free-text rules then run once
@@ -543,14 +547,14 @@ def redact_body_secrets(
             new = _redact_text(value, values, walk.rules, key)
             if new != value:
                 changed[value] = new
-    if not changed and not walk.needs_rewrite:
+    if not changed and not walk.needs_rewrite and not repeats:
         return text, found
 
     def redacted() -> Any:
         with redaction_scope(found, names):
             return _walk(document, paths, names, free_text=True)[0]
 
-    rewrite = walk.needs_rewrite
+    rewrite = walk.needs_rewrite or repeats
     patched = text
     if not rewrite:
         for original in sorted(changed, key=len, reverse=True):
@@ -564,7 +568,7 @@ def redact_body_secrets(
                 patched = patched.replace(spelling, replacement)
     if not rewrite and ("\\u" in text or "\\/" in text):
         # one string may be spelled two ways: make sure the patched text says what was redacted
-        rewrite = _loads(patched) != (True, redacted())
+        rewrite = _loads(patched)[:2] != (True, redacted())
     if rewrite:
         return json.dumps(redacted(), ensure_ascii=False), found
     return patched, found

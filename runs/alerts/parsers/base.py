@@ -211,14 +211,34 @@ class JsonBody:
 
     ok: bool
     document: Any = None
+    repeats_keys: bool = False  # an object names a key twice: the document holds only the last value
 
 
 def json_body(body: bytes | str) -> JsonBody:
     """``load_json(body)`` as a ``JsonBody``: never raises (a refused body is ``ok=False``)."""
     try:
-        return JsonBody(True, load_json(body))
+        return JsonBody(True, *_parse_json(body))
     except JsonLoadError:
         return JsonBody(False)
+
+
+def json_loads_noting_repeats(text: bytes | str, **options: Any) -> tuple[Any, bool]:
+    """``json.loads(text, **options)`` and whether some object in it repeats a key.
+
+    The document is the one ``json.loads`` builds (a repeated key keeps its last value); the earlier
+    values are in the text alone, so whatever rewrites the text from the document (redaction) must
+    know. Raises what ``json.loads`` raises.
+    """
+    repeats = False
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal repeats
+        node = dict(items)
+        if len(node) != len(items):
+            repeats = True
+        return node
+
+    return json.loads(text, object_pairs_hook=pairs, **options), repeats
 
 
 @contextmanager
@@ -246,8 +266,13 @@ def load_json(body: bytes | str) -> Any:
     if memo is not None and (memo[0] is body or memo[0] == body):
         _PREPARSED.set(None)  # once: a parser reading the body twice gets a document of its own
         return memo[1]
+    return _parse_json(body)[0]
+
+
+def _parse_json(body: bytes | str) -> tuple[Any, bool]:
+    """``load_json``'s parse (without the memo), and whether an object repeats a key."""
     try:
-        document = json.loads(body, parse_float=_finite_float, parse_constant=_not_a_number)
+        document, repeats = json_loads_noting_repeats(body, parse_float=_finite_float, parse_constant=_not_a_number)
     except RecursionError:
         raise JsonLoadError(f"the document is nested more than {MAX_JSON_DEPTH} levels deep") from None
     except JsonLoadError:
@@ -256,7 +281,7 @@ def load_json(body: bytes | str) -> Any:
         raise JsonLoadError(str(exc)) from exc
     if isinstance(document, (dict, list)) and json_depth_exceeds(document):
         raise JsonLoadError(f"the document is nested more than {MAX_JSON_DEPTH} levels deep")
-    return document
+    return document, repeats
 
 
 # What a database text column cannot hold: NUL (PostgreSQL refuses it in text and JSON) and lone
