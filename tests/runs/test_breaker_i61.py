@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
+from django.test import Client
 
 from runs.alerts.models import Alert, Delivery
-from runs.catalog.models import Tenant
+from runs.attempts.models import Attempt
+from runs.catalog.models import Integration, IntegrationKey, Tenant
+from runs.catalog.services import integration_get_or_create, integration_key_create
+from runs.catalog.transport import integration_transport_update
+from runs.timeline.models import TimelineEvent
 from tests.conftest import PostAlert, fixture_path
 
 pytestmark = pytest.mark.django_db
@@ -45,3 +51,86 @@ def test_a_repeated_key_never_stores_its_earlier_secret_value(
     assert stored["password"] != "other-secret-value-1234"
     (alert,) = delivery.alerts.all()
     assert alert.outcome == Alert.Outcome.ACCEPTED
+
+
+@pytest.fixture
+def custom_key(story_tenants: dict[str, Tenant]) -> tuple[Integration, str]:
+    """A custom integration reading one row per record (its error under ``msg``) and a URL key to it."""
+    integration = integration_get_or_create(source="custom", name="custom-i61")
+    integration.settings = {
+        "mapping": {
+            "records": "@",
+            "fields": {
+                "job_key": "job",
+                "tenant": "tenant",
+                "execution_id": "run_id",
+                "status": "state",
+                "scheduled_for": "scheduled",
+                "error_summary": "msg",
+            },
+            "status_map": {"fail": "failed"},
+            "defaults": {"environment": "prod"},
+        }
+    }
+    integration.save()
+    key = integration_key_create(integration=integration, all_tenants=True, kind=IntegrationKey.Kind.URL).key
+    return integration, key
+
+
+DECODED_SECRET = "Qm9vZ2llV29vZ2llMTIzNDU2Nzg5"
+
+
+def _row(run_id: str) -> dict[str, str]:
+    return {
+        "job": "nightly-invoice-export",
+        "tenant": "acme-foods",
+        "run_id": run_id,
+        "state": "fail",
+        "scheduled": "2026-11-28T01:00:00Z",
+        "api_key": DECODED_SECRET,
+        "msg": f"login with {DECODED_SECRET} refused",
+    }
+
+
+@pytest.mark.parametrize("decoder", ["ndjson", "form"])
+def test_a_decoded_posts_secret_is_redacted_where_it_recurs(
+    client: Client, custom_key: tuple[Integration, str], decoder: str
+) -> None:
+    """A secret under a secret name is redacted wherever it recurs in the same post (free text, fields,
+    timeline). A body a transport decoder reads (ndjson lines, a form) is not JSON as sent, so its
+    secrets were never found: the stored body, the error summaries and the timeline kept them verbatim."""
+    integration, key = custom_key
+    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind=decoder)
+    if decoder == "ndjson":
+        body = json.dumps(_row("r-1")) + "\n" + json.dumps(_row("r-2")) + "\n"
+    else:
+        body = urlencode(_row("r-1"))
+    response = client.post(f"/api/v1/alerts/custom/k/{key}/", data=body, content_type="text/plain")
+    assert response.status_code == 202
+    delivery = Delivery.objects.get(public_id=response.json()["delivery"])
+    assert delivery.outcome == Delivery.Outcome.PROCESSED
+    alerts = list(delivery.alerts.all())
+    assert alerts and all(alert.outcome == Alert.Outcome.ACCEPTED for alert in alerts)
+    assert DECODED_SECRET not in delivery.body
+    assert not [a for a in alerts if DECODED_SECRET in str([getattr(a, f.attname) for f in a._meta.concrete_fields])]
+    assert not Attempt.objects.filter(error_summary__contains=DECODED_SECRET).exists()
+    assert not TimelineEvent.objects.filter(summary__contains=DECODED_SECRET).exists()
+
+
+@pytest.mark.parametrize("decoder", ["ndjson", "envelope"])
+def test_a_decoded_line_with_an_integer_too_long_to_read_rejects_the_post(
+    client: Client, custom_key: tuple[Integration, str], decoder: str
+) -> None:
+    """Python refuses to read an integer of more than 4300 digits with a ValueError that is not a
+    JSONDecodeError: the ndjson and envelope decoders let it through, so the post's processing failed
+    and the delivery was left ``received`` for the sweep instead of being rejected with a 400."""
+    integration, key = custom_key
+    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind=decoder)
+    body = '{"a": ' + "9" * 5000 + "}\n" + json.dumps({"type": "event"}) + "\n"
+    response = client.post(f"/api/v1/alerts/custom/k/{key}/", data=body, content_type="text/plain")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/problem+json"
+    assert "Exceeds the limit" in response.json()["detail"]
+    delivery = Delivery.objects.get()
+    assert delivery.outcome == Delivery.Outcome.REJECTED
+    assert not delivery.alerts.exists()
