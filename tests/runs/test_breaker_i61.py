@@ -16,6 +16,7 @@ from runs.catalog.services import integration_get_or_create, integration_key_cre
 from runs.catalog.transport import integration_transport_update
 from runs.timeline.models import TimelineEvent
 from tests.conftest import PostAlert, fixture_path
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -134,3 +135,67 @@ def test_a_decoded_line_with_an_integer_too_long_to_read_rejects_the_post(
     delivery = Delivery.objects.get()
     assert delivery.outcome == Delivery.Outcome.REJECTED
     assert not delivery.alerts.exists()
+
+
+@pytest.fixture
+def admin(client: Client) -> Client:
+    client.force_login(UserFactory(admin=True))
+    return client
+
+
+NESTED_DEEP = "[" * 50000 + "]" * 50000
+
+
+@pytest.mark.parametrize(
+    "mapping",
+    [NESTED_DEEP, '{"records": "@", "fields": {"job_key": "\\ud800"}}', '{"records": "@", "n": ' + "9" * 5000 + "}"],
+    ids=["nested-deep", "lone-surrogate", "integer-too-long"],
+)
+def test_the_mapping_editor_and_the_create_page_refuse_json_handover_does_not_store(
+    admin: Client, custom_key: tuple[Integration, str], mapping: str
+) -> None:
+    """A mapping typed into a page is read as a post's body is (``load_json``) and refused when it holds
+    what a database cannot store: JSON nested past the decoder's recursion limit and a lone surrogate
+    (shown again in the page) were server errors."""
+    integration, _ = custom_key
+    for action in ("preview", "save"):
+        page = admin.post(
+            f"/integrations/{integration.public_id}/mapping/", data={"mapping": mapping, "action": action}
+        )
+        assert page.status_code == 200
+        assert page.context["json_error"]
+    created = admin.post("/integrations/new/", data={"name": "typed", "mapping": mapping, "key_all_tenants": "on"})
+    assert created.status_code == 200
+    assert created.context["form"].errors
+    integration.refresh_from_db()
+    assert integration.settings["mapping"]["fields"]["job_key"] == "job"
+    assert not Integration.objects.filter(name="typed").exists()
+
+
+def test_a_sample_holding_a_lone_surrogate_is_previewed_not_a_server_error(
+    admin: Client, custom_key: tuple[Integration, str]
+) -> None:
+    """A sample's ``\\ud800`` (a JSON escape, as a sender may post it) reached the tenant lookup and the
+    API's answer unmended: the mapping page, ``test`` and a PATCH with samples answered 500. Samples are
+    mended as ingestion mends a post's records."""
+    integration, _ = custom_key
+    sample = json.dumps({**_row("r-\ud800"), "tenant": "acme\ud800"})
+    mapping = json.dumps(integration.settings["mapping"])
+    page = admin.post(
+        f"/integrations/{integration.public_id}/mapping/",
+        data={"mapping": mapping, "action": "preview", "sample": sample},
+    )
+    assert page.status_code == 200
+    tried = admin.post(
+        f"/api/v1/integrations/{integration.public_id}/test/",
+        data=f'{{"sample": {sample}}}',
+        content_type="application/json",
+    )
+    assert tried.status_code == 200
+    assert "acme\ufffd" in tried.content.decode()
+    patched = admin.patch(
+        f"/api/v1/integrations/{integration.public_id}/",
+        data=f'{{"samples": [{sample}], "mapping": {mapping}}}',
+        content_type="application/json",
+    )
+    assert patched.status_code == 200

@@ -295,6 +295,23 @@ def unstorable_characters(text: str) -> list[str]:
     return sorted({f"U+{ord(char):04X}" for char in _UNSTORABLE.findall(text)})
 
 
+def document_unstorable_characters(document: Any) -> list[str]:
+    """``unstorable_characters`` of every text of a parsed JSON document, keys included, as one sorted
+    list of ``U+XXXX`` names. Iterative (a stack): safe at any depth."""
+    names: set[str] = set()
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            names.update(unstorable_characters(node))
+        elif isinstance(node, dict):
+            stack.extend(key for key in node if isinstance(key, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return sorted(names)
+
+
 def storable_text(text: str) -> str:
     """``text`` with NUL and lone surrogates replaced by U+FFFD (the replacement character)."""
     return _UNSTORABLE.sub(REPLACEMENT, text) if _UNSTORABLE.search(text) else text
