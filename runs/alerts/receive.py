@@ -136,7 +136,7 @@ def delivery_receive(
         integration=integration,
         key=key,
         received_at=received_at,
-        content_type=storable_text(content_type)[:200],
+        content_type=redact_text(storable_text(content_type), names)[:200],  # sender's text: a secret may hide there
         size_bytes=size_bytes if size_bytes is not None else len(body),
         sha256=hashlib.sha256(body).hexdigest(),
         body=stored,

@@ -199,3 +199,29 @@ def test_a_sample_holding_a_lone_surrogate_is_previewed_not_a_server_error(
         content_type="application/json",
     )
     assert patched.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json; api_key=sk_live_abcdef1234567890abcdef",
+        "application/json; x=AKIAIOSFODNN7EXAMPLE",
+        "application/json; charset=utf-8; via=https://etl:pa55w0rd-in-the-userinfo@proxy.internal/",
+    ],
+)
+def test_a_secret_in_the_content_type_is_not_stored(
+    story_tenants: dict[str, Tenant], make_key: Any, client: Client, content_type: str
+) -> None:
+    """The Delivery keeps the post's Content-Type, which is the sender's text like the body: a key, an
+    AWS key id or a URL's password put there was stored verbatim. It is redacted by the free-text rules."""
+    key = make_key("generic", all_tenants=True)
+    body = fixture_path("generic", "01-first-failure.json").read_bytes()
+    response = client.generic(
+        "POST", "/api/v1/alerts/generic/", data=body, content_type=content_type, HTTP_AUTHORIZATION=f"Bearer {key}"
+    )
+    assert response.status_code == 202
+    delivery = Delivery.objects.get(public_id=response.json()["delivery"])
+    assert delivery.outcome == Delivery.Outcome.PROCESSED
+    assert delivery.content_type.startswith("application/json;")
+    for secret in ("sk_live_abcdef1234567890abcdef", "AKIAIOSFODNN7EXAMPLE", "pa55w0rd-in-the-userinfo"):
+        assert secret not in delivery.content_type
