@@ -128,8 +128,8 @@ def delivery_receive(
         stored, secrets = _body_redacted(text, adapter, names, parsed)
     secrets = [*secrets, *decoded_secrets]
     notes = decoded.notes()
-    if unreadable_reason:
-        notes["body_unreadable"] = unreadable_reason
+    if unreadable_reason:  # the server's words may quote the post (a chunk-size line): redacted as the body is
+        notes["body_unreadable"] = redact_text(storable_text(unreadable_reason), names)
     if method == "GET":
         notes["method"] = "GET"
     delivery = Delivery(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from django.test import Client
+from django.core.handlers.wsgi import WSGIHandler
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from django.test import Client, RequestFactory
+from gunicorn.http.errors import InvalidChunkSize
 
 from runs.alerts.models import Alert, Delivery
 from runs.attempts.models import Attempt
@@ -225,3 +230,46 @@ def test_a_secret_in_the_content_type_is_not_stored(
     assert delivery.content_type.startswith("application/json;")
     for secret in ("sk_live_abcdef1234567890abcdef", "AKIAIOSFODNN7EXAMPLE", "pa55w0rd-in-the-userinfo"):
         assert secret not in delivery.content_type
+
+
+class _ChunkSizeLineIsTheBody(io.RawIOBase):
+    """A de-chunked WSGI input as gunicorn's fails when a sender declares chunked framing but sends the
+    JSON as it is: the first line is read as a chunk size, and the error quotes it."""
+
+    def read(self, size: int = -1) -> bytes:
+        raise InvalidChunkSize(f'{{"job": "x", "password": "{SECRET}", "error": "token={JWT}"}}'.encode())
+
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+
+
+def test_a_framing_error_quoting_the_body_is_stored_redacted(story_tenants: dict[str, Tenant], make_key: Any) -> None:
+    """A malformed chunked post is stored ``rejected`` with the server's reason, and gunicorn's
+    ``InvalidChunkSize`` quotes the line it could not read -- for a sender that declared chunked framing
+    and sent plain JSON, the body itself: its secrets were stored verbatim in the reason and notes."""
+    key = make_key("generic", all_tenants=True)
+    environ = RequestFactory()._base_environ(
+        PATH_INFO="/api/v1/alerts/generic/",
+        REQUEST_METHOD="POST",
+        CONTENT_TYPE="application/json",
+        HTTP_TRANSFER_ENCODING="chunked",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    )
+    environ.pop("CONTENT_LENGTH", None)
+    environ["wsgi.input"] = _ChunkSizeLineIsTheBody()
+    environ["wsgi.input_terminated"] = True
+    status: list[str] = []
+    for signal in (request_started, request_finished):
+        signal.disconnect(close_old_connections)
+    try:
+        payload = json.loads(b"".join(WSGIHandler()(environ, lambda s, h: status.append(s))))
+    finally:
+        for signal in (request_started, request_finished):
+            signal.connect(close_old_connections)
+    assert status[0].startswith("400")
+    delivery = Delivery.objects.get(public_id=payload["delivery"])
+    assert delivery.outcome == Delivery.Outcome.REJECTED
+    assert "chunked framing is malformed" in delivery.reason
+    stored = json.dumps([delivery.reason, delivery.notes, delivery.body])
+    assert SECRET not in stored
+    assert JWT not in stored
