@@ -38,7 +38,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from urllib.parse import quote, unquote_plus
+from urllib.parse import quote, quote_plus, unquote_plus
 
 from django.conf import settings
 
@@ -337,11 +337,19 @@ def redact_text(text: str, names: Iterable[str] = ()) -> str:
     return _redact_text(text, scope.values, text_rules(extra), redaction_key())
 
 
+@lru_cache(maxsize=1024)
+def _spellings(value: str) -> tuple[str, ...]:
+    """A secret as free text may spell it: as it is, and percent-encoded as a form or a query string
+    carries it (``+`` or ``%20`` for a space) -- a post's secret recurring in another field of a form."""
+    return tuple(dict.fromkeys((value, quote_plus(value, safe=""), quote(value, safe=""))))
+
+
 def _redact_text(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str:
     """``redact_text`` with the scope's values, the rules and the redaction key already looked up."""
     for value in values:
-        if value in text:
-            text = text.replace(value, redaction_token(value))
+        for spelling in _spellings(value):
+            if spelling in text:
+                text = text.replace(spelling, redaction_token(value))
     if len(text) < _MIN_TEXT_LENGTH:
         return text
     clean_key = (text, rules.names, key) if len(text) <= _CLEAN_MAX_LENGTH else None

@@ -273,3 +273,24 @@ def test_a_framing_error_quoting_the_body_is_stored_redacted(story_tenants: dict
     stored = json.dumps([delivery.reason, delivery.notes, delivery.body])
     assert SECRET not in stored
     assert JWT not in stored
+
+
+def test_a_forms_secret_recurring_percent_encoded_is_not_stored(
+    client: Client, custom_key: tuple[Integration, str]
+) -> None:
+    """A form carries a secret percent-encoded: its value under ``api_key`` was redacted, but the same
+    secret in another field (``+`` for its space, ``%2F`` for its slash) is not the decoded value the
+    post's secrets are matched by, and was stored verbatim in the body."""
+    integration, key = custom_key
+    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind="form")
+    secret = "wJalr+XUtn/FEMI K7MDENG=bPxRfiCY&EXAMPLEKEY"
+    body = urlencode({**_row("r-1"), "api_key": secret, "msg": f"login with {secret} refused"})
+    response = client.post(
+        f"/api/v1/alerts/custom/k/{key}/", data=body, content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code == 202
+    delivery = Delivery.objects.get(public_id=response.json()["delivery"])
+    assert delivery.outcome == Delivery.Outcome.PROCESSED
+    assert [alert.outcome for alert in delivery.alerts.all()] == [Alert.Outcome.ACCEPTED]
+    assert "bPxRfiCY" not in delivery.body
+    assert "login+with+‹redacted:" in delivery.body
