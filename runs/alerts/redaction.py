@@ -496,12 +496,12 @@ def secret_values(document: Any, paths: Iterable[str], names: Iterable[str] = ()
     return _walk(document, paths, names, free_text=False)[1].found
 
 
-def _loads(text: str) -> tuple[bool, Any, bool]:
-    """``(ok, document, repeats_keys)`` of ``text`` read as ``json.loads`` reads it."""
+def _loads(text: str) -> tuple[bool, Any, tuple[dict[str, Any], ...]]:
+    """``(ok, document, shadowed)`` of ``text`` read as ``json.loads`` reads it (``json_loads_noting_repeats``)."""
     try:
         return True, *json_loads_noting_repeats(text)
     except (ValueError, RecursionError):
-        return False, None, False
+        return False, None, ()
 
 
 def body_secret_values(raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str] = ()) -> list[str]:
@@ -538,8 +538,8 @@ def redact_body_secrets(
     parsed here as ``json.loads`` reads it. May raise ``RecursionError`` for JSON nested too deep to walk.
     """
     text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
-    ok, document, repeats = (
-        (True, parsed.document, parsed.repeats_keys) if parsed is not None and parsed.ok else _loads(text)
+    ok, document, shadowed = (
+        (True, parsed.document, parsed.shadowed) if parsed is not None and parsed.ok else _loads(text)
     )
     if not ok:
         return redact_text(text, names), []
@@ -547,7 +547,9 @@ def redact_body_secrets(
     # per distinct string with those secrets in scope. The redacted document is built only when the
     # text cannot be patched in place (or must be checked).
     walk = _walk(document, paths, names, free_text=False)[1]
-    found = walk.found
+    # a value a repeated key hides is dropped from the stored body; a secret among them is still the
+    # post's own, redacted wherever it recurs
+    found = [*walk.found, *secret_values(list(shadowed), (), names)] if shadowed else walk.found
     changed = dict(walk.changed)
     with redaction_scope(found, names):
         values, key = _scope().values, redaction_key()
@@ -555,14 +557,14 @@ def redact_body_secrets(
             new = _redact_text(value, values, walk.rules, key)
             if new != value:
                 changed[value] = new
-    if not changed and not walk.needs_rewrite and not repeats:
+    if not changed and not walk.needs_rewrite and not shadowed:
         return text, found
 
     def redacted() -> Any:
         with redaction_scope(found, names):
             return _walk(document, paths, names, free_text=True)[0]
 
-    rewrite = walk.needs_rewrite or repeats
+    rewrite = walk.needs_rewrite or bool(shadowed)
     patched = text
     if not rewrite:
         for original in sorted(changed, key=len, reverse=True):

@@ -31,11 +31,13 @@ URL_PASSWORD = "pa55w0rd-in-the-userinfo"
 
 def _generic_with_repeats() -> bytes:
     """The generic story's first file, with two keys repeated before its own fields: a secret-named
-    key whose first value is the secret, and ``error`` whose first value holds a URL with a password."""
+    key whose first value is the secret (recurring in a note), and ``error`` whose first value holds a
+    URL with a password."""
     body = fixture_path("generic", "01-first-failure.json").read_text()
     repeats = (
         f'"password": "{SECRET}", "password": "other-secret-value-1234", '
         f'"error": "cannot reach postgres://etl:{URL_PASSWORD}@db.internal/ledger", '
+        f'"operator_note": "retried with {SECRET} in place", '
     )
     return body.replace("{", "{" + repeats, 1).encode()
 
@@ -44,7 +46,8 @@ def test_a_repeated_key_never_stores_its_earlier_secret_value(
     story_tenants: dict[str, Tenant], make_key: Any, post_alert: PostAlert
 ) -> None:
     """JSON keeps a repeated key's last value; the earlier one is in the text alone, where the in-place
-    redaction never looked: it was stored verbatim. Such a body is written out whole from the document."""
+    redaction never looked: it was stored verbatim. Such a body is written out whole from the document,
+    and a secret among the hidden values is the post's own, redacted where it recurs."""
     key = make_key("generic", all_tenants=True)
     response = post_alert("generic", _generic_with_repeats(), key)
     assert response.status_code == 202
@@ -55,6 +58,7 @@ def test_a_repeated_key_never_stores_its_earlier_secret_value(
     stored = json.loads(delivery.body)  # what the parser read: the last values, the secret's redacted
     assert stored["error"] == "Timeout waiting for acknowledgement from ledger gateway"
     assert stored["password"] != "other-secret-value-1234"
+    assert stored["operator_note"].startswith("retried with ‹redacted:")
     (alert,) = delivery.alerts.all()
     assert alert.outcome == Alert.Outcome.ACCEPTED
 

@@ -211,7 +211,7 @@ class JsonBody:
 
     ok: bool
     document: Any = None
-    repeats_keys: bool = False  # an object names a key twice: the document holds only the last value
+    shadowed: tuple[dict[str, Any], ...] = ()  # ``json_loads_noting_repeats``: values a repeated key hides
 
 
 def json_body(body: bytes | str) -> JsonBody:
@@ -222,23 +222,28 @@ def json_body(body: bytes | str) -> JsonBody:
         return JsonBody(False)
 
 
-def json_loads_noting_repeats(text: bytes | str, **options: Any) -> tuple[Any, bool]:
-    """``json.loads(text, **options)`` and whether some object in it repeats a key.
+def json_loads_noting_repeats(text: bytes | str, **options: Any) -> tuple[Any, tuple[dict[str, Any], ...]]:
+    """``json.loads(text, **options)``, and the values hidden by a key an object repeats.
 
-    The document is the one ``json.loads`` builds (a repeated key keeps its last value); the earlier
-    values are in the text alone, so whatever rewrites the text from the document (redaction) must
+    The document is the one ``json.loads`` builds (a repeated key keeps its last value); each earlier
+    value is returned as ``{key: value}``, in text order (none when no key repeats): it is in the text
+    alone, so whatever rewrites the text from the document or looks for secrets in it (redaction) must
     know. Raises what ``json.loads`` raises.
     """
-    repeats = False
+    shadowed: list[dict[str, Any]] = []
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        nonlocal repeats
         node = dict(items)
         if len(node) != len(items):
-            repeats = True
+            seen: set[str] = set()
+            for index in range(len(items) - 1, -1, -1):  # the last of each key is the document's
+                name, value = items[index]
+                if name in seen:
+                    shadowed.append({name: value})
+                seen.add(name)
         return node
 
-    return json.loads(text, object_pairs_hook=pairs, **options), repeats
+    return json.loads(text, object_pairs_hook=pairs, **options), tuple(shadowed)
 
 
 @contextmanager
@@ -269,10 +274,10 @@ def load_json(body: bytes | str) -> Any:
     return _parse_json(body)[0]
 
 
-def _parse_json(body: bytes | str) -> tuple[Any, bool]:
-    """``load_json``'s parse (without the memo), and whether an object repeats a key."""
+def _parse_json(body: bytes | str) -> tuple[Any, tuple[dict[str, Any], ...]]:
+    """``load_json``'s parse (without the memo), and the values repeated keys hide."""
     try:
-        document, repeats = json_loads_noting_repeats(body, parse_float=_finite_float, parse_constant=_not_a_number)
+        document, shadowed = json_loads_noting_repeats(body, parse_float=_finite_float, parse_constant=_not_a_number)
     except RecursionError:
         raise JsonLoadError(f"the document is nested more than {MAX_JSON_DEPTH} levels deep") from None
     except JsonLoadError:
@@ -281,7 +286,7 @@ def _parse_json(body: bytes | str) -> tuple[Any, bool]:
         raise JsonLoadError(str(exc)) from exc
     if isinstance(document, (dict, list)) and json_depth_exceeds(document):
         raise JsonLoadError(f"the document is nested more than {MAX_JSON_DEPTH} levels deep")
-    return document, repeats
+    return document, shadowed
 
 
 # What a database text column cannot hold: NUL (PostgreSQL refuses it in text and JSON) and lone
