@@ -17,7 +17,7 @@ from guardian.admin import GuardedModelAdmin
 from handover.core.errors import DomainError
 from handover.core.people import signed_in
 from runs.alerts.models import Alert, Delivery
-from runs.alerts.parsers.base import JsonLoadError, load_json, unstorable_characters
+from runs.alerts.parsers.base import JsonLoadError, document_unstorable_characters, load_json, unstorable_characters
 from runs.alerts.triage import alert_reprocess
 from runs.attempts.models import Attempt, Run, RunnerReport
 from runs.attempts.services import attempt_abandon
@@ -86,7 +86,7 @@ class SettingsJsonField(forms.JSONField):
             raise forms.ValidationError(f"Not JSON Handover stores: {exc}.", code="invalid") from None
         if document is None:
             return {}
-        unstorable = sorted({name for text in _texts(document) for name in unstorable_characters(text)})
+        unstorable = document_unstorable_characters(document)
         if unstorable:
             raise forms.ValidationError(
                 f"Holds characters a database cannot store ({', '.join(unstorable)}).", code="invalid"
@@ -106,22 +106,6 @@ class SettingsJsonField(forms.JSONField):
             return value
         text = super().prepare_value(value)
         return json.dumps(value, cls=self.encoder) if unstorable_characters(text) else text
-
-
-def _texts(document: Any) -> list[str]:
-    """Every text of a JSON document, keys included (iterative: the depth was checked by ``load_json``)."""
-    texts: list[str] = []
-    stack = [document]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, str):
-            texts.append(node)
-        elif isinstance(node, dict):
-            texts.extend(key for key in node if isinstance(key, str))
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return texts
 
 
 class IntegrationAdminForm(forms.ModelForm):  # type: ignore[type-arg]

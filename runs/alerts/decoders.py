@@ -35,8 +35,9 @@ MAX_ITEMS = 1000
 def _json_line(line: str, where: str) -> Any:
     try:
         return json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise FormatError(f"{where} is not JSON: {getattr(exc, 'msg', 'nested too deep')}", field="body") from exc
+    except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, or an integer too long to read
+        why = "nested too deep" if isinstance(exc, RecursionError) else getattr(exc, "msg", str(exc).split(":")[0])
+        raise FormatError(f"{where} is not JSON: {why}", field="body") from exc
 
 
 def _ndjson(text: str) -> list[Any]:
@@ -72,7 +73,7 @@ def _envelope(raw: bytes, item_types: tuple[str, ...]) -> list[dict[str, Any]]:
         payload_text = payload_bytes.decode("utf-8", errors="replace")
         try:
             payload: Any = json.loads(payload_text)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not JSON (or an integer too long to read): kept as text
             payload = payload_text
         if not item_types or item_header.get("type") in item_types:
             items.append({"envelope": header, "header": item_header, "payload": payload})

@@ -23,7 +23,15 @@ from handover.core.errors import Conflict, DomainError, InvalidTransition
 from handover.core.people import Person
 from runs.alerts.correlation import record_correlates
 from runs.alerts.models import Alert, Delivery
-from runs.alerts.parsers.base import AlertKind, FormatError, ParsedAlert
+from runs.alerts.parsers.base import (
+    AlertKind,
+    FormatError,
+    ParsedAlert,
+    document_unstorable_characters,
+    storable_data,
+    storable_text,
+)
+from runs.alerts.parsers.base import load_json as json_load
 from runs.alerts.parsers.custom.compiler import mapping_errors
 from runs.alerts.parsers.custom.evaluation import MappedRecord, map_document
 from runs.alerts.parsers.custom.parser import SOURCE, load_json
@@ -261,6 +269,13 @@ def _record_preview(mapped: MappedRecord, placement: _Placement) -> RecordPrevie
     )
 
 
+def _sample_document(body: str) -> Any:
+    """A sample's JSON, with what a database text column cannot hold (NUL, lone surrogates: as characters
+    or as JSON escapes) replaced by U+FFFD, as ingestion mends a post's records: looking its job and
+    tenant up and showing the preview never fail on them. Raises ``FormatError`` when it is not JSON."""
+    return storable_data(load_json(storable_text(body).encode()))
+
+
 def mapping_preview(*, mapping: Any, samples: Sequence[Sample]) -> MappingPreview:
     """Try ``mapping`` on each sample exactly as ingestion would, without writing anything.
 
@@ -276,7 +291,7 @@ def mapping_preview(*, mapping: Any, samples: Sequence[Sample]) -> MappingPrevie
         preview = SamplePreview(sample=sample)
         try:
             # received_at() answers the preview's own time: a pasted sample was never received
-            outcome = map_document(load_json(sample.body.encode()), mapping, received_at=timezone.now())
+            outcome = map_document(_sample_document(sample.body), mapping, received_at=timezone.now())
         except FormatError as exc:
             preview.error = exc.message
             previews.append(preview)
@@ -291,12 +306,18 @@ def mapping_preview(*, mapping: Any, samples: Sequence[Sample]) -> MappingPrevie
 def mapping_from_json(text: str) -> Any:
     """Read a mapping pasted or imported as JSON: the bare mapping, or an export (``{"format", "mapping"}``).
 
-    Raises ``MappingInvalid`` when the text is not JSON or not an object.
+    Read as a post's body is (``load_json``: nesting, non-finite numbers and integers too long to read
+    refused), without characters a database cannot store. Raises ``MappingInvalid`` when the text is
+    not such JSON or not an object.
     """
     try:
-        document = json.loads(text or "{}")
-    except ValueError as exc:
+        document = json_load(text or "{}")
+    except ValueError as exc:  # JsonLoadError
         raise MappingInvalid(f"The mapping is not valid JSON: {exc}", errors={"mapping": [str(exc)]}) from exc
+    unstorable = document_unstorable_characters(document)
+    if unstorable:
+        message = f"The mapping holds characters a database cannot store ({', '.join(unstorable)})."
+        raise MappingInvalid(message, errors={"mapping": [message]})
     if isinstance(document, Mapping) and document.get("format") == EXPORT_FORMAT:
         document = document.get("mapping")
     if not isinstance(document, Mapping):

@@ -41,6 +41,7 @@ from runs.alerts.parsers.base import (
 from runs.alerts.parsers.registry import get_adapter, integration_settings_in_force
 from runs.alerts.records import alert_record, record_mend
 from runs.alerts.redaction import (
+    body_secret_values,
     integration_redaction,
     redact_body_secrets,
     redact_data,
@@ -122,17 +123,20 @@ def delivery_receive(
     text = decoded.text.encode()  # what the parsers read, now and when the stored body is parsed again
     # Parsed once: the redaction, the post's secrets and the parser (``json_preparsed``) share it.
     parsed = json_body(text) if method == "POST" and not is_body_truncated and not unreadable_reason else None
-    stored, secrets = _body_redacted(text, adapter, names, parsed)
+    decoded_secrets = _decoded_secrets(text, adapter, names, integration=integration, method=method)
+    with redaction_scope(decoded_secrets, names):
+        stored, secrets = _body_redacted(text, adapter, names, parsed)
+    secrets = [*secrets, *decoded_secrets]
     notes = decoded.notes()
-    if unreadable_reason:
-        notes["body_unreadable"] = unreadable_reason
+    if unreadable_reason:  # the server's words may quote the post (a chunk-size line): redacted as the body is
+        notes["body_unreadable"] = redact_text(storable_text(unreadable_reason), names)
     if method == "GET":
         notes["method"] = "GET"
     delivery = Delivery(
         integration=integration,
         key=key,
         received_at=received_at,
-        content_type=storable_text(content_type)[:200],
+        content_type=redact_text(storable_text(content_type), names)[:200],  # sender's text: a secret may hide there
         size_bytes=size_bytes if size_bytes is not None else len(body),
         sha256=hashlib.sha256(body).hexdigest(),
         body=stored,
@@ -169,6 +173,24 @@ def _body_redacted(
     # A body rewritten by the redaction may spell a JSON escape of a lone surrogate as the character
     # itself, which no database text column stores: mended like any free text (rule 9).
     return storable_text(redacted), secrets
+
+
+def _decoded_secrets(
+    text: bytes, adapter: ModuleType, names: frozenset[str], *, integration: Integration, method: str
+) -> list[str]:
+    """The secret values, by structure, of what the adapter reads when the integration's transport
+    decoder (or a GET's form) turns the body into JSON: ndjson lines, envelope items and forms are not
+    JSON as sent, so the body's own walk finds none of them, and one recurring in free text (an error
+    message, the stored body) would be kept verbatim. None when the body is read as it is (``json``) or
+    cannot be decoded (the parse refuses it then); never raises."""
+    try:
+        decoder = integration_transport(integration=integration).decoder
+        decoded = body_decode(text, decoder=decoder, method=method)
+        if decoded is text:
+            return []
+        return body_secret_values(decoded, adapter.REDACT_PATHS, names)
+    except Exception:  # noqa: BLE001 - runs before the post is stored (rule 9): the parse words any refusal
+        return []
 
 
 def _key_mark_used(key: IntegrationKey, at: datetime) -> None:

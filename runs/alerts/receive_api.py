@@ -9,7 +9,7 @@ included, where the server de-chunks them: gunicorn sets ``wsgi.input_terminated
 authenticated; a per-key rate limit answers 429 with ``Retry-After`` (nothing stored: the sender
 retries); an integration configured with a signing secret must sign each post (HMAC-SHA256 over
 ``<timestamp>:<body>``, stale timestamps refused, constant-time compare; see ``runs.alerts.signatures``).
-Request headers are never stored: the Delivery keeps the content type only.
+Request headers are never stored: the Delivery keeps the content type only (redacted, as the body is).
 
 Every authenticated post ends ``processed``, ``rejected`` or ``failed`` and is answered without a
 server error (rule 9 in docs/architecture.md): a body that cannot be read to its end (malformed chunked

@@ -38,11 +38,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
-from urllib.parse import quote, unquote_plus
+from urllib.parse import quote, quote_plus, unquote_plus
 
 from django.conf import settings
 
-from runs.alerts.parsers.base import AttemptState, JsonBody, ParsedAlert
+from runs.alerts.parsers.base import AttemptState, JsonBody, ParsedAlert, json_loads_noting_repeats
 from runs.alerts.secret_shapes import (
     APPRISE_URL,
     AUTH_VALUE,
@@ -337,11 +337,19 @@ def redact_text(text: str, names: Iterable[str] = ()) -> str:
     return _redact_text(text, scope.values, text_rules(extra), redaction_key())
 
 
+@lru_cache(maxsize=1024)
+def _spellings(value: str) -> tuple[str, ...]:
+    """A secret as free text may spell it: as it is, and percent-encoded as a form or a query string
+    carries it (``+`` or ``%20`` for a space) -- a post's secret recurring in another field of a form."""
+    return tuple(dict.fromkeys((value, quote_plus(value, safe=""), quote(value, safe=""))))
+
+
 def _redact_text(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str:
     """``redact_text`` with the scope's values, the rules and the redaction key already looked up."""
     for value in values:
-        if value in text:
-            text = text.replace(value, redaction_token(value))
+        for spelling in _spellings(value):
+            if spelling in text:
+                text = text.replace(spelling, redaction_token(value))
     if len(text) < _MIN_TEXT_LENGTH:
         return text
     clean_key = (text, rules.names, key) if len(text) <= _CLEAN_MAX_LENGTH else None
@@ -488,17 +496,18 @@ def secret_values(document: Any, paths: Iterable[str], names: Iterable[str] = ()
     return _walk(document, paths, names, free_text=False)[1].found
 
 
-def _loads(text: str) -> tuple[bool, Any]:
+def _loads(text: str) -> tuple[bool, Any, tuple[dict[str, Any], ...]]:
+    """``(ok, document, shadowed)`` of ``text`` read as ``json.loads`` reads it (``json_loads_noting_repeats``)."""
     try:
-        return True, json.loads(text)
+        return True, *json_loads_noting_repeats(text)
     except (ValueError, RecursionError):
-        return False, None
+        return False, None, ()
 
 
 def body_secret_values(raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str] = ()) -> list[str]:
     """The secret values a JSON body holds by structure (``secret_values``); none when it is not JSON."""
     text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
-    ok, document = _loads(text)
+    ok, document, _ = _loads(text)
     return secret_values(document, paths, names) if ok else []
 
 
@@ -510,8 +519,9 @@ def redact_body(raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str
     names and ``names`` (an integration's extra names), the free-text rules elsewhere, with the
     post's own secrets replaced wherever they recur. The changed strings are replaced in the text as
     sent, so the rest stays byte for byte and parses again for reprocessing; when that cannot be done
-    exactly (a number under a secret name, a short secret, an escape spelled another way) the
-    redacted document is written out whole. Not JSON (a cut 413 head, a form post): the free-text
+    exactly (a number under a secret name, a short secret, an escape spelled another way, an object
+    that repeats a key -- its earlier values are in the text only, unread) the redacted document is
+    written out whole. Not JSON (a cut 413 head, a form post): the free-text
     rules run over the whole text, their pair rule reading ``"name": "value"`` as well.
     """
     return redact_body_secrets(raw, paths, names)[0]
@@ -528,14 +538,18 @@ def redact_body_secrets(
     parsed here as ``json.loads`` reads it. May raise ``RecursionError`` for JSON nested too deep to walk.
     """
     text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
-    ok, document = (True, parsed.document) if parsed is not None and parsed.ok else _loads(text)
+    ok, document, shadowed = (
+        (True, parsed.document, parsed.shadowed) if parsed is not None and parsed.ok else _loads(text)
+    )
     if not ok:
         return redact_text(text, names), []
     # One walk finds the secrets by structure and every other string; the free-text rules then run once
     # per distinct string with those secrets in scope. The redacted document is built only when the
     # text cannot be patched in place (or must be checked).
     walk = _walk(document, paths, names, free_text=False)[1]
-    found = walk.found
+    # a value a repeated key hides is dropped from the stored body; a secret among them is still the
+    # post's own, redacted wherever it recurs
+    found = [*walk.found, *secret_values(list(shadowed), (), names)] if shadowed else walk.found
     changed = dict(walk.changed)
     with redaction_scope(found, names):
         values, key = _scope().values, redaction_key()
@@ -543,14 +557,14 @@ def redact_body_secrets(
             new = _redact_text(value, values, walk.rules, key)
             if new != value:
                 changed[value] = new
-    if not changed and not walk.needs_rewrite:
+    if not changed and not walk.needs_rewrite and not shadowed:
         return text, found
 
     def redacted() -> Any:
         with redaction_scope(found, names):
             return _walk(document, paths, names, free_text=True)[0]
 
-    rewrite = walk.needs_rewrite
+    rewrite = walk.needs_rewrite or bool(shadowed)
     patched = text
     if not rewrite:
         for original in sorted(changed, key=len, reverse=True):
@@ -564,7 +578,7 @@ def redact_body_secrets(
                 patched = patched.replace(spelling, replacement)
     if not rewrite and ("\\u" in text or "\\/" in text):
         # one string may be spelled two ways: make sure the patched text says what was redacted
-        rewrite = _loads(patched) != (True, redacted())
+        rewrite = _loads(patched)[:2] != (True, redacted())
     if rewrite:
         return json.dumps(redacted(), ensure_ascii=False), found
     return patched, found

@@ -61,7 +61,7 @@ class _JsonObjectField(forms.CharField):
             return text
         try:
             document = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep for the decoder
             raise forms.ValidationError(f"Not valid JSON: {exc}") from exc
         if not isinstance(document, dict):
             raise forms.ValidationError("Give a JSON object.")

@@ -211,14 +211,39 @@ class JsonBody:
 
     ok: bool
     document: Any = None
+    shadowed: tuple[dict[str, Any], ...] = ()  # ``json_loads_noting_repeats``: values a repeated key hides
 
 
 def json_body(body: bytes | str) -> JsonBody:
     """``load_json(body)`` as a ``JsonBody``: never raises (a refused body is ``ok=False``)."""
     try:
-        return JsonBody(True, load_json(body))
+        return JsonBody(True, *_parse_json(body))
     except JsonLoadError:
         return JsonBody(False)
+
+
+def json_loads_noting_repeats(text: bytes | str, **options: Any) -> tuple[Any, tuple[dict[str, Any], ...]]:
+    """``json.loads(text, **options)``, and the values hidden by a key an object repeats.
+
+    The document is the one ``json.loads`` builds (a repeated key keeps its last value); each earlier
+    value is returned as ``{key: value}``, in text order (none when no key repeats): it is in the text
+    alone, so whatever rewrites the text from the document or looks for secrets in it (redaction) must
+    know. Raises what ``json.loads`` raises.
+    """
+    shadowed: list[dict[str, Any]] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        node = dict(items)
+        if len(node) != len(items):
+            seen: set[str] = set()
+            for index in range(len(items) - 1, -1, -1):  # the last of each key is the document's
+                name, value = items[index]
+                if name in seen:
+                    shadowed.append({name: value})
+                seen.add(name)
+        return node
+
+    return json.loads(text, object_pairs_hook=pairs, **options), tuple(shadowed)
 
 
 @contextmanager
@@ -246,8 +271,13 @@ def load_json(body: bytes | str) -> Any:
     if memo is not None and (memo[0] is body or memo[0] == body):
         _PREPARSED.set(None)  # once: a parser reading the body twice gets a document of its own
         return memo[1]
+    return _parse_json(body)[0]
+
+
+def _parse_json(body: bytes | str) -> tuple[Any, tuple[dict[str, Any], ...]]:
+    """``load_json``'s parse (without the memo), and the values repeated keys hide."""
     try:
-        document = json.loads(body, parse_float=_finite_float, parse_constant=_not_a_number)
+        document, shadowed = json_loads_noting_repeats(body, parse_float=_finite_float, parse_constant=_not_a_number)
     except RecursionError:
         raise JsonLoadError(f"the document is nested more than {MAX_JSON_DEPTH} levels deep") from None
     except JsonLoadError:
@@ -256,7 +286,7 @@ def load_json(body: bytes | str) -> Any:
         raise JsonLoadError(str(exc)) from exc
     if isinstance(document, (dict, list)) and json_depth_exceeds(document):
         raise JsonLoadError(f"the document is nested more than {MAX_JSON_DEPTH} levels deep")
-    return document
+    return document, shadowed
 
 
 # What a database text column cannot hold: NUL (PostgreSQL refuses it in text and JSON) and lone
@@ -268,6 +298,23 @@ REPLACEMENT = "\ufffd"
 def unstorable_characters(text: str) -> list[str]:
     """The distinct characters of ``text`` a database text column cannot hold, as ``U+XXXX`` names."""
     return sorted({f"U+{ord(char):04X}" for char in _UNSTORABLE.findall(text)})
+
+
+def document_unstorable_characters(document: Any) -> list[str]:
+    """``unstorable_characters`` of every text of a parsed JSON document, keys included, as one sorted
+    list of ``U+XXXX`` names. Iterative (a stack): safe at any depth."""
+    names: set[str] = set()
+    stack = [document]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            names.update(unstorable_characters(node))
+        elif isinstance(node, dict):
+            stack.extend(key for key in node if isinstance(key, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return sorted(names)
 
 
 def storable_text(text: str) -> str:
