@@ -194,3 +194,56 @@ def test_the_problem_pages_offer_only_the_teams_the_viewer_may_see() -> None:
     data = {**_edit_form(client, problem.public_id), "owning_team": str(theirs.pk)}
     client.post(f"/problems/{problem.public_id}/edit/", data)
     assert Problem.objects.get(pk=problem.pk).owning_team is None
+
+
+def _submission(client: Client, url: str) -> str:
+    """The one-off ``submission`` token of the create form on the page at ``url``."""
+    found = re.search(r'name="submission" value="([0-9a-f]{32})"', client.get(url).content.decode())
+    assert found is not None, "the create form carries a one-off token"
+    return found.group(1)
+
+
+def test_a_create_form_sent_twice_creates_once_and_shows_the_first_result() -> None:
+    """A double click on "Open problem" opened two problems, and on "Record" two residual exceptions: each
+    form's one-off token (``handover.core.once``) makes the second sending answer with the first's result."""
+    run = RunFactory(status=Run.Status.FAILED)
+    support = UserFactory()
+    role_grant(user=support, role="support", obj=run.tenant)
+    handover = handover_create(actor=support, runs=[run])
+    client = Client()
+    client.force_login(support)
+    new_url = f"/problems/new/?handover={handover.public_id}"
+    problem_form = {"title": "Gateway timeouts", "clean_runs_required": "3", "submission": _submission(client, new_url)}
+
+    first, second = client.post(new_url, problem_form), client.post(new_url, problem_form)
+
+    [problem] = Problem.objects.filter(title="Gateway timeouts")
+    assert first["Location"] == second["Location"] == f"/problems/{problem.public_id}/"
+    assert "sent twice: it was saved once" in client.get(second["Location"]).content.decode()
+    # a new render is a new token: opening a second problem on purpose still works
+    client.post(new_url, {**problem_form, "submission": _submission(client, new_url)})
+    assert Problem.objects.filter(title="Gateway timeouts").count() == 2
+
+    detail = f"/handovers/{handover.public_id}/"
+    exception_form = {"description": "INV-9 left to finance", "submission": _submission(client, detail)}
+    client.post(f"{detail}exceptions/", exception_form)
+    client.post(f"{detail}exceptions/", exception_form)
+    assert handover.residual_exceptions.filter(description="INV-9 left to finance").count() == 1
+
+
+def test_a_create_form_refused_may_be_sent_again_with_the_same_token() -> None:
+    """A refusal by the service creates nothing and forgets the token: the same form, corrected, records."""
+    run = RunFactory(status=Run.Status.FAILED)
+    support, stranger = UserFactory(), UserFactory()
+    role_grant(user=support, role="support", obj=run.tenant)
+    role_grant(user=stranger, role="support", obj=TenantFactory())  # may not see this handover's runs
+    handover = handover_create(actor=support, runs=[run])
+    client = Client()
+    client.force_login(support)
+    detail = f"/handovers/{handover.public_id}/"
+    form = {"description": "INV-9 left to finance", "submission": _submission(client, detail)}
+
+    client.post(f"{detail}exceptions/", {**form, "owner": stranger.username})
+    assert not handover.residual_exceptions.exists()
+    client.post(f"{detail}exceptions/", {**form, "owner": support.username})
+    assert handover.residual_exceptions.filter(owner=support).count() == 1

@@ -16,9 +16,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Page
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
+from handover.core.once import ALREADY_SENT, STILL_SAVING, submission_claim, submission_record, submission_release
 from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.polling import list_page
@@ -475,7 +477,11 @@ def residual_exception_add_view(request: HttpRequest, id: str) -> HttpResponse:
     """Record a residual exception (what is knowingly left over) with its owner and due date."""
     handover = _writable(request, id)
     form = ResidualExceptionForm(request.POST)
-    if form.is_valid():
+    place = reverse("handover:handover-detail", kwargs={"id": handover.public_id})
+    earlier = submission_claim(request) if form.is_valid() else None  # sent twice: recorded once
+    if earlier is not None:
+        messages.info(request, ALREADY_SENT if earlier else STILL_SAVING)
+    elif form.is_valid():
         data = form.cleaned_data
         try:
             exception = residual_exception_create(
@@ -488,11 +494,16 @@ def residual_exception_add_view(request: HttpRequest, id: str) -> HttpResponse:
             )
             messages.success(request, "Residual exception recorded.")
             _tell_redacted(request, exception)
+            submission_record(request, place)
         except DomainError as exc:
+            submission_release(request)
             messages.error(request, exc.detail)
+        except Exception:
+            submission_release(request)
+            raise
     else:
         messages.error(request, "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()))
-    return redirect("handover:handover-detail", id=handover.public_id)
+    return redirect(place)
 
 
 @login_required

@@ -16,9 +16,11 @@ from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import Conflict, DomainError
+from handover.core.once import ALREADY_SENT, STILL_SAVING, submission_claim, submission_record, submission_release
 from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.replica import replica_reads
@@ -153,6 +155,10 @@ def problem_new_view(request: HttpRequest) -> HttpResponse:
     initial = {"title": handover.title, "defect_ref": handover.defect_ref} if handover is not None else {}
     form = ProblemForm(request.POST or None, initial=initial, user=request.user)
     if request.method == "POST" and form.is_valid():
+        earlier = submission_claim(request)  # the same form sent twice (a double click) opens one problem
+        if earlier is not None:
+            messages.info(request, ALREADY_SENT if earlier else STILL_SAVING)
+            return redirect(earlier or request.get_full_path())
         data = form.cleaned_data
         try:
             problem = problem_create(
@@ -165,10 +171,16 @@ def problem_new_view(request: HttpRequest) -> HttpResponse:
                 handovers=[handover] if handover is not None else [],
             )
         except DomainError as exc:
+            submission_release(request)
             messages.error(request, exc.detail)
+        except Exception:
+            submission_release(request)
+            raise
         else:
             messages.success(request, "Problem opened.")
-            return redirect("handover:problem-detail", id=problem.public_id)
+            place = reverse("handover:problem-detail", kwargs={"id": problem.public_id})
+            submission_record(request, place)
+            return redirect(place)
     return render(request, "handover/problems/problem_new.html", {"form": form, "handover": handover})
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from handover.core import durations
+from handover.core import durations, once
 from handover.core.pagination import capped_label
 from handover.core.time_format import window_parts
 from runs.attempts.business_state import business_reason_words, run_business_state
@@ -316,3 +316,10 @@ def business_badge(run: Any) -> str:
         format_html(' <span class="small business-reasons">{}</span>', words) if words else "",
         run.status,
     )
+
+
+@register.simple_tag
+def submission_field() -> SafeString:
+    """A create form's one-off hidden ``submission`` token (``handover.core.once``): sent twice, the form
+    creates once."""
+    return format_html('<input type="hidden" name="{}" value="{}">', once.FIELD, once.submission_token())

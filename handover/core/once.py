@@ -1,0 +1,69 @@
+"""A create form sent twice (a double click, a resubmitted page) creates once.
+
+Each create form carries a one-off token (``{% submission_field %}``: a hidden ``submission`` field,
+new at every render). The view claims it before it creates (``submission_claim``) and records where the
+result is (``submission_record``); the same token again answers with that place instead of creating a
+second problem or residual exception. The claim is the cache's atomic ``add`` (Redis in production; the
+embedded file cache is per machine, which is where a double click lands). A post without a token (an
+older page, a script) creates as before. The API's creates are not covered: an API client retries with
+its own idempotency.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+from django.core.cache import cache
+from django.http import HttpRequest
+
+FIELD = "submission"
+KEEP_SECONDS = 3600  # a page left open and sent again within the hour is still recognised
+WAIT_SECONDS = 3.0  # how long a second click waits for the first one's result
+_PENDING = ""
+ALREADY_SENT = "This form was sent twice: it was saved once, shown here."
+STILL_SAVING = "This form was sent twice and its first sending is still being saved: nothing was saved again."
+_TOKEN = re.compile(r"^[0-9a-f]{32}$")
+
+
+def submission_token() -> str:
+    """A new one-off token for a form (32 hex characters)."""
+    return uuid.uuid4().hex
+
+
+def _key(request: HttpRequest, token: str) -> str:
+    return f"submission:{getattr(request.user, 'pk', '')}:{token}"
+
+
+def submission_claim(request: HttpRequest) -> str | None:
+    """Claim the token the form was sent with. Returns None when this is its first sending (or it has no
+    valid token): the view goes on and creates. Otherwise the path the first sending recorded
+    (``submission_record``), waited for up to ``WAIT_SECONDS`` while it is still being saved; ``""``
+    when it recorded none in that time (it failed, or is slow): the view then creates nothing."""
+    token = str(request.POST.get(FIELD, ""))
+    if not _TOKEN.match(token):
+        return None
+    key = _key(request, token)
+    if cache.add(key, _PENDING, KEEP_SECONDS):
+        return None
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        place = cache.get(key, _PENDING)
+        if place or time.monotonic() >= deadline:
+            return str(place or "")
+        time.sleep(0.1)
+
+
+def submission_record(request: HttpRequest, path: str) -> None:
+    """Record ``path`` (where the created record is shown) as the result of the claimed token."""
+    token = str(request.POST.get(FIELD, ""))
+    if _TOKEN.match(token):
+        cache.set(_key(request, token), path, KEEP_SECONDS)
+
+
+def submission_release(request: HttpRequest) -> None:
+    """Forget the claimed token when nothing was created (a refusal): the same page may be sent again."""
+    token = str(request.POST.get(FIELD, ""))
+    if _TOKEN.match(token):
+        cache.delete(_key(request, token))
