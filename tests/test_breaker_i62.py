@@ -194,6 +194,22 @@ def test_the_problem_pages_offer_only_the_teams_the_viewer_may_see() -> None:
     data = {**_edit_form(client, problem.public_id), "owning_team": str(theirs.pk)}
     client.post(f"/problems/{problem.public_id}/edit/", data)
     assert Problem.objects.get(pk=problem.pk).owning_team is None
+    # nor the API: another client's team is not found, as one that does not exist
+    api_edit = client.patch(
+        f"/api/v1/problems/{problem.public_id}/", {"owning_team": theirs.name}, content_type="application/json"
+    )
+    api_new = client.post(
+        "/api/v1/problems/", {"title": "Other", "owning_team": theirs.name}, content_type="application/json"
+    )
+    assert api_edit.status_code == api_new.status_code == 400
+    assert Problem.objects.get(pk=problem.pk).owning_team is None and not Problem.objects.filter(title="Other")
+    assert (
+        client.patch(
+            f"/api/v1/problems/{problem.public_id}/", {"owning_team": mine.name}, content_type="application/json"
+        ).status_code
+        == 200
+    )
+    assert Problem.objects.get(pk=problem.pk).owning_team == mine
 
 
 def _submission(client: Client, url: str) -> str:
@@ -247,3 +263,19 @@ def test_a_create_form_refused_may_be_sent_again_with_the_same_token() -> None:
     assert not handover.residual_exceptions.exists()
     client.post(f"{detail}exceptions/", {**form, "owner": support.username})
     assert handover.residual_exceptions.filter(owner=support).count() == 1
+
+
+def test_the_problem_api_takes_text_only_as_a_json_string() -> None:
+    """The schema says ``string``; DRF's CharField read a number as its digits (found by the API fuzzer)."""
+    run = RunFactory(status=Run.Status.FAILED)
+    support = UserFactory()
+    role_grant(user=support, role="support", obj=run.tenant)
+    client = Client()
+    client.force_login(support)
+
+    answer = client.post(
+        "/api/v1/problems/", {"title": "x", "description": 1.3975787785941452e16}, content_type="application/json"
+    )
+
+    assert answer.status_code == 400 and answer.json()["errors"] == {"description": ["Must be text (a JSON string)."]}
+    assert not Problem.objects.exists()

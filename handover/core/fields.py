@@ -105,3 +105,16 @@ class HttpUrlOrNullField(serializers.URLField):
 
     def to_representation(self, value: Any) -> str | None:  # type: ignore[override]  # null: no link
         return http_url_or_none(value)
+
+
+class TextField(serializers.CharField):
+    """A text field that takes only a JSON string, as the schema says (``type: string``): DRF's
+    ``CharField`` turns a number into its digits, so ``"description": 1.4e16`` was stored as
+    ``"1.4e+16"``. Raises the field's 400 ``invalid`` otherwise."""
+
+    default_error_messages = {"invalid": "Must be text (a JSON string)."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))

@@ -379,6 +379,17 @@ def team_list_visible(*, user: User) -> QuerySet[Team]:
     ).distinct()
 
 
+def team_list_assignable(*, user: User) -> QuerySet[Team]:
+    """Teams ``user`` may name as a problem's owner or filter problems by: those they may see
+    (``team_list_visible``) and every team that owns no job or target (an engineering team, a new team:
+    nothing of any client's shows through it). A team owning only other clients' jobs or targets is left
+    out, as its page is (404)."""
+    visible = team_list_visible(user=user).values("pk")
+    if not user.is_authenticated or not user.is_active:
+        return Team.objects.none()
+    return Team.objects.filter(Q(pk__in=visible) | Q(owned_jobs__isnull=True, owned_targets__isnull=True)).distinct()
+
+
 def team_get(*, user: User, public_id: UUID | str) -> Team | None:
     """The team with ``public_id`` if ``user`` may see it (``team_list_visible``), else None."""
     return team_list_visible(user=user).prefetch_related("members").filter(public_id=public_id).first()

@@ -126,7 +126,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
         responses={201: ProblemRecordDetailSerializer, **WRITE_PROBLEMS},
     )
     def create(self, request: Request) -> Response:
-        data = ProblemCreateInputSerializer(data=request.data)
+        data = ProblemCreateInputSerializer(data=request.data, context={"request": request})
         data.is_valid(raise_exception=True)
         values = data.validated_data
         problem = problem_create(
@@ -157,7 +157,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
     def partial_update(self, request: Request, id: str) -> Response:
         problem = self.get_object()
         problem_require_writer(self._person(), problem=problem)  # before the body is read
-        data = ProblemUpdateInputSerializer(data=request.data)
+        data = ProblemUpdateInputSerializer(data=request.data, context={"request": request, "problem": problem})
         data.is_valid(raise_exception=True)
         problem = problem_update(problem=problem, actor=self._person(), **data.validated_data)
         return self._detail(problem)

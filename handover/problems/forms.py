@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from handover.core.people import Viewer
 from handover.notifications.models import Team
-from handover.ownership.selectors import team_list_visible
+from handover.ownership.selectors import team_list_assignable
 from handover.problems.models import DEFAULT_CLEAN_RUNS_REQUIRED, MAX_CLEAN_RUNS_REQUIRED, Problem
 
 
@@ -35,7 +35,7 @@ class ProblemForm(forms.Form):
 
     def __init__(self, *args: Any, user: Viewer, current_team_id: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        visible = Q(pk__in=team_list_visible(user=user).values("pk")) | Q(pk=current_team_id)
+        visible = Q(pk__in=team_list_assignable(user=user).values("pk")) | Q(pk=current_team_id)
         self.fields["owning_team"].queryset = Team.objects.filter(visible).order_by("name")  # type: ignore[attr-defined]
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
 from rest_framework import serializers
 
-from handover.core.fields import NUL
+from handover.core.fields import NUL, TextField
 from handover.handovers.models import Handover
 from handover.notifications.models import Team
+from handover.ownership.selectors import team_list_assignable
 from handover.problems.clean_runs import TargetProgress
 from handover.problems.models import MAX_CLEAN_RUNS_REQUIRED, Problem, ProblemEvent
 from handover.problems.selectors import ProblemView
@@ -23,10 +25,22 @@ ACTIONS = tuple(Problem.TRANSITIONS)
 
 
 class TeamField(serializers.SlugRelatedField):  # type: ignore[type-arg]
-    """A team by its name; null for no owning team."""
+    """A team by its name; null for no owning team. With a ``request`` in the serializer's context, only a
+    team its user may name (``team_list_assignable``, as the problem pages offer) or the context's ``problem``'s
+    own team: another client's team is not found, as one that does not exist."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(slug_field="name", queryset=Team.objects.all(), allow_null=True, **kwargs)
+
+    def get_queryset(self) -> Any:
+        request = self.context.get("request")
+        if request is None:
+            return Team.objects.all()
+        visible = Q(pk__in=team_list_assignable(user=request.user).values("pk"))
+        problem = self.context.get("problem")
+        if isinstance(problem, Problem) and problem.owning_team_id is not None:
+            visible |= Q(pk=problem.owning_team_id)
+        return Team.objects.filter(visible)
 
     def run_validation(self, data: Any = serializers.empty) -> Any:
         if data == "":  # DRF reads "" as null for related fields; the schema asks for a name or null
@@ -176,9 +190,9 @@ class ProblemRecordDetailSerializer(serializers.Serializer[ProblemView]):
 
 
 class ProblemCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
-    title = serializers.CharField(max_length=300)
-    defect_ref = serializers.CharField(max_length=500, required=False, allow_blank=True, default="")
-    description = serializers.CharField(max_length=20000, required=False, allow_blank=True, default="")
+    title = TextField(max_length=300)
+    defect_ref = TextField(max_length=500, required=False, allow_blank=True, default="")
+    description = TextField(max_length=20000, required=False, allow_blank=True, default="")
     owning_team = TeamField(required=False)
     clean_runs_required = serializers.IntegerField(min_value=1, max_value=MAX_CLEAN_RUNS_REQUIRED, required=False)
     handovers = serializers.ListField(
@@ -187,9 +201,9 @@ class ProblemCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class ProblemUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
-    title = serializers.CharField(max_length=300, required=False)
-    defect_ref = serializers.CharField(max_length=500, required=False, allow_blank=True)
-    description = serializers.CharField(max_length=20000, required=False, allow_blank=True)
+    title = TextField(max_length=300, required=False)
+    defect_ref = TextField(max_length=500, required=False, allow_blank=True)
+    description = TextField(max_length=20000, required=False, allow_blank=True)
     owning_team = TeamField(required=False)
     clean_runs_required = serializers.IntegerField(min_value=1, max_value=MAX_CLEAN_RUNS_REQUIRED, required=False)
 

@@ -27,7 +27,7 @@ from handover.core.replica import replica_reads
 from handover.core.views import form_post, refusals
 from handover.handovers.models import Handover
 from handover.handovers.selectors import handover_get
-from handover.ownership.selectors import team_list_visible
+from handover.ownership.selectors import team_list_assignable
 from handover.problems.export import problem_list_csv, problem_markdown
 from handover.problems.forms import (
     EDIT_FIELDS,
@@ -116,7 +116,7 @@ def problem_list_view(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "filters": filters,
             "statuses": Problem.Status.choices,
-            "teams": team_list_visible(user=request.user).order_by("name"),
+            "teams": team_list_assignable(user=request.user).order_by("name"),
             "query": query.urlencode(),
             "may_create": may_act_anywhere(user=request.user),
         },
