@@ -7,6 +7,7 @@ import html
 import re
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
@@ -25,6 +26,17 @@ from tests.factories import JobFactory, JobTargetFactory, RunFactory, TenantFact
 from tests.handover.helpers import edit_form_data
 
 pytestmark = pytest.mark.django_db
+
+
+def _support_with_handover() -> tuple[Run, User, Handover, Client]:
+    """A failed run, a support person on its tenant, their handover of it and a client signed in as them."""
+    run = RunFactory(status=Run.Status.FAILED)
+    support = UserFactory()
+    role_grant(user=support, role="support", obj=run.tenant)
+    handover = handover_create(actor=support, runs=[run])
+    client = Client()
+    client.force_login(support)
+    return run, support, handover, client
 
 
 @pytest.mark.parametrize("next_value", ["abc", "-1", "home", "logout"])
@@ -56,12 +68,7 @@ def _confirm_all_form(client: Client, handover: Handover) -> dict[str, str]:
 def test_confirming_generated_text_the_evidence_changed_since_the_page_was_read_confirms_nothing() -> None:
     """Confirming is an edit and names its base version: a regeneration in between (a ledger load, another
     person's refresh) changed the text the person read, so nothing is confirmed and the page says so."""
-    run = RunFactory(status=Run.Status.FAILED)
-    support = UserFactory()
-    role_grant(user=support, role="support", obj=run.tenant)
-    handover = handover_create(actor=support, runs=[run])
-    client = Client()
-    client.force_login(support)
+    run, support, handover, client = _support_with_handover()
     form = _confirm_all_form(client, handover)
     read = Handover.objects.get(pk=handover.pk)
     # meanwhile the ledger says what reached the destination, and someone refreshes the generated text
@@ -222,12 +229,7 @@ def _submission(client: Client, url: str) -> str:
 def test_a_create_form_sent_twice_creates_once_and_shows_the_first_result() -> None:
     """A double click on "Open problem" opened two problems, and on "Record" two residual exceptions: each
     form's one-off token (``handover.core.once``) makes the second sending answer with the first's result."""
-    run = RunFactory(status=Run.Status.FAILED)
-    support = UserFactory()
-    role_grant(user=support, role="support", obj=run.tenant)
-    handover = handover_create(actor=support, runs=[run])
-    client = Client()
-    client.force_login(support)
+    run, support, handover, client = _support_with_handover()
     new_url = f"/problems/new/?handover={handover.public_id}"
     problem_form = {"title": "Gateway timeouts", "clean_runs_required": "3", "submission": _submission(client, new_url)}
 

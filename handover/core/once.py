@@ -32,8 +32,10 @@ def submission_token() -> str:
     return uuid.uuid4().hex
 
 
-def _key(request: HttpRequest, token: str) -> str:
-    return f"submission:{getattr(request.user, 'pk', '')}:{token}"
+def _key(request: HttpRequest) -> str | None:
+    """The cache key of the token ``request`` was sent with (per person); None without a valid token."""
+    token = str(request.POST.get(FIELD, ""))
+    return f"submission:{getattr(request.user, 'pk', '')}:{token}" if _TOKEN.match(token) else None
 
 
 def submission_claim(request: HttpRequest) -> str | None:
@@ -41,10 +43,9 @@ def submission_claim(request: HttpRequest) -> str | None:
     valid token): the view goes on and creates. Otherwise the path the first sending recorded
     (``submission_record``), waited for up to ``WAIT_SECONDS`` while it is still being saved; ``""``
     when it recorded none in that time (it failed, or is slow): the view then creates nothing."""
-    token = str(request.POST.get(FIELD, ""))
-    if not _TOKEN.match(token):
+    key = _key(request)
+    if key is None:
         return None
-    key = _key(request, token)
     if cache.add(key, _PENDING, KEEP_SECONDS):
         return None
     deadline = time.monotonic() + WAIT_SECONDS
@@ -57,13 +58,13 @@ def submission_claim(request: HttpRequest) -> str | None:
 
 def submission_record(request: HttpRequest, path: str) -> None:
     """Record ``path`` (where the created record is shown) as the result of the claimed token."""
-    token = str(request.POST.get(FIELD, ""))
-    if _TOKEN.match(token):
-        cache.set(_key(request, token), path, KEEP_SECONDS)
+    key = _key(request)
+    if key is not None:
+        cache.set(key, path, KEEP_SECONDS)
 
 
 def submission_release(request: HttpRequest) -> None:
     """Forget the claimed token when nothing was created (a refusal): the same page may be sent again."""
-    token = str(request.POST.get(FIELD, ""))
-    if _TOKEN.match(token):
-        cache.delete(_key(request, token))
+    key = _key(request)
+    if key is not None:
+        cache.delete(key)
