@@ -58,7 +58,7 @@ from runs.catalog.forms import (
 from runs.catalog.keys import source_can_sign
 from runs.catalog.models import Integration, IntegrationKey
 from runs.catalog.services import IssuedKey, integration_key_create, integration_key_url
-from runs.catalog.settings_checks import integration_field_errors
+from runs.catalog.settings_checks import integration_field_messages
 from runs.catalog.transport import integration_transport, integration_transport_update
 
 
@@ -97,13 +97,7 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
             ),
             "settings_problems": settings_wrong,
             # transport, security or mapping stored before its check (or around the admin): read as default
-            "field_problems": [
-                f"{field}: {message}"
-                for field, messages in sorted(
-                    integration_field_errors(source=integration.source, settings=integration.settings).items()
-                )
-                for message in messages
-            ],
+            "field_problems": integration_field_messages(source=integration.source, settings=integration.settings),
             "keys": keys,
             "deliveries": delivery_list_recent(integration=integration),
             # custom mappings, completeness, keys issued from the page

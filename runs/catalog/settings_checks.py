@@ -46,5 +46,10 @@ def integration_settings_messages(*, source: str, settings: Any) -> list[str]:
     written."""
     shape = settings_problems(source_default_settings(source), settings)
     messages = [f"{key or 'The settings'} {problem}." for key, problem in sorted(shape.items())]
+    return messages + integration_field_messages(source=source, settings=settings)
+
+
+def integration_field_messages(*, source: str, settings: Any) -> list[str]:
+    """``integration_field_errors`` as ``"<field>: <message>"`` sentences, sorted by field."""
     fields = integration_field_errors(source=source, settings=settings)
-    return messages + [f"{field}: {message}" for field, problems in sorted(fields.items()) for message in problems]
+    return [f"{field}: {message}" for field, problems in sorted(fields.items()) for message in problems]
