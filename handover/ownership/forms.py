@@ -11,9 +11,11 @@ from handover.notifications.models import Team
 
 
 class OwnershipForm(forms.Form):
-    """Team and escalation owner for a job, or (``target`` set) for one of its targets."""
+    """Team and escalation owner for a job, or (``target`` set) for one of its targets; ``based_on``: the
+    owners the page showed (``handover.core.edits``)."""
 
     target = forms.UUIDField(required=False, widget=forms.HiddenInput)
+    based_on = forms.CharField(required=False, widget=forms.HiddenInput)
     team = forms.ModelChoiceField(
         queryset=Team.objects.order_by("name"),
         to_field_name="public_id",

@@ -10,6 +10,7 @@ inserting transaction writes the ``aged_work_escalated`` timeline event and the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -20,6 +21,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from guardian.shortcuts import get_users_with_perms
 
+from handover.core.edits import edit_merge
 from handover.core.errors import DomainError, Forbidden, NotFound
 from handover.core.people import Person
 from handover.core.rows import row_insert_unless_conflict
@@ -62,6 +64,43 @@ def _words(team: Team | None, person: Person | None) -> str:
     return f"team {team.name if team else '(none)'}, escalation owner {person.get_username() if person else '(none)'}"
 
 
+def ownership_values(row: JobOwnership | TargetOwnership | None) -> dict[str, str | None]:
+    """A job's or target's own owners as an ownership form's base (``handover.core.edits``): ``team`` (its
+    public id) and ``escalation_owner`` (the username), None where unset or there is no row."""
+    if row is None:
+        return {"team": None, "escalation_owner": None}
+    return {
+        "team": str(row.team.public_id) if row.team is not None else None,
+        "escalation_owner": row.escalation_owner.get_username() if row.escalation_owner is not None else None,
+    }
+
+
+def _owners_merge(
+    row: JobOwnership | TargetOwnership | None,
+    team: Team | None,
+    escalation_owner: Person | None,
+    based_on: Mapping[str, str | None] | None,
+    what: str,
+) -> tuple[Team | None, Person | None]:
+    """The team and escalation owner to store on ``row`` (locked), leaving what someone else set meanwhile
+    and this person left as shown (``edit_merge``; raises ``EditedMeanwhile`` when both changed one)."""
+    posted = {
+        "team": str(team.public_id) if team is not None else None,
+        "escalation_owner": escalation_owner.get_username() if escalation_owner is not None else None,
+    }
+    kept = edit_merge(
+        posted=posted,
+        based_on=based_on,
+        current=ownership_values(row),
+        labels={"team": "the owning team", "escalation_owner": "the escalation owner"},
+        what=what,
+    )
+    return (
+        team if "team" in kept or row is None else row.team,
+        escalation_owner if "escalation_owner" in kept or row is None else row.escalation_owner,
+    )
+
+
 def job_ownership_set(
     *,
     actor: Person,
@@ -69,19 +108,23 @@ def job_ownership_set(
     team: Team | None,
     escalation_owner: Person | None,
     at: datetime | None = None,
+    based_on: Mapping[str, str | None] | None = None,
 ) -> JobOwnership:
     """Name ``job``'s owning team and escalation owner (None clears either); returns the row.
 
-    ``at`` (UTC; default now) is when it was set (the demo passes fixed dates). Raises Forbidden (403)
-    unless ``actor`` is an admin or a technical owner of the job (``may_manage_job_ownership``), and
-    DomainError for an inactive escalation owner. Side effects: the JobOwnership row and, when
-    something changed, one ``ownership_changed`` event on the job's timeline.
+    ``at`` (UTC; default now) is when it was set (the demo passes fixed dates). ``based_on``: the owners
+    the form showed (``ownership_values``): one left as shown keeps what someone else set meanwhile,
+    one both changed raises ``EditedMeanwhile`` (409, ``handover.core.edits``); None sets both. Raises
+    Forbidden (403) unless ``actor`` is an admin or a technical owner of the job
+    (``may_manage_job_ownership``), and DomainError for an inactive escalation owner. Side effects: the
+    JobOwnership row and, when something changed, one ``ownership_changed`` event on the job's timeline.
     """
     _require_manage(actor=actor, job=job)
     _check_person(escalation_owner)
     at = at or timezone.now()
     with transaction.atomic():
         row = JobOwnership.objects.select_for_update().filter(job=job).first()
+        team, escalation_owner = _owners_merge(row, team, escalation_owner, based_on, f"job {job.key}")
         before = (row.team_id, row.escalation_owner_id) if row is not None else (None, None)
         after = (team.pk if team else None, escalation_owner.pk if escalation_owner else None)
         if row is None:
@@ -108,10 +151,11 @@ def target_ownership_set(
     team: Team | None,
     escalation_owner: Person | None,
     at: datetime | None = None,
+    based_on: Mapping[str, str | None] | None = None,
 ) -> TargetOwnership:
     """Name ``target``'s own owning team and escalation owner (None falls back to the job's); returns the row.
 
-    Same rules and errors as ``job_ownership_set`` (the target's job decides who may; a target the
+    Same rules, ``based_on`` and errors as ``job_ownership_set`` (the target's job decides who may; a target the
     actor may not see raises NotFound). Side effects: the TargetOwnership row and, when something
     changed, one ``ownership_changed`` event on the job's timeline with the target's tenant.
     """
@@ -122,6 +166,8 @@ def target_ownership_set(
     at = at or timezone.now()
     with transaction.atomic():
         row = TargetOwnership.objects.select_for_update().filter(target=target).first()
+        where = f"{target.tenant.slug} · {target.environment}"
+        team, escalation_owner = _owners_merge(row, team, escalation_owner, based_on, where)
         before = (row.team_id, row.escalation_owner_id) if row is not None else (None, None)
         after = (team.pk if team else None, escalation_owner.pk if escalation_owner else None)
         if row is None:

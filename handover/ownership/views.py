@@ -14,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 
+from handover.core.edits import BASE_FIELD, edit_base_field, edit_base_read
 from handover.core.errors import DomainError
 from handover.core.people import Person
 from handover.ownership.forms import OwnershipForm
@@ -29,7 +30,7 @@ from handover.ownership.selectors import (
     team_get,
     team_list_visible,
 )
-from handover.ownership.services import job_ownership_set, ladder_steps, target_ownership_set
+from handover.ownership.services import job_ownership_set, ladder_steps, ownership_values, target_ownership_set
 from runs.catalog.selectors import job_get, target_list_visible
 from runs.permissions import may_manage_job_ownership
 
@@ -40,9 +41,10 @@ def _person(request: HttpRequest) -> Person:
 
 
 def _initial(row: JobOwnership | TargetOwnership | None) -> dict[str, object]:
+    base: dict[str, object] = {BASE_FIELD: edit_base_field(ownership_values(row))}
     if row is None:
-        return {}
-    return {"team": row.team, "escalation_owner": row.escalation_owner}
+        return base
+    return {"team": row.team, "escalation_owner": row.escalation_owner, **base}
 
 
 @login_required
@@ -56,6 +58,7 @@ def job_ownership_view(request: HttpRequest, id: str) -> HttpResponse:
         form = OwnershipForm(request.POST)
         if form.is_valid():
             data = form.cleaned_data
+            base = edit_base_read(request.POST, ["team", "escalation_owner"])
             try:
                 if data["target"]:
                     target = next((t for t in targets if t.public_id == data["target"]), None)
@@ -66,11 +69,16 @@ def job_ownership_view(request: HttpRequest, id: str) -> HttpResponse:
                         target=target,
                         team=data["team"],
                         escalation_owner=data["escalation_owner"],
+                        based_on=base,
                     )
                     messages.success(request, f"Ownership of {target.tenant.slug} · {target.environment} saved.")
                 else:
                     job_ownership_set(
-                        actor=_person(request), job=job, team=data["team"], escalation_owner=data["escalation_owner"]
+                        actor=_person(request),
+                        job=job,
+                        team=data["team"],
+                        escalation_owner=data["escalation_owner"],
+                        based_on=base,
                     )
                     messages.success(request, f"Ownership of {job.key} saved.")
             except DomainError as exc:

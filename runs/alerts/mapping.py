@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from handover.core.edits import edit_merge
 from handover.core.errors import Conflict, DomainError, InvalidTransition
 from handover.core.people import Person
 from runs.alerts.correlation import record_correlates
@@ -423,12 +424,17 @@ def integration_custom_update(
     require_samples: bool = False,
     is_active: bool | None = None,
     actor: Person | None = None,
+    based_on: Mapping[str, Any] | None = None,
 ) -> Integration:
     """Change a custom integration's name, activity or mapping (a mapping only once it compiles and maps).
 
     With ``require_samples`` (the editor page) at least one sample must be given; every given sample
-    must map without a problem. Other settings keys are kept. Raises ``InvalidTransition`` for a
-    built-in integration, ``MappingInvalid`` and ``Conflict`` (name taken). Updates the row in place.
+    must map without a problem. Other settings keys are kept, as stored when the row is locked (never
+    as read before: another editor's security or transport change stays). ``based_on``:
+    ``{"mapping": <the mapping the editor showed>}``; a mapping someone else saved meanwhile is not
+    overwritten (``EditedMeanwhile``, ``handover.core.edits``), None checks nothing. Raises
+    ``InvalidTransition`` for a built-in integration, ``MappingInvalid`` and ``Conflict`` (name taken).
+    Updates the row in place.
     """
     if integration.source != SOURCE:
         raise InvalidTransition(
@@ -437,9 +443,6 @@ def integration_custom_update(
     values: dict[str, Any] = {}
     if mapping is not None:
         _check(mapping, samples, require_samples=require_samples)
-        # the settings are free JSON (``integration_mapping``): anything but an object holds no other key
-        own = integration.settings if isinstance(integration.settings, Mapping) else {}
-        values["settings"] = {**own, "mapping": dict(mapping)}
     if name is not None and name.strip() != integration.name:
         name = name.strip()
         if not name:
@@ -449,10 +452,24 @@ def integration_custom_update(
         values["name"] = name
     if is_active is not None:
         values["is_active"] = is_active
-    if values:
-        with transaction.atomic():
+    with transaction.atomic():
+        if mapping is not None:
+            locked = Integration.objects.select_for_update().get(pk=integration.pk)
+            kept = edit_merge(
+                posted={"mapping": dict(mapping)},
+                based_on=based_on,
+                current={"mapping": integration_mapping(locked)},
+                labels={"mapping": "the mapping"},
+                what=f"integration {locked.name}",
+            )
+            if "mapping" in kept:
+                # the settings are free JSON (``integration_mapping``): anything but an object holds no other key
+                own = locked.settings if isinstance(locked.settings, Mapping) else {}
+                values["settings"] = {**own, "mapping": dict(mapping)}
+        if values:
             # ``updated_at`` too: the ingest path's key cache re-reads an integration whose version moved
             Integration.objects.filter(pk=integration.pk).update(**values, updated_at=timezone.now())
+    if values:
         for key, value in values.items():
             setattr(integration, key, value)
         logger.info(

@@ -11,10 +11,12 @@ adapter's default. Custom integrations keep their mapping elsewhere (``runs.aler
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import transaction
 
+from handover.core.edits import edit_merge
 from handover.core.errors import DomainError
 from handover.core.people import Person
 from runs.alerts.parsers.base import settings_problems
@@ -32,6 +34,13 @@ def integration_conventions(*, integration: Integration) -> dict[str, Any]:
     defaults = source_default_settings(integration.source)
     own = integration.settings if isinstance(integration.settings, dict) else {}
     return {k: own.get(k, v) for k, v in defaults.items() if k not in NOT_CONVENTIONS and _editable(v)}
+
+
+def convention_text(value: Any) -> str:
+    """A convention's value as the integration page shows and reads it: a list as ``a, b``, None as ``""``."""
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return "" if value is None else str(value)
 
 
 def _editable(value: Any) -> bool:
@@ -59,14 +68,21 @@ def _clean(value: Any) -> tuple[Any, str | None]:
 
 
 def integration_conventions_update(
-    *, integration: Integration, actor: Person | None, values: dict[str, Any]
+    *,
+    integration: Integration,
+    actor: Person | None,
+    values: dict[str, Any],
+    based_on: Mapping[str, str] | None = None,
 ) -> Integration:
     """Set some of an integration's conventions; an empty value (None, "", []) returns a key to its default.
 
     ``values``: key -> a string or a list of strings (tried in order). Keys are those of the source's
-    adapter ``DEFAULT_SETTINGS`` (``integration_conventions``). Raises ``DomainError`` (``errors`` per
-    key) for an unknown key or a value that is not a path, template or name. Side effects: the
-    integration's ``settings``; an AuditEvent ``integration_update`` naming the keys changed.
+    adapter ``DEFAULT_SETTINGS`` (``integration_conventions``). ``based_on``: key -> the value the page
+    showed (``convention_text``) for the keys it posts; a key someone else changed meanwhile to another
+    value is refused (``EditedMeanwhile``, ``handover.core.edits``) and nothing is saved; None checks
+    nothing. Raises ``DomainError`` (``errors`` per key) for an unknown key or a value that is not a
+    path, template or name. Side effects: the integration's ``settings``; an AuditEvent
+    ``integration_update`` naming the keys changed.
     """
     allowed = integration_conventions(integration=integration)
     defaults = source_default_settings(integration.source)
@@ -85,6 +101,14 @@ def integration_conventions_update(
         raise DomainError("Check the integration's conventions.", errors=errors)
     with transaction.atomic():
         locked = Integration.objects.select_for_update().get(pk=integration.pk)
+        if based_on is not None:
+            in_force = integration_conventions(integration=locked)
+            edit_merge(
+                posted={k: convention_text(v) for k, v in cleaned.items()},
+                based_on=based_on,
+                current={k: convention_text(v) for k, v in in_force.items()},
+                what=f"integration {locked.name}'s conventions",
+            )
         current = dict(locked.settings) if isinstance(locked.settings, dict) else {}
         changed = []
         for key, value in cleaned.items():

@@ -43,7 +43,11 @@ class IntegrationKeyCreateForm(_KeyFields):
 
 
 class IntegrationTransportForm(forms.Form):
-    """An integration's transport settings: GET ingestion and the body decoder (docs/integrations/transport.md)."""
+    """An integration's transport settings: GET ingestion and the body decoder (docs/integrations/transport.md).
+
+    ``based_on``: the values the page showed (``handover.core.edits``)."""
+
+    based_on = forms.CharField(required=False, widget=forms.HiddenInput)
 
     allow_get = forms.BooleanField(required=False, label="Accept GET reports (status in the query string; URL keys)")
     decoder_kind = forms.ChoiceField(choices=[(d, d) for d in DECODERS], initial="json", label="Body decoder")
@@ -91,7 +95,10 @@ class IntegrationCustomCreateForm(_KeyFields):
 
 
 class IntegrationMappingForm(forms.Form):
-    """The mapping editor: the mapping, a pasted sample and recent deliveries to try it on."""
+    """The mapping editor: the mapping, a pasted sample and recent deliveries to try it on; ``based_on``: the
+    stored mapping the page showed (``handover.core.edits``)."""
+
+    based_on = forms.CharField(required=False, widget=forms.HiddenInput)
 
     mapping = forms.CharField(widget=forms.Textarea(attrs={"rows": 24, "class": "mono", "spellcheck": "false"}))
     sample = forms.CharField(

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.http import require_http_methods, require_POST
 
+from handover.core.edits import BASE_FIELD, EditedMeanwhile, edit_base_field, edit_base_read
 from handover.core.errors import DomainError
 from handover.core.one_time import one_time_pop, one_time_stash
 from handover.core.people import person_or_none, signed_in
@@ -48,7 +49,7 @@ from runs.alerts.parsers.custom.vocabulary import (
 from runs.alerts.parsers.registry import available_sources, integration_settings_in_force
 from runs.alerts.refusals import REFUSED_KEEP_DAYS, refused_request_summary, refused_request_summary_by_source
 from runs.alerts.selectors import alert_completeness, alert_count_unmatched, delivery_list_recent, integration_list
-from runs.catalog.conventions import integration_conventions, integration_conventions_update
+from runs.catalog.conventions import convention_text, integration_conventions, integration_conventions_update
 from runs.catalog.forms import (
     IntegrationCustomCreateForm,
     IntegrationKeyCreateForm,
@@ -59,7 +60,7 @@ from runs.catalog.keys import source_can_sign
 from runs.catalog.models import Integration, IntegrationKey
 from runs.catalog.services import IssuedKey, integration_key_create, integration_key_url
 from runs.catalog.settings_checks import integration_field_messages
-from runs.catalog.transport import integration_transport, integration_transport_update
+from runs.catalog.transport import integration_transport, integration_transport_update, transport_values
 
 
 @staff_member_required
@@ -85,6 +86,7 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
     keys = integration.keys.prefetch_related("tenants").order_by("-created_at")
     is_custom = integration.source == SOURCE
     transport = integration_transport(integration=integration)
+    conventions = [] if is_custom else _convention_rows(integration)
     return render(
         request,
         "runs/catalog/integration_detail.html",
@@ -112,46 +114,53 @@ def integration_detail_view(request: HttpRequest, id: str) -> HttpResponse:
                     "allow_get": transport.allow_get,
                     "decoder_kind": transport.decoder.get("kind", "json"),
                     "item_types": ", ".join(transport.decoder.get("item_types", [])),
+                    BASE_FIELD: edit_base_field(transport_values(transport)),
                 }
             ),
             "refused": refused_request_summary(integration=integration),
             "keep_days": REFUSED_KEEP_DAYS,
             "can_sign": source_can_sign(integration.source),
             # built-in sources: where the adapter reads each field, editable as named fields
-            "conventions": [] if is_custom else _convention_rows(integration),
+            "conventions": conventions,
+            "conventions_base": edit_base_field({key: shown for key, shown, _ in conventions}),
         },
     )
 
 
 def _convention_rows(integration: Integration) -> list[tuple[str, str, bool]]:
     """(key, value as typed in the page, whether it is a list) for each convention in force."""
-    rows = []
-    for key, value in integration_conventions(integration=integration).items():
-        is_list = isinstance(value, list)
-        shown = ", ".join(str(v) for v in value) if is_list else ("" if value is None else str(value))
-        rows.append((key, shown, is_list))
-    return rows
+    return [
+        (key, convention_text(value), isinstance(value, list))
+        for key, value in integration_conventions(integration=integration).items()
+    ]
 
 
 @staff_member_required
 @require_POST
 def integration_conventions_view(request: HttpRequest, id: str) -> HttpResponse:
-    """Admins: set a built-in integration's conventions (where its adapter reads each field); audited."""
+    """Admins: set a built-in integration's conventions (where its adapter reads each field); audited.
+
+    Only the fields changed from what the page showed (``based_on``; without it, from what is stored
+    now) are saved; one someone else changed meanwhile is refused (``handover.core.edits``)."""
     integration = get_object_or_404(integration_list(user=request.user), public_id=id)
+    rows = _convention_rows(integration)
+    base = edit_base_read(request.POST, [key for key, _, _ in rows], lambda _, v: str(v))
     values: dict[str, object] = {}
-    for key, shown, is_list in _convention_rows(integration):
-        if f"conv_{key}" not in request.POST or request.POST[f"conv_{key}"].strip() == shown:
+    for key, shown, is_list in rows:
+        raw = request.POST.get(f"conv_{key}")
+        if raw is None or raw.strip() == (base or {}).get(key, shown):
             continue  # unchanged: a default stays a default
-        raw = request.POST[f"conv_{key}"].strip()
-        values[key] = [part.strip() for part in raw.split(",") if part.strip()] if is_list else raw
+        values[key] = [part.strip() for part in raw.split(",") if part.strip()] if is_list else raw.strip()
     try:
         integration_conventions_update(
             integration=integration,
             actor=person_or_none(request.user),
             values=values,
+            based_on=None if base is None else {k: base[k] for k in values if k in base},
         )
     except DomainError as exc:
-        messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in (exc.errors or {}).items()))
+        errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in (exc.errors or {}).items())
+        messages.error(request, exc.detail if isinstance(exc, EditedMeanwhile) else errors)
     else:
         messages.success(request, "Conventions saved. Reprocess unmatched alerts to apply them to what is waiting.")
     return redirect("runs:integration-detail", id=integration.public_id)
@@ -287,6 +296,7 @@ def integration_transport_view(request: HttpRequest, id: str) -> HttpResponse:
             allow_get=data["allow_get"],
             decoder_kind=data["decoder_kind"],
             item_types=[t for t in data["item_types"].split(",") if t.strip()],
+            based_on=edit_base_read(request.POST, ["allow_get", "decoder"]),
         )
     except DomainError as exc:
         messages.error(request, " ".join(e for errors in (exc.errors or {"": [exc.detail]}).values() for e in errors))
@@ -341,7 +351,11 @@ def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
     current = integration_mapping(integration)
     # Pre-tick the newest delivery that was parsed: a rejected or failed one can never map (Save would refuse)
     mappable = [str(d.public_id) for d in recent if d.outcome == Delivery.Outcome.PROCESSED][:1]
-    initial = {"mapping": _pretty(current), "deliveries": picked or mappable}
+    initial = {
+        "mapping": _pretty(current),
+        "deliveries": picked or mappable,
+        BASE_FIELD: edit_base_field({"mapping": current}),
+    }
     # ?catalogue=<name>: start from a ready-made mapping and its first JSON sample (nothing saved until Save)
     entry = catalogue_entry(request.GET.get("catalogue", "")) if request.method != "POST" else None
     entry_sample = next((json.dumps(x["body"], indent=2) for x in entry.samples if "body" in x), "") if entry else ""
@@ -384,9 +398,11 @@ def integration_mapping_view(request: HttpRequest, id: str) -> HttpResponse:
                     samples=samples,
                     require_samples=True,
                     actor=signed_in(request.user),
+                    based_on=edit_base_read(request.POST, ["mapping"]),
                 )
             except DomainError as exc:
-                context["save_errors"] = exc.errors or {"": [exc.detail]}
+                refused = isinstance(exc, EditedMeanwhile) or not exc.errors
+                context["save_errors"] = {"": [exc.detail]} if refused else exc.errors
             else:
                 messages.success(
                     request, f"Mapping saved: {len(samples)} sample(s) map. Reprocess unmatched alerts now."

@@ -13,13 +13,15 @@ deployment change: set the new value, restart the web processes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from handover.core.edits import edit_merge
 from handover.core.errors import DomainError, InvalidTransition
 from handover.core.people import Person
 from handover.env import env
@@ -40,6 +42,16 @@ SIGNATURE_DEFAULTS: dict[str, Any] = {
     "signature_scheme": "ts:body",
     "signature_algorithm": "sha256",
     "signature_encoding": "hex",
+}
+SECURITY_LABELS = {
+    "redact_names": "the redaction names",
+    "signing_secret_env": "the signing secret variable",
+    "signature_header": "the signature header",
+    "timestamp_header": "the timestamp header",
+    "signature_tolerance_seconds": "the largest timestamp age",
+    "signature_scheme": "the signature scheme",
+    "signature_algorithm": "the signature algorithm",
+    "signature_encoding": "the signature encoding",
 }
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 _REDACT_NAME = re.compile(r"^[\w.\-]{1,100}$")
@@ -126,6 +138,14 @@ def integration_security(*, integration: Integration) -> IntegrationSecurity:
     )
 
 
+def security_values(security: IntegrationSecurity) -> dict[str, Any]:
+    """``security`` as the field -> value mapping ``integration_security_update`` compares and stores
+    (``redact_names`` a list): a security page's base (``handover.core.edits``)."""
+    values = asdict(security)
+    values["redact_names"] = list(security.redact_names)
+    return values
+
+
 def _choice(raw: dict[str, Any], name: str, allowed: tuple[str, ...]) -> str:
     value = raw.get(name)
     return value if isinstance(value, str) and value in allowed else str(SIGNATURE_DEFAULTS[name])
@@ -209,6 +229,7 @@ def integration_security_update(
     signature_scheme: str = "ts:body",
     signature_algorithm: str = "sha256",
     signature_encoding: str = "hex",
+    based_on: Mapping[str, Any] | None = None,
 ) -> Integration:
     """Set an integration's extra redaction names and its optional signature verification.
 
@@ -218,7 +239,9 @@ def integration_security_update(
     ``signature_scheme``, ``signature_algorithm`` and ``signature_encoding`` are among
     ``runs.alerts.signatures``' values. Requiring signatures of a source whose senders cannot sign
     (``source_can_sign``) is refused: every post would be refused. Raises ``DomainError`` (with
-    ``errors`` per field) on bad input. Side effects: the
+    ``errors`` per field) on bad input. ``based_on``: the values the page showed (``security_values``),
+    so that a field left as shown keeps what someone else saved meanwhile (``edit_merge``; raises
+    ``EditedMeanwhile`` when both changed one field); None writes every value. Side effects: the
     integration's ``settings`` keys above; an AuditEvent ``integration_update`` naming what
     changed (the variable's name, never its value).
     """
@@ -243,9 +266,16 @@ def integration_security_update(
         locked = Integration.objects.select_for_update().get(pk=integration.pk)
         current = dict(locked.settings) if isinstance(locked.settings, dict) else {}
         before = integration_security(integration=locked)
-        changed = {k: v for k, v in wanted.items() if current.get(k, SIGNATURE_DEFAULTS.get(k, [])) != v}
+        kept = edit_merge(
+            posted=wanted,
+            based_on=based_on,
+            current=security_values(before),
+            labels=SECURITY_LABELS,
+            what=f"integration {locked.name}'s security settings",
+        )
+        changed = {k: v for k, v in kept.items() if current.get(k, SIGNATURE_DEFAULTS.get(k, [])) != v}
         if changed:
-            current.update(wanted)
+            current.update(kept)
             locked.settings = current
             locked.save(update_fields=["settings", "updated_at"])
             audit_record(
@@ -257,7 +287,7 @@ def integration_security_update(
                 data={
                     "changed": sorted(changed),
                     "before": {k: getattr(before, k) for k in sorted(changed)},
-                    "after": {k: v for k, v in wanted.items() if k in changed},
+                    "after": {k: v for k, v in kept.items() if k in changed},
                 },
             )
     integration.refresh_from_db()

@@ -98,7 +98,12 @@ class IntegrationKeyRotateForm(forms.Form):
 
 
 class IntegrationSecurityForm(forms.Form):
-    """Extra redaction names and optional signature verification of one integration."""
+    """Extra redaction names and optional signature verification of one integration.
+
+    ``based_on``: the values the page showed (``handover.core.edits``), so that a save never puts
+    back a value someone else changed meanwhile."""
+
+    based_on = forms.CharField(required=False, widget=forms.HiddenInput)
 
     redact_names = forms.CharField(
         required=False,

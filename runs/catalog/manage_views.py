@@ -12,12 +12,15 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from handover.core.edits import BASE_FIELD, EditedMeanwhile, edit_base_field, edit_base_read
 from handover.core.errors import DomainError
 from handover.core.one_time import one_time_pop, one_time_stash
 from runs.catalog.keys import (
+    SECURITY_LABELS,
     integration_key_rotate,
     integration_security,
     integration_security_update,
+    security_values,
     signing_secret,
 )
 from runs.catalog.manage_forms import (
@@ -208,6 +211,7 @@ def integration_security_view(request: HttpRequest, id: str) -> HttpResponse:
         "signature_scheme": security.signature_scheme,
         "signature_algorithm": security.signature_algorithm,
         "signature_encoding": security.signature_encoding,
+        BASE_FIELD: edit_base_field(security_values(security)),
     }
     form = IntegrationSecurityForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST" and form.is_valid():
@@ -225,8 +229,11 @@ def integration_security_view(request: HttpRequest, id: str) -> HttpResponse:
                 signature_scheme=data["signature_scheme"] or "ts:body",
                 signature_algorithm=data["signature_algorithm"] or "sha256",
                 signature_encoding=data["signature_encoding"] or "hex",
+                based_on=edit_base_read(request.POST, SECURITY_LABELS),
             )
         except DomainError as exc:
+            if isinstance(exc, EditedMeanwhile):
+                form.add_error(None, exc.detail)
             for field, errors in exc.errors.items():
                 form.add_error(field if field in form.fields else None, errors)
         else:

@@ -9,11 +9,13 @@ The guide for senders: docs/integrations/transport.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 
+from handover.core.edits import edit_merge
 from handover.core.errors import DomainError
 from handover.core.people import Person
 from runs.alerts.decoders import decoder_problem
@@ -66,6 +68,12 @@ def transport_errors(raw: Any) -> dict[str, list[str]]:
     return errors
 
 
+def transport_values(transport: IntegrationTransport) -> dict[str, Any]:
+    """``transport`` as the field -> value mapping ``integration_transport_update`` compares and stores:
+    a transport form's base (``handover.core.edits``)."""
+    return {"allow_get": transport.allow_get, "decoder": dict(transport.decoder)}
+
+
 def integration_transport_update(
     *,
     integration: Integration,
@@ -73,14 +81,17 @@ def integration_transport_update(
     allow_get: bool,
     decoder_kind: str = "json",
     item_types: list[str] | None = None,
+    based_on: Mapping[str, Any] | None = None,
 ) -> Integration:
     """Set whether GET ingestion is allowed and which decoder reads the integration's posts.
 
     ``decoder_kind``: ``json``, ``ndjson``, ``envelope`` or ``form`` (``runs.alerts.decoders``);
     ``item_types``: for ``envelope``, the item types kept (empty: all). Raises ``DomainError`` (with
-    ``errors`` per field) for a bad decoder. Side effects: ``settings["transport"]``; an AuditEvent
-    ``integration_update`` naming what changed. Stored bodies are decoded again on reprocessing, so a
-    decoder change applies to reprocessed deliveries too.
+    ``errors`` per field) for a bad decoder. ``based_on``: the values the page showed
+    (``transport_values``): a value left as shown keeps what someone else saved meanwhile, one both
+    changed raises ``EditedMeanwhile`` (``handover.core.edits``); None writes both. Side effects:
+    ``settings["transport"]``; an AuditEvent ``integration_update`` naming what changed. Stored bodies
+    are decoded again on reprocessing, so a decoder change applies to reprocessed deliveries too.
     """
     decoder: dict[str, Any] = {"kind": decoder_kind}
     types = sorted({t.strip() for t in (item_types or []) if t.strip()})
@@ -93,6 +104,14 @@ def integration_transport_update(
     with transaction.atomic():
         locked = Integration.objects.select_for_update().get(pk=integration.pk)
         before = integration_transport(integration=locked)
+        kept = edit_merge(
+            posted=wanted,
+            based_on=based_on,
+            current=transport_values(before),
+            labels={"allow_get": "GET ingestion", "decoder": "the body decoder"},
+            what=f"integration {locked.name}'s transport",
+        )
+        wanted = {**transport_values(before), **kept}
         changed = sorted(k for k, v in wanted.items() if getattr(before, k) != v)
         if changed:
             current = dict(locked.settings) if isinstance(locked.settings, dict) else {}

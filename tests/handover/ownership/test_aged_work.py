@@ -23,6 +23,7 @@ from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent
 from tests.factories import NextRunCheckFactory, UserFactory
 from tests.handover.helpers import LedgerLoader, World
+from tests.page_forms import page_form
 
 pytestmark = pytest.mark.django_db
 T = datetime(2026, 11, 28, 6, 0, tzinfo=UTC)  # when the world's run failed, for these tests
@@ -323,3 +324,26 @@ def test_an_overdue_check_is_escalated_on_its_jobs_timeline_with_its_tenant(worl
     assert event.data["kind"] == "overdue_check" and event.data["subject"] == str(check.public_id)
     assert event.summary.startswith("Aged work escalated (reminder 1 of 3): next-run check overdue, 1 day old")
     assert {n.link for n in Notification.objects.filter(event="aged_work")} == {f"/checks/{check.public_id}/"}
+
+
+def test_a_stale_ownership_form_keeps_the_team_another_owner_set_and_refuses_a_clash(world: World) -> None:
+    """The owner and an admin open the job's ownership page. The admin names Billing; the owner, on the
+    page opened before, names an escalation owner only: Billing stays. The owner then names another team
+    on that same stale page: refused, nothing changed (``handover.core.edits``)."""
+    billing, payments = Team.objects.create(name="Billing"), Team.objects.create(name="Payments")
+    url = f"/jobs/{world.job.public_id}/ownership/"
+    owner, admin = client_for(world.owner), client_for(UserFactory(admin=True))
+    stale, fresh = page_form(owner, url), page_form(admin, url)
+    fresh["team"] = str(billing.public_id)
+    admin.post(url, fresh)
+
+    stale["escalation_owner"] = "olga-owner"
+    owner.post(url, stale)
+    row = JobOwnership.objects.get(job=world.job)
+    assert (row.team, row.escalation_owner) == (billing, world.owner)
+
+    stale["team"] = str(payments.public_id)
+    page = owner.post(url, stale, follow=True).content.decode()
+    assert "Someone changed the owning team of job nightly-invoice-export" in page
+    assert JobOwnership.objects.get(job=world.job).team == billing
+    assert TimelineEvent.objects.filter(kind="ownership_changed").count() == 2
