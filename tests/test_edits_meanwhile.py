@@ -199,3 +199,26 @@ def test_saving_a_mapping_keeps_security_settings_saved_while_the_editor_was_ope
     nomad.integration.refresh_from_db()
     assert nomad.integration.settings["redact_names"] == ["customer_email"]
     assert nomad.integration.settings["mapping"]["status_map"]["lost"] == "failed"
+
+
+@pytest.mark.django_db
+def test_redaction_names_stored_out_of_order_are_not_taken_for_a_change_on_an_untouched_page(
+    generic: Integration,
+) -> None:
+    """Names written around the page (["b", "A", "b"]) are shown and compared as the page stores them
+    (each once, sorted without regard to case): saving an untouched page while someone else changed the
+    names keeps theirs instead of refusing or reverting."""
+    Integration.objects.filter(pk=generic.pk).update(settings={"redact_names": ["zeta_key", "Alpha_key", "zeta_key"]})
+    url = f"/manage/integrations/{generic.public_id}/security/"
+    first, second = _admin(), _admin()
+    stale = page_form(first, url)
+    fresh = page_form(second, url)
+    fresh["redact_names"] = "alpha_key\nzeta_key\ncustomer_email"
+    second.post(url, fresh)
+
+    stale["signature_tolerance_seconds"] = "120"
+    assert first.post(url, stale).status_code == 302
+
+    security = integration_security(integration=Integration.objects.get(pk=generic.pk))
+    assert security.redact_names == ("alpha_key", "customer_email", "zeta_key")
+    assert security.signature_tolerance_seconds == 120

@@ -13,7 +13,7 @@ deployment change: set the new value, restart the web processes.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
@@ -142,8 +142,13 @@ def security_values(security: IntegrationSecurity) -> dict[str, Any]:
     """``security`` as the field -> value mapping ``integration_security_update`` compares and stores
     (``redact_names`` a list): a security page's base (``handover.core.edits``)."""
     values = asdict(security)
-    values["redact_names"] = list(security.redact_names)
+    values["redact_names"] = _names_normalised(security.redact_names)
     return values
+
+
+def _names_normalised(names: Iterable[str]) -> list[str]:
+    """Redaction names as stored: stripped, each once, sorted without regard to case."""
+    return sorted({n.strip() for n in names if n.strip()}, key=str.casefold)
 
 
 def _choice(raw: dict[str, Any], name: str, allowed: tuple[str, ...]) -> str:
@@ -245,7 +250,7 @@ def integration_security_update(
     integration's ``settings`` keys above; an AuditEvent ``integration_update`` naming what
     changed (the variable's name, never its value).
     """
-    names = sorted({n.strip() for n in redact_names if n.strip()}, key=str.casefold)
+    names = _names_normalised(redact_names)
     env_name = signing_secret_env.strip()
     signature_header = signature_header.strip() or SIGNATURE_DEFAULTS["signature_header"]
     timestamp_header = timestamp_header.strip() or SIGNATURE_DEFAULTS["timestamp_header"]
