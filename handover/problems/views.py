@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
-from handover.core.once import ALREADY_SENT, STILL_SAVING, submission_claim, submission_record, submission_release
+from handover.core.once import submission_once
 from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.replica import replica_reads
@@ -153,32 +153,27 @@ def problem_new_view(request: HttpRequest) -> HttpResponse:
     initial = {"title": handover.title, "defect_ref": handover.defect_ref} if handover is not None else {}
     form = ProblemForm(request.POST or None, initial=initial, user=request.user)
     if request.method == "POST" and form.is_valid():
-        earlier = submission_claim(request)  # the same form sent twice (a double click) opens one problem
-        if earlier is not None:
-            messages.info(request, ALREADY_SENT if earlier else STILL_SAVING)
-            return redirect(earlier or request.get_full_path())
         data = form.cleaned_data
         try:
-            problem = problem_create(
-                actor=signed_in(request.user),
-                title=data["title"],
-                defect_ref=data["defect_ref"],
-                description=data["description"],
-                owning_team=data["owning_team"],
-                clean_runs_required=data["clean_runs_required"],
-                handovers=[handover] if handover is not None else [],
-            )
+            with submission_once(request) as sent:  # the same form sent twice (a double click) opens one problem
+                if sent.earlier is not None:
+                    messages.info(request, sent.notice)
+                    return redirect(sent.earlier or request.get_full_path())
+                problem = problem_create(
+                    actor=signed_in(request.user),
+                    title=data["title"],
+                    defect_ref=data["defect_ref"],
+                    description=data["description"],
+                    owning_team=data["owning_team"],
+                    clean_runs_required=data["clean_runs_required"],
+                    handovers=[handover] if handover is not None else [],
+                )
+                sent.record(reverse("handover:problem-detail", kwargs={"id": problem.public_id}))
         except DomainError as exc:
-            submission_release(request)
             messages.error(request, exc.detail)
-        except Exception:
-            submission_release(request)
-            raise
         else:
             messages.success(request, "Problem opened.")
-            place = reverse("handover:problem-detail", kwargs={"id": problem.public_id})
-            submission_record(request, place)
-            return redirect(place)
+            return redirect(sent.place)
     return render(request, "handover/problems/problem_new.html", {"form": form, "handover": handover})
 
 
