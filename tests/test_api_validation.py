@@ -18,11 +18,14 @@ from typing import Any
 import pytest
 from django.apps import apps
 from django.test import Client
+from django.urls import get_resolver
 from django_filters import BooleanFilter, CharFilter, ChoiceFilter, IsoDateTimeFilter, UUIDFilter
 from knox.models import AuthToken
+from rest_framework import serializers
 
 from approvals.recurrence.filters import RecurrenceFilterSet, SupportabilityFilterSet
 from approvals.replays.filters import ReplayRequestFilterSet
+from handover.core.fields import TextField
 from handover.core.filters import StrictFilterSet
 from handover.core.parsers import MAX_DEPTH
 from handover.handovers.filters import HandoverFilterSet, HandoverRevisionFilterSet
@@ -360,3 +363,143 @@ def test_a_method_the_endpoint_does_not_have_is_a_405_whatever_its_query(
     response = api.client.generic("TRACE", f"{url}?{query}&page=1&page_size=1")
 
     assert response.status_code == 405
+
+
+# --- text fields take only a JSON string -----------------------------------------------------------------
+
+TEXT_MESSAGE = "Must be text (a JSON string)."
+
+
+def _state(api: Api) -> dict[str, Any]:
+    """What the text-field bodies below could change: the counts, the handover's texts and the job's pause."""
+    api.handover.refresh_from_db()
+    api.run.job.refresh_from_db()
+    return {
+        **counts(),
+        "tokens": AuthToken.objects.count(),
+        "integrations": apps.get_model("runs.Integration").objects.count(),
+        "residual_exceptions": apps.get_model("handover.ResidualException").objects.count(),
+        "handover": (api.handover.version, api.handover.business_impact, api.handover.defect_ref),
+        "job_paused_at": api.run.job.paused_at,
+    }
+
+
+# (label, method, path template, body with the text field as {value}, the field)
+TEXT_BODIES: list[tuple[str, str, str, dict[str, Any], str]] = [
+    (
+        "handover edit",
+        "patch",
+        "/api/v1/handovers/{handover}/",
+        {"version": 1, "business_impact": None},
+        "business_impact",
+    ),
+    (
+        "residual exception",
+        "post",
+        "/api/v1/handovers/{handover}/residual-exceptions/",
+        {"description": None},
+        "description",
+    ),
+    ("job resume", "post", "/api/v1/jobs/{job}/resume/", {"note": None}, "note"),
+    ("api token", "post", "/api/v1/tokens/", {"label": None}, "label"),
+    (
+        "ledger change",
+        "post",
+        "/api/v1/runs/{run}/items/change/",
+        {"record_id": None, "outcome": "completed", "note": "n"},
+        "record_id",
+    ),
+    ("replay request", "post", "/api/v1/replays/", {"run": "{run}", "kind": "absent_items", "reason": None}, "reason"),
+    ("integration", "post", "/api/v1/integrations/", {"name": None, "mapping": {"fields": {}}}, "name"),
+    (
+        "record ids",
+        "post",
+        "/api/v1/handovers/{handover}/residual-exceptions/",
+        {"description": "d", "record_ids": ["INV-1", None]},
+        "record_ids.1",
+    ),
+]
+
+
+def _fill(value: Any, typed: Any, ids: dict[str, str]) -> Any:
+    """``value`` with every None replaced by ``typed`` and every ``{name}`` string formatted with ``ids``."""
+    if value is None:
+        return typed
+    if isinstance(value, str):
+        return value.format(**ids)
+    if isinstance(value, list):
+        return [_fill(item, typed, ids) for item in value]
+    if isinstance(value, dict):
+        return {key: _fill(item, typed, ids) for key, item in value.items()}
+    return value
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [pytest.param(1.3975787785941452e16, id="number"), pytest.param(7, id="integer"), pytest.param(True, id="boolean")],
+)
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"), [pytest.param(*row[1:], id=row[0]) for row in TEXT_BODIES]
+)
+def test_a_number_or_boolean_for_a_text_field_is_a_400_and_writes_nothing(
+    api: Api, method: str, path: str, body: dict[str, Any], field: str, typed: Any
+) -> None:
+    ids = {"handover": str(api.handover.public_id), "run": str(api.run.public_id), "job": str(api.run.job.public_id)}
+    before = _state(api)
+
+    response = getattr(api.client, method)(
+        path.format(**ids), json.dumps(_fill(body, typed, ids)), content_type="application/json"
+    )
+
+    problem = assert_problem(response, field)
+    assert TEXT_MESSAGE in json.dumps(problem["errors"][field])
+    assert _state(api) == before
+
+
+def _input_serializers() -> list[type[serializers.BaseSerializer[Any]]]:
+    """Every input serializer of the apps (``<Entity><Action>InputSerializer``), with the URL conf imported."""
+    get_resolver().url_patterns  # noqa: B018  # imports every API module
+
+    def below(cls: type) -> Iterator[type]:
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from below(sub)
+
+    found = {
+        cls
+        for cls in below(serializers.BaseSerializer)
+        if cls.__module__.split(".")[0] in {"handover", "runs", "approvals"}
+        and cls.__name__.endswith("InputSerializer")
+    }
+    return sorted(found, key=lambda cls: f"{cls.__module__}.{cls.__name__}")
+
+
+def _leaf_fields(fields: dict[str, serializers.Field[Any, Any, Any, Any]]) -> Iterator[tuple[str, Any]]:
+    for name, field in fields.items():
+        if isinstance(field, serializers.ListField | serializers.DictField):
+            yield from _leaf_fields({f"{name}[]": field.child})
+        elif isinstance(field, serializers.BaseSerializer) and hasattr(field, "fields"):
+            yield from _leaf_fields({f"{name}.{key}": value for key, value in field.fields.items()})
+        else:
+            yield name, field
+
+
+def test_every_input_serializers_text_fields_take_only_a_json_string(db: None) -> None:
+    """The one text rule for API input: a text field is ``TextField`` (DRF's ``CharField`` stores a number as its
+    digits), and a choice among texts refuses a number and a boolean."""
+    classes = _input_serializers()
+    assert len(classes) > 30  # the walk found the API's input serializers
+    loose: list[str] = []
+    for cls in classes:
+        for name, field in _leaf_fields(dict(cls().fields)):
+            where = f"{cls.__module__}.{cls.__name__}.{name}"
+            if isinstance(field, serializers.CharField) and not isinstance(field, TextField):
+                loose.append(f"{where}: {type(field).__name__}")
+            elif isinstance(field, serializers.ChoiceField) and all(isinstance(key, str) for key in field.choices):
+                for typed in (1, True):
+                    try:
+                        field.run_validation(typed)
+                    except serializers.ValidationError:
+                        continue
+                    loose.append(f"{where}: takes {typed!r}")
+    assert loose == []

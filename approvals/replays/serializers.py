@@ -13,7 +13,7 @@ from rest_framework import serializers
 from approvals.replays.dispatch import runner_urls
 from approvals.replays.models import Approval, Dispatch, ReplayRequest, ReplayRequestItem, WebhookDelivery
 from approvals.replays.requests import RECOVERY_DECISIONS
-from handover.core.fields import BoundedDateTimeField, HttpUrlField
+from handover.core.fields import BoundedDateTimeField, HttpUrlField, TextField
 from runs.attempts.models import Attempt
 
 
@@ -254,32 +254,28 @@ class ReplayRequestItemSerializer(serializers.ModelSerializer[ReplayRequestItem]
 class ReplayRequestCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
     run = serializers.UUIDField(help_text="the run's id")
     kind = serializers.ChoiceField(choices=ReplayRequest.Kind.choices)
-    record_ids = serializers.ListField(
-        child=serializers.CharField(max_length=300), required=False, default=list, max_length=5000
-    )
+    record_ids = serializers.ListField(child=TextField(max_length=300), required=False, default=list, max_length=5000)
     all = serializers.BooleanField(
         required=False,
         default=False,
         help_text="every item of the kind (absent, or rejected); implied for a whole batch",
     )
-    fix_reference = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
-    reason = serializers.CharField(max_length=4000)
+    fix_reference = TextField(required=False, allow_blank=True, default="", max_length=500)
+    reason = TextField(max_length=4000)
 
 
 class ReplayRequestRescopeInputSerializer(serializers.Serializer[dict[str, Any]]):
-    record_ids = serializers.ListField(
-        child=serializers.CharField(max_length=300), required=False, default=list, max_length=5000
-    )
+    record_ids = serializers.ListField(child=TextField(max_length=300), required=False, default=list, max_length=5000)
     all = serializers.BooleanField(required=False, default=False)
-    fix_reference = serializers.CharField(required=False, allow_blank=True, max_length=500)
-    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+    fix_reference = TextField(required=False, allow_blank=True, max_length=500)
+    note = TextField(required=False, allow_blank=True, default="", max_length=2000)
 
 
 class ReplayRequestApproveInputSerializer(serializers.Serializer[dict[str, Any]]):
     kind = serializers.ChoiceField(choices=Approval.Kind.choices)
-    scope_fingerprint = serializers.CharField(max_length=64, help_text="the fingerprint of the scope you reviewed")
-    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
-    password = serializers.CharField(
+    scope_fingerprint = TextField(max_length=64, help_text="the fingerprint of the scope you reviewed")
+    comment = TextField(required=False, allow_blank=True, default="", max_length=4000)
+    password = TextField(
         required=False,
         allow_blank=True,
         default="",
@@ -288,20 +284,20 @@ class ReplayRequestApproveInputSerializer(serializers.Serializer[dict[str, Any]]
         help_text="your password, unless you re-entered it in the last five minutes (reauthenticate)",
     )
     accepts_unknown_repeat_safety = serializers.BooleanField(required=False, default=False)
-    acceptance_reason = serializers.CharField(required=False, allow_blank=True, default="", max_length=4000)
+    acceptance_reason = TextField(required=False, allow_blank=True, default="", max_length=4000)
 
 
 class ReplayRequestRejectInputSerializer(serializers.Serializer[dict[str, Any]]):
     kind = serializers.ChoiceField(choices=Approval.Kind.choices)
-    scope_fingerprint = serializers.CharField(max_length=64)
-    comment = serializers.CharField(max_length=4000)
-    password = serializers.CharField(
+    scope_fingerprint = TextField(max_length=64)
+    comment = TextField(max_length=4000)
+    password = TextField(
         required=False, allow_blank=True, default="", write_only=True, style={"input_type": "password"}
     )
 
 
 class ReauthenticateInputSerializer(serializers.Serializer[dict[str, Any]]):
-    password = serializers.CharField(write_only=True, style={"input_type": "password"})
+    password = TextField(write_only=True, style={"input_type": "password"})
 
 
 class ReauthenticateSerializer(serializers.Serializer[dict[str, Any]]):
@@ -310,19 +306,19 @@ class ReauthenticateSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class ReasonInputSerializer(serializers.Serializer[dict[str, Any]]):
-    reason = serializers.CharField(max_length=2000)
+    reason = TextField(max_length=2000)
 
 
 class SettleInputSerializer(serializers.Serializer[dict[str, Any]]):
     outcome = serializers.ChoiceField(choices=[("failed", "Failed"), ("completed", "Completed")])
-    reason = serializers.CharField(max_length=2000)
+    reason = TextField(max_length=2000)
 
 
 class RecoveryDecisionInputSerializer(serializers.Serializer[dict[str, Any]]):
     run = serializers.UUIDField()
     decision = serializers.ChoiceField(choices=list(RECOVERY_DECISIONS.items()))
-    reference = serializers.CharField(required=False, allow_blank=True, default="", max_length=300)
-    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+    reference = TextField(required=False, allow_blank=True, default="", max_length=300)
+    note = TextField(required=False, allow_blank=True, default="", max_length=2000)
 
 
 # --- the runner's side --------------------------------------------------------------------------------
@@ -387,14 +383,14 @@ class ClaimableSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class ReplayRunnerReportInputSerializer(serializers.Serializer[dict[str, Any]]):
-    idempotency_key = serializers.CharField(max_length=100)
-    execution_id = serializers.CharField(max_length=300)
+    idempotency_key = TextField(max_length=100)
+    execution_id = TextField(max_length=300)
     status = serializers.ChoiceField(
         choices=[(s, s) for s in (Attempt.Status.RUNNING, Attempt.Status.SUCCEEDED, Attempt.Status.FAILED, "timed_out")]
     )
     started_at = BoundedDateTimeField(required=False, allow_null=True, default=None)
     ended_at = BoundedDateTimeField(required=False, allow_null=True, default=None)
-    error_summary = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+    error_summary = TextField(required=False, allow_blank=True, default="", max_length=2000)
     log_url = HttpUrlField(required=False, allow_blank=True, default="", max_length=2000)
 
 

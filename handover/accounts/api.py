@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from handover.accounts.selectors import api_token_get, api_token_list
 from handover.accounts.services import LABEL_MAX_LENGTH, api_token_create, api_token_expiry_choices, api_token_revoke
+from handover.core.fields import TextField
 from handover.core.filters import StrictQueryMixin
 from handover.core.serializers import ProblemSerializer
 
@@ -70,7 +71,7 @@ class ApiTokenIssuedSerializer(ApiTokenSerializer):
 
 
 class ApiTokenCreateInputSerializer(serializers.Serializer[Any]):
-    label = serializers.CharField(max_length=LABEL_MAX_LENGTH, help_text="what the token is for")  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
+    label = TextField(max_length=LABEL_MAX_LENGTH, help_text="what the token is for")  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
     expires_in_days = serializers.ChoiceField(
         choices=[], required=False, help_text="lifetime in days; default (and maximum): the site's"
     )

@@ -55,16 +55,20 @@ class Conflict(DomainError):
     title = "Conflicts with an existing record"
 
 
-class Forbidden(DomainError):
-    """The caller may see the object but may not take this action on it (the role rules: ``runs.permissions``)."""
+class Forbidden(DomainError, exceptions.PermissionDenied):  # type: ignore[misc]  # detail: a str (DRF: ErrorDetail, a str too)
+    """The caller may see the object but may not take this action on it (the role rules: ``runs.permissions``).
+
+    Also DRF's own permission error, so DRF's machinery that asks a view's permission checks and takes only
+    DRF's errors as a "no" (the browsable API's forms, ``?format=api``) sees a refusal, not a crash."""
 
     status = 403
     type = "forbidden"
     title = "Forbidden"
 
 
-class NotFound(DomainError):
-    """The object does not exist or the caller may not see it (no existence leak)."""
+class NotFound(DomainError, exceptions.NotFound):  # type: ignore[misc]  # detail: a str, as for Forbidden
+    """The object does not exist or the caller may not see it (no existence leak). Also DRF's own
+    not-found error, as ``Forbidden`` is DRF's permission error."""
 
     status = 404
     type = "not-found"

@@ -73,14 +73,6 @@ class BoundedDateTimeField(serializers.DateTimeField):
         return parsed
 
 
-class HttpUrlField(serializers.URLField):
-    """An absolute http(s) URL as input (DRF's URLField also takes ftp)."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.validators.append(URLValidator(schemes=["http", "https"], message="Give an http(s) URL."))
-
-
 class BlankAsNullChoiceField(serializers.ChoiceField):
     """A read-only enum whose empty value (``""`` in the column) is answered as null, documented nullable."""
 
@@ -110,7 +102,10 @@ class HttpUrlOrNullField(serializers.URLField):
 class TextField(serializers.CharField):
     """A text field that takes only a JSON string, as the schema says (``type: string``): DRF's
     ``CharField`` turns a number into its digits, so ``"description": 1.4e16`` was stored as
-    ``"1.4e+16"``. Raises the field's 400 ``invalid`` otherwise."""
+    ``"1.4e+16"``. Raises the field's 400 ``invalid`` otherwise.
+
+    The one text rule of the API's input: every text field of an input serializer is a ``TextField``
+    (or a subclass), never DRF's ``CharField``; a form body's values are strings, so forms pass."""
 
     default_error_messages = {"invalid": "Must be text (a JSON string)."}
 
@@ -118,3 +113,11 @@ class TextField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("invalid")
         return str(super().to_internal_value(data))
+
+
+class HttpUrlField(TextField, serializers.URLField):
+    """An absolute http(s) URL as input, given as a JSON string (DRF's URLField also takes ftp)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators.append(URLValidator(schemes=["http", "https"], message="Give an http(s) URL."))

@@ -1,9 +1,10 @@
 """A create form sent twice (a double click, a resubmitted page) creates once.
 
 Each create form carries a one-off token (``{% submission_field %}``: a hidden ``submission`` field,
-new at every render). The view claims it before it creates (``submission_claim``) and records where the
-result is (``submission_record``); the same token again answers with that place instead of creating a
-second problem or residual exception. The claim is the cache's atomic ``add`` (Redis in production; the
+new at every render). The view creates inside ``submission_once``, which claims the token, records where
+the result is once the view names it, and forgets the token when the block fails (a refusal or a
+crash: the same page may be sent again); the same token again answers with the recorded place instead
+of creating a second problem or residual exception. The claim is the cache's atomic ``add`` (Redis in production; the
 embedded file cache is per machine, which is where a double click lands). A post without a token (an
 older page, a script) creates as before. The API's creates are not covered: an API client retries with
 its own idempotency.
@@ -14,6 +15,9 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.http import HttpRequest
@@ -38,10 +42,10 @@ def _key(request: HttpRequest) -> str | None:
     return f"submission:{getattr(request.user, 'pk', '')}:{token}" if _TOKEN.match(token) else None
 
 
-def submission_claim(request: HttpRequest) -> str | None:
+def _claim(request: HttpRequest) -> str | None:
     """Claim the token the form was sent with. Returns None when this is its first sending (or it has no
     valid token): the view goes on and creates. Otherwise the path the first sending recorded
-    (``submission_record``), waited for up to ``WAIT_SECONDS`` while it is still being saved; ``""``
+    (``Submission.record``), waited for up to ``WAIT_SECONDS`` while it is still being saved; ``""``
     when it recorded none in that time (it failed, or is slow): the view then creates nothing."""
     key = _key(request)
     if key is None:
@@ -56,15 +60,58 @@ def submission_claim(request: HttpRequest) -> str | None:
         time.sleep(0.1)
 
 
-def submission_record(request: HttpRequest, path: str) -> None:
+def _record(request: HttpRequest, path: str) -> None:
     """Record ``path`` (where the created record is shown) as the result of the claimed token."""
     key = _key(request)
     if key is not None:
         cache.set(key, path, KEEP_SECONDS)
 
 
-def submission_release(request: HttpRequest) -> None:
+def _release(request: HttpRequest) -> None:
     """Forget the claimed token when nothing was created (a refusal): the same page may be sent again."""
     key = _key(request)
     if key is not None:
         cache.delete(key)
+
+
+@dataclass
+class Submission:
+    """One sending of a create form, its token claimed. ``earlier`` is None when this sending is the first
+    (the view creates); else the path the first sending recorded, or ``""`` while it is still being saved
+    (the view creates nothing and tells ``notice``). ``place`` is the path the view recorded, if any."""
+
+    earlier: str | None
+    place: str = ""
+
+    @property
+    def notice(self) -> str:
+        """What to tell the person whose form was sent twice."""
+        return ALREADY_SENT if self.earlier else STILL_SAVING
+
+    def record(self, path: str) -> None:
+        """Name ``path`` (where the created record is shown) as this sending's result, recorded for a second
+        sending when the block ends without an error."""
+        self.place = path
+
+
+@contextmanager
+def submission_once(request: HttpRequest) -> Iterator[Submission]:
+    """Create once per form token: claim the token ``request`` was sent with for the block, and yield its
+    ``Submission`` (``earlier`` not None: a second sending, create nothing).
+
+    When the block of a first sending ends normally, the path it recorded (``Submission.record``) is kept
+    for ``KEEP_SECONDS`` as the token's result (none recorded: the token stays claimed, and a second
+    sending creates nothing). When it raises -- a ``DomainError`` refusal or anything else -- the token is
+    forgotten, so the same page may be sent again, and the error goes on to the view. A post without a
+    valid token yields a first sending every time. Side effects: cache writes only."""
+    sent = Submission(earlier=_claim(request))
+    if sent.earlier is not None:
+        yield sent
+        return
+    try:
+        yield sent
+    except BaseException:
+        _release(request)
+        raise
+    if sent.place:
+        _record(request, sent.place)

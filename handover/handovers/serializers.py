@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from rest_framework import serializers
 
-from handover.core.fields import NUL
+from handover.core.fields import NUL, TextField
 from handover.handovers.models import Handover, HandoverNotification, HandoverRevision, HandoverRun, ResidualException
 from runs.checks.models import NextRunCheck
 
@@ -262,31 +262,29 @@ class HandoverUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
     version = serializers.IntegerField(
         required=False, min_value=1, help_text="the version you edited (the detail's `version` / ETag)"
     )
-    expected_output = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    definitely_happened = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    may_have_happened = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    next_action = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    affected = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    business_impact = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    deadlines = serializers.CharField(required=False, allow_blank=True, max_length=20000)
-    recent_changes = serializers.CharField(required=False, allow_blank=True, max_length=20000)
+    expected_output = TextField(required=False, allow_blank=True, max_length=20000)
+    definitely_happened = TextField(required=False, allow_blank=True, max_length=20000)
+    may_have_happened = TextField(required=False, allow_blank=True, max_length=20000)
+    next_action = TextField(required=False, allow_blank=True, max_length=20000)
+    affected = TextField(required=False, allow_blank=True, max_length=20000)
+    business_impact = TextField(required=False, allow_blank=True, max_length=20000)
+    deadlines = TextField(required=False, allow_blank=True, max_length=20000)
+    recent_changes = TextField(required=False, allow_blank=True, max_length=20000)
     confirm = serializers.ListField(child=serializers.ChoiceField(choices=SECTION_CHOICES), required=False)
     escalation_owner = UsernameField(required=False, allow_null=True)
     customer_update_owner = UsernameField(required=False, allow_null=True)
-    defect_ref = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    defect_ref = TextField(required=False, allow_blank=True, max_length=500)
     is_supportability_defect = serializers.BooleanField(required=False)
-    supportability_ticket = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    supportability_ticket = TextField(required=False, allow_blank=True, max_length=500)
 
 
 class HandoverReopenInputSerializer(serializers.Serializer[dict[str, Any]]):
-    reason = serializers.CharField(max_length=2000)
+    reason = TextField(max_length=2000)
 
 
 class ResidualExceptionCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
-    description = serializers.CharField(max_length=5000)
-    record_ids = serializers.ListField(
-        child=serializers.CharField(max_length=300), required=False, max_length=10000, default=list
-    )
+    description = TextField(max_length=5000)
+    record_ids = serializers.ListField(child=TextField(max_length=300), required=False, max_length=10000, default=list)
     run = serializers.UUIDField(required=False, allow_null=True, help_text="limit the record ids to this run")
     owner = UsernameField(required=False, allow_null=True)
     due_date = serializers.DateField(required=False, allow_null=True)
@@ -298,4 +296,4 @@ class ResidualExceptionUpdateInputSerializer(serializers.Serializer[dict[str, An
     )
     owner = UsernameField(allow_null=True)
     due_date = serializers.DateField(allow_null=True)
-    description = serializers.CharField(required=False, max_length=5000)
+    description = TextField(required=False, max_length=5000)

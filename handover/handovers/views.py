@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from handover.core.errors import DomainError
-from handover.core.once import ALREADY_SENT, STILL_SAVING, submission_claim, submission_record, submission_release
+from handover.core.once import submission_once
 from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.polling import list_page
@@ -478,12 +478,15 @@ def residual_exception_add_view(request: HttpRequest, id: str) -> HttpResponse:
     handover = _writable(request, id)
     form = ResidualExceptionForm(request.POST)
     place = reverse("handover:handover-detail", kwargs={"id": handover.public_id})
-    earlier = submission_claim(request) if form.is_valid() else None  # sent twice: recorded once
-    if earlier is not None:
-        messages.info(request, ALREADY_SENT if earlier else STILL_SAVING)
-    elif form.is_valid():
-        data = form.cleaned_data
-        try:
+    if not form.is_valid():
+        messages.error(request, "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()))
+        return redirect(place)
+    data = form.cleaned_data
+    try:
+        with submission_once(request) as sent:  # sent twice: recorded once
+            if sent.earlier is not None:
+                messages.info(request, sent.notice)
+                return redirect(place)
             exception = residual_exception_create(
                 handover=handover,
                 actor=signed_in(request.user),
@@ -494,15 +497,9 @@ def residual_exception_add_view(request: HttpRequest, id: str) -> HttpResponse:
             )
             messages.success(request, "Residual exception recorded.")
             _tell_redacted(request, exception)
-            submission_record(request, place)
-        except DomainError as exc:
-            submission_release(request)
-            messages.error(request, exc.detail)
-        except Exception:
-            submission_release(request)
-            raise
-    else:
-        messages.error(request, "; ".join(f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()))
+            sent.record(place)
+    except DomainError as exc:
+        messages.error(request, exc.detail)
     return redirect(place)
 
 

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from handover.core.errors import DomainError
+from handover.core.fields import TextField
 from handover.core.filters import StrictBooleanFilter, StrictFilterSet, StrictQueryMixin
 from handover.core.links import absolute_url
 from handover.core.parsers import JSONParser
@@ -150,7 +151,7 @@ class OwnershipInputSerializer(serializers.Serializer[Any]):
     """Fields left out keep their value; null clears."""
 
     team = serializers.UUIDField(required=False, allow_null=True, help_text="a team's public id; null: none")
-    escalation_owner = serializers.CharField(
+    escalation_owner = TextField(
         required=False, allow_null=True, max_length=150, help_text="an active person's username; null: none"
     )
 

@@ -11,6 +11,7 @@ from handover.core.people import Viewer
 from handover.notifications.models import Team
 from handover.ownership.selectors import team_list_assignable
 from handover.problems.models import DEFAULT_CLEAN_RUNS_REQUIRED, MAX_CLEAN_RUNS_REQUIRED, Problem
+from handover.problems.services import problem_edit_text
 
 
 class ProblemForm(forms.Form):
@@ -40,13 +41,6 @@ class ProblemForm(forms.Form):
 
 
 EDIT_FIELDS = ("title", "defect_ref", "description", "owning_team", "clean_runs_required")
-
-
-def problem_edit_text(name: str, value: Any) -> str:
-    """A problem field's value as the edit form compares it: a team by its id, line breaks as ``\n``, trimmed."""
-    if isinstance(value, Team):
-        value = value.pk
-    return ("" if value is None else str(value)).replace("\r\n", "\n").strip()
 
 
 class ProblemEditForm(ProblemForm):

@@ -210,7 +210,7 @@ class ProblemUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
 
 class ProblemTransitionInputSerializer(serializers.Serializer[dict[str, Any]]):
     action = serializers.ChoiceField(choices=ACTIONS, help_text="start_fix, deploy_fix, verify, close or reopen")
-    reason = serializers.CharField(
+    reason = TextField(
         max_length=2000,
         required=False,
         allow_blank=True,

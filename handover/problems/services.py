@@ -15,7 +15,7 @@ Forbidden (403) so the page, the API and a script get one answer:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -221,6 +221,26 @@ def _shown(value: Any) -> Any:
     return value
 
 
+def problem_edit_text(name: str, value: Any) -> str:
+    """A problem field's value as an edit compares it: a team by its id (a Team, its id or None), a number
+    as its digits, line breaks as ``\n``, trimmed; ``""`` for None. ``name`` is one of ``EDITABLE_FIELDS``."""
+    if isinstance(value, Team):
+        value = value.pk
+    return ("" if value is None else str(value)).replace("\r\n", "\n").strip()
+
+
+def _changed_meanwhile(current: Problem, given: dict[str, Any], based_on: Mapping[str, Any]) -> list[str]:
+    """The given fields someone else changed since ``based_on`` was read: the row holds neither the base
+    value nor the one given (two people making the same change do not conflict)."""
+    return [
+        name
+        for name, value in given.items()
+        if name in based_on
+        and problem_edit_text(name, getattr(current, name))
+        not in (problem_edit_text(name, based_on[name]), problem_edit_text(name, value))
+    ]
+
+
 def problem_update(
     *,
     problem: Problem,
@@ -230,33 +250,62 @@ def problem_update(
     description: str = UNSET,
     owning_team: Team | None = UNSET,
     clean_runs_required: int = UNSET,
+    based_on: Mapping[str, Any] | None = None,
 ) -> Problem:
     """Change the title, defect reference, description, owning team (None: no team) or N of a problem.
 
-    Only the fields given are changed; an edit that changes nothing writes nothing. A closed problem is
-    not edited (InvalidTransition, 409: reopen it first). Raises Forbidden (403) for a person who may
-    not write it; DomainError (400) for an empty title or N outside 1..100. Side effects: one ``edited``
-    event with the old and new values.
+    Only the fields given are changed; an edit that changes nothing writes nothing. ``based_on`` maps
+    field names (``EDITABLE_FIELDS``) to the values the edit started from, as the person read them (a team
+    as a Team, its id or None; compared as ``problem_edit_text``): a given field equal to its base is one
+    the person left alone and is not written, so it never reverts another's change; a given field whose
+    stored value is now neither its base nor the value given was changed by someone else meanwhile, and
+    the whole edit is refused with Conflict (409), nothing written. Fields without a base are written as
+    given. The comparison is made under the row's lock, so no edit slips in between.
+
+    A closed problem is not edited (InvalidTransition, 409: reopen it first). Raises Forbidden (403) for a
+    person who may not write it; DomainError (400) for an empty title or N outside 1..100. Side effects:
+    one ``edited`` event with the old and new values.
     """
     problem_require_writer(actor, problem=problem)
+    based_on = based_on or {}
+    asked: dict[str, Any] = {
+        "title": title,
+        "defect_ref": defect_ref,
+        "description": description,
+        "owning_team": owning_team,
+        "clean_runs_required": clean_runs_required,
+    }
+    # a field the person left at the value they read is not theirs to write
+    asked = {
+        name: value
+        for name, value in asked.items()
+        if value is not UNSET
+        and not (name in based_on and problem_edit_text(name, value) == problem_edit_text(name, based_on[name]))
+    }
     given: dict[str, Any] = {}
-    if title is not UNSET:
-        given["title"] = _clean(title)[:300]
+    if "title" in asked:
+        given["title"] = _clean(asked["title"])[:300]
         if not given["title"]:
             raise DomainError("Give the problem a title.", errors={"title": ["This field is required."]})
-    if defect_ref is not UNSET:
-        given["defect_ref"] = _clean(defect_ref)[:500]
-    if description is not UNSET:
-        given["description"] = _clean(description)
-    if owning_team is not UNSET:
-        given["owning_team"] = owning_team
-    if clean_runs_required is not UNSET:
-        given["clean_runs_required"] = _check_clean_runs(clean_runs_required)
+    if "defect_ref" in asked:
+        given["defect_ref"] = _clean(asked["defect_ref"])[:500]
+    if "description" in asked:
+        given["description"] = _clean(asked["description"])
+    if "owning_team" in asked:
+        given["owning_team"] = asked["owning_team"]
+    if "clean_runs_required" in asked:
+        given["clean_runs_required"] = _check_clean_runs(asked["clean_runs_required"])
     with transaction.atomic():
         # no select_related: PostgreSQL locks no nullable side of an outer join (the team is optional)
         current = Problem.objects.select_for_update().get(pk=problem.pk)
         if current.status == Problem.Status.CLOSED:
             raise InvalidTransition("The problem is closed: reopen it before editing it.")
+        overlap = _changed_meanwhile(current, asked, based_on)
+        if overlap:
+            raise Conflict(
+                f"Someone changed {', '.join(n.replace('_', ' ') for n in overlap)} meanwhile: nothing was "
+                "saved. Read the problem again and redo your change."
+            )
         changes = {
             name: {"from": _shown(getattr(current, name)), "to": _shown(value)}
             for name, value in given.items()

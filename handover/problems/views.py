@@ -13,14 +13,13 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from handover.core.errors import Conflict, DomainError
-from handover.core.once import ALREADY_SENT, STILL_SAVING, submission_claim, submission_record, submission_release
+from handover.core.errors import DomainError
+from handover.core.once import submission_once
 from handover.core.pagination import CappedPaginator
 from handover.core.people import signed_in
 from handover.core.replica import replica_reads
@@ -36,7 +35,6 @@ from handover.problems.forms import (
     ProblemForm,
     ProblemLinkForm,
     ProblemTransitionForm,
-    problem_edit_text,
 )
 from handover.problems.models import Problem
 from handover.problems.selectors import problem_get, problem_list, problem_summaries, problem_view
@@ -155,32 +153,27 @@ def problem_new_view(request: HttpRequest) -> HttpResponse:
     initial = {"title": handover.title, "defect_ref": handover.defect_ref} if handover is not None else {}
     form = ProblemForm(request.POST or None, initial=initial, user=request.user)
     if request.method == "POST" and form.is_valid():
-        earlier = submission_claim(request)  # the same form sent twice (a double click) opens one problem
-        if earlier is not None:
-            messages.info(request, ALREADY_SENT if earlier else STILL_SAVING)
-            return redirect(earlier or request.get_full_path())
         data = form.cleaned_data
         try:
-            problem = problem_create(
-                actor=signed_in(request.user),
-                title=data["title"],
-                defect_ref=data["defect_ref"],
-                description=data["description"],
-                owning_team=data["owning_team"],
-                clean_runs_required=data["clean_runs_required"],
-                handovers=[handover] if handover is not None else [],
-            )
+            with submission_once(request) as sent:  # the same form sent twice (a double click) opens one problem
+                if sent.earlier is not None:
+                    messages.info(request, sent.notice)
+                    return redirect(sent.earlier or request.get_full_path())
+                problem = problem_create(
+                    actor=signed_in(request.user),
+                    title=data["title"],
+                    defect_ref=data["defect_ref"],
+                    description=data["description"],
+                    owning_team=data["owning_team"],
+                    clean_runs_required=data["clean_runs_required"],
+                    handovers=[handover] if handover is not None else [],
+                )
+                sent.record(reverse("handover:problem-detail", kwargs={"id": problem.public_id}))
         except DomainError as exc:
-            submission_release(request)
             messages.error(request, exc.detail)
-        except Exception:
-            submission_release(request)
-            raise
         else:
             messages.success(request, "Problem opened.")
-            place = reverse("handover:problem-detail", kwargs={"id": problem.public_id})
-            submission_record(request, place)
-            return redirect(place)
+            return redirect(sent.place)
     return render(request, "handover/problems/problem_new.html", {"form": form, "handover": handover})
 
 
@@ -212,25 +205,15 @@ def problem_edit_view(request: HttpRequest, id: str) -> HttpResponse:
     problem = _writable(request, id)
 
     def save(data: dict[str, Any]) -> Problem:
-        # only what the person changed from the values the page showed (``base_<name>``; a post without
-        # them changes every field it names); a field someone else changed meanwhile is not overwritten
-        based = [name for name in EDIT_FIELDS if f"base_{name}" in request.POST]
-        base = {name: problem_edit_text(name, data[f"base_{name}"]) for name in based}
-        mine = {
-            name: data[name]
-            for name in EDIT_FIELDS
-            if name not in base or problem_edit_text(name, data[name]) != base[name]
-        }
-        with transaction.atomic():  # the row stays locked from this comparison to the update
-            current = Problem.objects.select_for_update().get(pk=problem.pk)
-            now = {n: problem_edit_text(n, getattr(current, n)) for n in mine if n in base}
-            overlap = [n for n, text in now.items() if text not in (base[n], problem_edit_text(n, mine[n]))]
-            if overlap:
-                raise Conflict(
-                    f"Someone changed {', '.join(n.replace('_', ' ') for n in overlap)} meanwhile: nothing was "
-                    "saved. Read the problem again and redo your change."
-                )
-            return problem_update(problem=problem, actor=signed_in(request.user), **mine)
+        # the values the page showed (``base_<name>``; a post without them changes every field it names):
+        # the service writes only what the person changed and refuses a field someone else changed meanwhile
+        based_on = {name: data[f"base_{name}"] for name in EDIT_FIELDS if f"base_{name}" in request.POST}
+        return problem_update(
+            problem=problem,
+            actor=signed_in(request.user),
+            based_on=based_on,
+            **{name: data[name] for name in EDIT_FIELDS},
+        )
 
     return form_post(
         request,

@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from handover.core.fields import HttpUrlOrNullField
+from handover.core.fields import HttpUrlOrNullField, TextField
 from runs.attempts.business_state import run_business_state
 from runs.attempts.details import DESCRIPTION_FIELDS, SLOT_FIELDS
 from runs.attempts.models import Attempt, Run, RunnerReport
@@ -62,21 +62,21 @@ class AttemptSerializer(serializers.ModelSerializer[Attempt]):
 class DuplicateTriggerExplainInputSerializer(serializers.Serializer[dict[str, str]]):
     """Why a second trigger of the slot happened, and where the evidence is."""
 
-    reason = serializers.CharField(max_length=2000)
-    evidence_ref = serializers.CharField(max_length=300, help_text="a ticket, a log link, the scheduler's audit entry")
+    reason = TextField(max_length=2000)
+    evidence_ref = TextField(max_length=300, help_text="a ticket, a log link, the scheduler's audit entry")
 
 
 class AttemptAbandonInputSerializer(serializers.Serializer[dict[str, object]]):
     """Why the attempt will never report (a person's decision; required)."""
 
-    reason = serializers.CharField(max_length=2000)
+    reason = TextField(max_length=2000)
 
 
 class AttemptReplaceSlotInputSerializer(serializers.Serializer[dict[str, object]]):
     """The slot (a fire time of the target's schedule, ISO 8601 with an offset) and why the attempt belongs there."""
 
     slot = serializers.DateTimeField()
-    reason = serializers.CharField(max_length=2000)
+    reason = TextField(max_length=2000)
 
 
 class RunListSerializer(serializers.ModelSerializer[Run]):

@@ -27,6 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from handover.core.errors import InvalidTransition
+from handover.core.fields import TextField
 from handover.core.filters import StrictQueryMixin
 from handover.core.people import person_or_none, signed_in
 from handover.core.serializers import ProblemSerializer, validated_body
@@ -230,9 +231,9 @@ MappingObjectField = extend_schema_field(JSON_OBJECT)(_MappingField)
 class IntegrationKeyCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
     """The first key of a new integration: the tenants it may write for, or all tenants (explicit)."""
 
-    tenants = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list)
+    tenants = serializers.ListField(child=TextField(max_length=100), required=False, default=list)
     all_tenants = serializers.BooleanField(default=False)
-    label = serializers.CharField(max_length=100, required=False, default="", allow_blank=True)  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
+    label = TextField(max_length=100, required=False, default="", allow_blank=True)  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not attrs["tenants"] and not attrs["all_tenants"]:
@@ -250,7 +251,7 @@ class IntegrationKeyCreateInputSerializer(serializers.Serializer[dict[str, Any]]
 class IntegrationCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
     """A new custom integration: its name, mapping, optional samples that must map, and optionally a key."""
 
-    name = serializers.CharField(max_length=100)
+    name = TextField(max_length=100)
     mapping = MappingObjectField(
         help_text="the mapping (runs/alerts/parsers/custom/): fields, status_map, defaults, ..."
     )
@@ -268,7 +269,7 @@ class IntegrationCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
 class IntegrationUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
     """Change a custom integration: any of name, activity, mapping (tried on ``samples`` first)."""
 
-    name = serializers.CharField(max_length=100, required=False)
+    name = TextField(max_length=100, required=False)
     is_active = serializers.BooleanField(required=False)
     mapping = MappingObjectField(required=False)
     samples = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=MAX_SAMPLES)
@@ -277,9 +278,9 @@ class IntegrationUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
 class MappingImportInputSerializer(serializers.Serializer[dict[str, Any]]):
     """An export document (``{"format": "handover.mapping/v1", "mapping": {...}}``) or ``{"mapping": {...}}``."""
 
-    format = serializers.CharField(required=False, allow_blank=True)
-    name = serializers.CharField(required=False, allow_blank=True, help_text="ignored on import")
-    source = serializers.CharField(required=False, allow_blank=True, help_text="ignored on import")  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
+    format = TextField(required=False, allow_blank=True)
+    name = TextField(required=False, allow_blank=True, help_text="ignored on import")
+    source = TextField(required=False, allow_blank=True, help_text="ignored on import")  # type: ignore[assignment]  # API field named like a DRF attribute; the metaclass declares it
     mapping = MappingObjectField()
     samples = serializers.ListField(child=serializers.JSONField(), required=False, default=list, max_length=MAX_SAMPLES)
 
@@ -362,7 +363,7 @@ class IntegrationKeyIssueInputSerializer(IntegrationKeyCreateInputSerializer):
 class TransportUpdateInputSerializer(serializers.Serializer[dict[str, Any]]):
     allow_get = serializers.BooleanField()
     decoder = serializers.ChoiceField(choices=[(d, d) for d in DECODERS], default="json")
-    item_types = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list)
+    item_types = serializers.ListField(child=TextField(max_length=100), required=False, default=list)
 
 
 class IntegrationCreatedSerializer(IntegrationDetailSerializer):

@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from handover.core.fields import TextField
 from runs.catalog.models import Job, JobTarget
 
 
@@ -24,11 +25,11 @@ class JobPauseSerializer(serializers.ModelSerializer[Job]):
 
 
 class JobPauseInputSerializer(serializers.Serializer[dict[str, Any]]):
-    reason = serializers.CharField(max_length=2000)
+    reason = TextField(max_length=2000)
 
 
 class JobResumeInputSerializer(serializers.Serializer[dict[str, Any]]):
-    note = serializers.CharField(required=False, allow_blank=True, max_length=2000, default="")
+    note = TextField(required=False, allow_blank=True, max_length=2000, default="")
 
 
 class TargetPauseSerializer(serializers.ModelSerializer[JobTarget]):

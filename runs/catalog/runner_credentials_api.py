@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from handover.core.fields import TextField
 from handover.core.filters import StrictQueryMixin
 from handover.core.links import absolute_url
 from handover.core.parsers import JSONParser
@@ -64,7 +65,7 @@ class RunnerCredentialIssuedSerializer(RunnerCredentialSerializer):
 
 class RunnerCredentialInputSerializer(serializers.Serializer[Any]):
     # a DRF field named like Field.label: the stubs' base attribute, not ours
-    label = serializers.CharField(  # type: ignore[assignment]
+    label = TextField(  # type: ignore[assignment]
         max_length=100, required=False, allow_blank=True, default=""
     )
 

@@ -19,7 +19,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from handover.core.fields import BlankAsNullChoiceField, BoundedDateTimeField
+from handover.core.fields import BlankAsNullChoiceField, BoundedDateTimeField, TextField
 from handover.core.filters import StrictQueryMixin
 from handover.core.people import Person, signed_in
 from handover.core.serializers import ProblemSerializer
@@ -127,12 +127,12 @@ class NextRunCheckCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
 
 class NextRunCheckWaiveInputSerializer(serializers.Serializer[dict[str, Any]]):
     checkpoint = serializers.DateField(help_text="the date the owner looks again (today or later)")
-    reason = serializers.CharField(max_length=2000)
-    owner = serializers.CharField(max_length=150, help_text="username of the named owner")
+    reason = TextField(max_length=2000)
+    owner = TextField(max_length=150, help_text="username of the named owner")
 
 
 class NextRunCheckConfirmInputSerializer(serializers.Serializer[dict[str, Any]]):
-    note = serializers.CharField(max_length=2000, help_text="how duplicates were checked without a ledger")
+    note = TextField(max_length=2000, help_text="how duplicates were checked without a ledger")
 
 
 PROBLEM = OpenApiResponse(ProblemSerializer)

@@ -23,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from handover.core.errors import problem, problem_response
-from handover.core.fields import BlankAsNullChoiceField
+from handover.core.fields import BlankAsNullChoiceField, TextField
 from handover.core.filters import StrictQueryMixin
 from handover.core.pagination import DefaultPagination, page_number_read
 from handover.core.parsers import FormParser, MultiPartParser
@@ -323,17 +323,17 @@ class WorkItemLoadCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
         required=False, help_text="bulk verification: ids with found (yes/no) and the provider's reference"
     )
     format = serializers.ChoiceField(choices=WorkItemLoad.Format.choices, default=WorkItemLoad.Format.AUTO)
-    id_column = serializers.CharField(
+    id_column = TextField(
         max_length=200, default="record_id", help_text="the id column, by name (<kind>_id_column overrides it)"
     )
-    population_id_column = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    runner_report_id_column = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    destination_id_column = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    provider_lookup_id_column = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    ref_column = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    status_column = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    skip_column = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    found_column = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    population_id_column = TextField(max_length=200, required=False, allow_blank=True)
+    runner_report_id_column = TextField(max_length=200, required=False, allow_blank=True)
+    destination_id_column = TextField(max_length=200, required=False, allow_blank=True)
+    provider_lookup_id_column = TextField(max_length=200, required=False, allow_blank=True)
+    ref_column = TextField(max_length=200, required=False, allow_blank=True)
+    status_column = TextField(max_length=200, required=False, allow_blank=True)
+    skip_column = TextField(max_length=200, required=False, allow_blank=True)
+    found_column = TextField(max_length=200, required=False, allow_blank=True)
     is_destination_complete = serializers.BooleanField(
         default=False, help_text="the destination export is complete for the window: eligible ids it lacks are absent"
     )
@@ -345,19 +345,17 @@ class WorkItemLoadCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class WorkItemChangeInputSerializer(serializers.Serializer[dict[str, Any]]):
-    record_id = serializers.CharField(max_length=300)
+    record_id = TextField(max_length=300)
     outcome = serializers.ChoiceField(choices=WorkItem.Outcome.choices)
-    note = serializers.CharField(max_length=2000, help_text="why the outcome changes (required)")
-    evidence_ref = serializers.CharField(max_length=300, required=False, allow_blank=True, default="")
+    note = TextField(max_length=2000, help_text="why the outcome changes (required)")
+    evidence_ref = TextField(max_length=300, required=False, allow_blank=True, default="")
 
 
 class WorkItemVerifyInputSerializer(serializers.Serializer[dict[str, Any]]):
-    record_id = serializers.CharField(max_length=300)
+    record_id = TextField(max_length=300)
     found = serializers.BooleanField(help_text="the provider has it (→ completed) or confirms it has not (→ absent)")
-    reference = serializers.CharField(
-        max_length=300, required=False, allow_blank=True, default="", help_text="required when found"
-    )
-    note = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
+    reference = TextField(max_length=300, required=False, allow_blank=True, default="", help_text="required when found")
+    note = TextField(max_length=2000, required=False, allow_blank=True, default="")
 
 
 class RunLedgerSerializer(serializers.ModelSerializer[Run]):
@@ -405,25 +403,25 @@ class RunLedgerSerializer(serializers.ModelSerializer[Run]):
 
 
 class WorkItemLoadConfirmInputSerializer(serializers.Serializer[dict[str, Any]]):
-    reason = serializers.CharField(max_length=2000, help_text="why these records may be weakened (required)")
+    reason = TextField(max_length=2000, help_text="why these records may be weakened (required)")
     ledger_version = serializers.IntegerField(
         min_value=0, help_text="the ledger version the preview was computed on (the load's preview_version)"
     )
 
 
 class WorkItemLoadDiscardInputSerializer(serializers.Serializer[dict[str, Any]]):
-    reason = serializers.CharField(max_length=2000, help_text="why the load is not applied (required)")
+    reason = TextField(max_length=2000, help_text="why the load is not applied (required)")
 
 
 class WorkItemDuplicateExplainInputSerializer(serializers.Serializer[dict[str, Any]]):
-    record_id = serializers.CharField(max_length=300)
-    reason = serializers.CharField(max_length=2000, help_text="why it is not a duplicate (required)")
-    evidence_ref = serializers.CharField(max_length=300, help_text="ticket, provider operation or query (required)")
+    record_id = TextField(max_length=300)
+    reason = TextField(max_length=2000, help_text="why it is not a duplicate (required)")
+    evidence_ref = TextField(max_length=300, help_text="ticket, provider operation or query (required)")
 
 
 class RunFailureClassConfirmInputSerializer(serializers.Serializer[dict[str, Any]]):
     failure_class = serializers.ChoiceField(choices=Run.FailureClass.choices)
-    note = serializers.CharField(
+    note = TextField(
         max_length=2000, required=False, allow_blank=True, default="", help_text="required when it differs"
     )
 

@@ -8,11 +8,12 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from handover.core.errors import DomainError, Forbidden, InvalidTransition, NotFound
+from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition, NotFound
 from handover.handovers.models import Handover
 from handover.problems.clean_runs import problem_clean_runs
 from handover.problems.models import Problem, ProblemEvent, ProblemHandover
 from handover.problems.services import (
+    EDITABLE_FIELDS,
     problem_create,
     problem_link_handover,
     problem_require_creator,
@@ -211,6 +212,45 @@ def test_edit_records_old_and_new_values(pw: ProblemWorld) -> None:
     assert _kinds(problem).count("edited") == 1  # nothing changed: nothing written
     with pytest.raises(DomainError):
         problem_update(problem=problem, actor=pw.support, clean_runs_required=0)
+
+
+def _read(problem: Problem) -> dict[str, object]:
+    """The editable fields as a person read them (what a page or a client sends as ``based_on``)."""
+    return {name: getattr(problem, name) for name in EDITABLE_FIELDS}
+
+
+def test_an_edit_based_on_what_was_read_writes_only_what_the_person_changed(pw: ProblemWorld) -> None:
+    problem = _problem(pw)
+    read = _read(problem)
+    problem_update(problem=problem, actor=pw.admin, based_on=_read(problem), defect_ref="PRB-9")
+
+    # another edit, read before that one: its defect_ref is the old one, left alone, so it is not reverted
+    edited = problem_update(problem=problem, actor=pw.support, based_on=read, **{**read, "title": "Acks lost"})
+
+    assert (edited.title, edited.defect_ref) == ("Acks lost", "PRB-9")
+    assert ProblemEvent.objects.filter(problem=problem, kind="edited").order_by("id").last().data["changes"] == {
+        "title": {"from": "Ledger gateway drops acknowledgements", "to": "Acks lost"}
+    }
+
+
+def test_an_edit_of_a_field_someone_changed_meanwhile_is_refused_and_writes_nothing(pw: ProblemWorld) -> None:
+    problem = _problem(pw)
+    read = _read(problem)
+    problem_update(problem=problem, actor=pw.admin, title="Gateway acks lost")
+    events = _kinds(problem)
+
+    with pytest.raises(Conflict, match="Someone changed title meanwhile: nothing was saved"):
+        problem_update(
+            problem=problem, actor=pw.support, based_on=read, title="Ledger acks dropped", description="more"
+        )
+
+    problem.refresh_from_db()
+    assert (problem.title, problem.description) == ("Gateway acks lost", "")
+    assert _kinds(problem) == events
+    # the same change as the one made meanwhile is no conflict
+    problem_update(problem=problem, actor=pw.support, based_on=read, title="Gateway acks lost", description="more")
+    problem.refresh_from_db()
+    assert problem.description == "more"
 
 
 def test_link_and_unlink(pw: ProblemWorld) -> None:
