@@ -4,10 +4,11 @@ Each create form carries a one-off token (``{% submission_field %}``: a hidden `
 new at every render). The view creates inside ``submission_once``, which claims the token, records where
 the result is once the view names it, and forgets the token when the block fails (a refusal or a
 crash: the same page may be sent again); the same token again answers with the recorded place instead
-of creating a second problem or residual exception. The claim is the cache's atomic ``add`` (Redis in production; the
-embedded file cache is per machine, which is where a double click lands). A post without a token (an
-older page, a script) creates as before. The API's creates are not covered: an API client retries with
-its own idempotency.
+of creating a second problem, residual exception, integration key or runner credential (or rotating a
+key twice: the second click is shown the new key the first one issued). The claim is the cache's
+atomic ``add`` (Redis in production; the embedded file cache is per machine, which is where a double
+click lands). A post without a token (an older page, a script) creates as before. The API's creates
+are not covered: an API client retries with its own idempotency.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from handover.core.edits import BASE_FIELD, EditedMeanwhile, edit_base_field, edit_base_read
 from handover.core.errors import DomainError
+from handover.core.once import submission_once
 from handover.core.one_time import one_time_pop, one_time_stash
 from handover.core.people import person_or_none, signed_in
 from handover.core.views import is_htmx
@@ -265,18 +266,26 @@ def integration_key_create_view(request: HttpRequest, id: str) -> HttpResponse:
         return redirect("runs:integration-detail", id=integration.public_id)
     data = form.cleaned_data
     try:
-        issued = integration_key_create(
-            integration=integration,
-            tenants=data["key_tenants"],
-            all_tenants=data["key_all_tenants"],
-            label=data["key_label"],
-            created_by=signed_in(request.user),
-            kind=data.get("key_kind") or IntegrationKey.Kind.HEADER,
-        )
+        with submission_once(request) as sent:  # a double click issues one key, and shows it
+            if sent.earlier is not None:
+                messages.info(request, sent.notice)
+                return redirect(
+                    sent.earlier or reverse("runs:integration-detail", kwargs={"id": integration.public_id})
+                )
+            issued = integration_key_create(
+                integration=integration,
+                tenants=data["key_tenants"],
+                all_tenants=data["key_all_tenants"],
+                label=data["key_label"],
+                created_by=signed_in(request.user),
+                kind=data.get("key_kind") or IntegrationKey.Kind.HEADER,
+            )
+            response = _key_issued_redirect(request, integration, issued)
+            sent.record(response["Location"])
     except DomainError as exc:
         messages.error(request, exc.detail)
         return redirect("runs:integration-detail", id=integration.public_id)
-    return _key_issued_redirect(request, integration, issued)
+    return response
 
 
 @staff_member_required

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from handover.core.edits import BASE_FIELD, EditedMeanwhile, edit_base_field, edit_base_read
 from handover.core.errors import DomainError
+from handover.core.once import submission_once
 from handover.core.one_time import one_time_pop, one_time_stash
 from runs.catalog.keys import (
     SECURITY_LABELS,
@@ -155,17 +156,23 @@ def key_create_view(request: HttpRequest) -> HttpResponse:
         return _key_page(request, form=form, status=400)
     data = form.cleaned_data
     try:
-        issued = integration_key_create(
-            integration=data["integration"],
-            tenants=list(data["tenants"]),
-            all_tenants=data["all_tenants"],
-            created_by=request.user,  # type: ignore[arg-type]
-            label=data["label"],
-        )
+        with submission_once(request) as sent:  # a double click issues one key, and shows it
+            if sent.earlier is not None:
+                messages.info(request, sent.notice)
+                return redirect(sent.earlier or reverse("manage:key-list"))
+            issued = integration_key_create(
+                integration=data["integration"],
+                tenants=list(data["tenants"]),
+                all_tenants=data["all_tenants"],
+                created_by=request.user,  # type: ignore[arg-type]
+                label=data["label"],
+            )
+            response = _key_issued_redirect(request, issued)
+            sent.record(response["Location"])
     except DomainError as exc:
         messages.error(request, exc.detail)
         return _key_page(request, form=form, status=400)
-    return _key_issued_redirect(request, issued)
+    return response
 
 
 @staff_member_required
@@ -177,11 +184,17 @@ def key_rotate_view(request: HttpRequest, id: str) -> HttpResponse:
     form = IntegrationKeyRotateForm(request.POST)
     grace = form.cleaned_data["grace_seconds"] if form.is_valid() else 0
     try:
-        issued = integration_key_rotate(key=key, actor=request.user, grace_seconds=grace)  # type: ignore[arg-type]
+        with submission_once(request) as sent:  # a double click rotates once, and shows the new key
+            if sent.earlier is not None:
+                messages.info(request, sent.notice)
+                return redirect(sent.earlier or reverse("manage:key-list"))
+            issued = integration_key_rotate(key=key, actor=request.user, grace_seconds=grace)  # type: ignore[arg-type]
+            response = _key_issued_redirect(request, issued)
+            sent.record(response["Location"])
     except DomainError as exc:
         messages.error(request, exc.detail)
         return redirect("manage:key-list")
-    return _key_issued_redirect(request, issued)
+    return response
 
 
 @staff_member_required

@@ -15,6 +15,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from handover.core.once import submission_once
 from handover.core.one_time import one_time_pop, one_time_stash
 from handover.core.people import signed_in
 from handover.core.views import refusals
@@ -63,14 +64,19 @@ def runner_credential_create_view(request: HttpRequest, id: str) -> HttpResponse
     job = _managed_job(request, id)
     form = RunnerCredentialForm(request.POST)
     label = form.cleaned_data["label"] if form.is_valid() else ""
-    record, secret = runner_credential_create(job=job, created_by=request.user, label=label)  # type: ignore[arg-type]
-    nonce = one_time_stash(
-        request,
-        scope=ISSUED_SCOPE,
-        payload={"job": str(job.public_id), "prefix": record.prefix, "secret": secret},
-    )
     url = reverse("runs:job-detail", kwargs={"id": job.public_id})
-    return redirect(f"{url}?issued={nonce}#runner-credentials")
+    with submission_once(request) as sent:  # a double click issues one credential, and shows it
+        if sent.earlier is not None:
+            messages.info(request, sent.notice)
+            return redirect(sent.earlier or f"{url}#runner-credentials")
+        record, secret = runner_credential_create(job=job, created_by=request.user, label=label)  # type: ignore[arg-type]
+        nonce = one_time_stash(
+            request,
+            scope=ISSUED_SCOPE,
+            payload={"job": str(job.public_id), "prefix": record.prefix, "secret": secret},
+        )
+        sent.record(f"{url}?issued={nonce}#runner-credentials")
+    return redirect(sent.place)
 
 
 @login_required

@@ -11,6 +11,7 @@ from runs.catalog.keys import integration_security
 from runs.catalog.models import IntegrationKey
 from runs.catalog.services import integration_get_or_create, integration_key_create, role_grant
 from tests.factories import JobFactory, TenantFactory, UserFactory
+from tests.page_forms import page_form
 
 pytestmark = pytest.mark.django_db
 
@@ -196,3 +197,37 @@ def test_audit_page_for_admins_and_auditors_only(client: Client, admin: object) 
     client.force_login(auditor)
     listed = client.get("/api/v1/audit-events/").json()
     assert listed["count"] == 1 and listed["results"][0]["tenants"] == ["mine"]
+
+
+def test_a_key_form_sent_twice_issues_one_key_and_the_second_click_is_shown_it(admin_client: Client) -> None:
+    """A double click: the browser drops the first answer and follows the second. One key is issued,
+    and the second answer leads to the page that shows that key's secret (once)."""
+    integration = integration_get_or_create(source="generic")
+    tenant = TenantFactory(slug="acme")
+    form = page_form(admin_client, "/manage/keys/", "/manage/keys/create/")
+    form.update(integration=str(integration.public_id), tenants=str(tenant.public_id), label="prom")
+
+    first = admin_client.post("/manage/keys/create/", form)
+    second = admin_client.post("/manage/keys/create/", form)
+
+    assert IntegrationKey.objects.count() == 1
+    assert second.status_code == 302 and second["Location"] == first["Location"]
+    shown = admin_client.get(second["Location"])
+    assert integration_key_authenticate(shown.context["issued"].key) == IntegrationKey.objects.get()
+    assert AuditEvent.objects.filter(action="key_create").count() == 1
+
+
+def test_a_rotate_button_clicked_twice_rotates_once_and_shows_the_new_key(admin_client: Client) -> None:
+    integration = integration_get_or_create(source="generic")
+    old = integration_key_create(integration=integration, all_tenants=True)
+    action = f"/manage/keys/{old.record.public_id}/rotate/"
+    form = page_form(admin_client, "/manage/keys/", action)
+
+    first = admin_client.post(action, form)
+    second = admin_client.post(action, form)
+
+    new = IntegrationKey.objects.exclude(pk=old.record.pk)
+    assert new.count() == 1
+    assert second["Location"] == first["Location"]
+    shown = admin_client.get(second["Location"])
+    assert integration_key_authenticate(shown.context["issued"].key) == new.get()

@@ -18,6 +18,7 @@ from runs.catalog.authentication import runner_credential_authenticate
 from runs.catalog.models import Job, RunnerCredential
 from runs.catalog.services import role_grant, runner_credential_create, runner_credential_revoke
 from tests.factories import JobFactory, JobTargetFactory, TenantFactory, UserFactory
+from tests.page_forms import page_form
 
 pytestmark = pytest.mark.django_db
 PASSWORD = "correct-horse-battery"
@@ -128,3 +129,21 @@ def test_the_services_refuse_who_may_not_manage_them_and_write_nothing(job: Job)
             runner_credential_revoke(credential=credential, actor=actor)
     assert list(RunnerCredential.objects.values_list("label", "revoked_at")) == [("kept", None)]
     assert AuditEvent.objects.count() == audited
+
+
+def test_the_issue_button_clicked_twice_issues_one_credential_and_shows_it(job: Job) -> None:
+    owner = UserFactory(username="tom")
+    role_grant(user=owner, role="technical_owner", obj=job)
+    client = signed_in(owner)
+    action = f"/jobs/{job.public_id}/runner-credentials/"
+    form = page_form(client, f"/jobs/{job.public_id}/", action)
+    form["label"] = "invoice runner"
+
+    first = client.post(action, form)
+    second = client.post(action, form)
+
+    assert RunnerCredential.objects.filter(job=job).count() == 1
+    assert second["Location"] == first["Location"]
+    html = client.get(second["Location"]).content.decode()
+    secret = html.split('<code class="secret">')[1].split("</code>")[0]
+    assert runner_credential_authenticate(secret) == RunnerCredential.objects.get(job=job)

@@ -16,6 +16,7 @@ from runs.catalog.models import Integration, IntegrationKey, Tenant
 from runs.catalog.services import integration_get_or_create, integration_key_create
 from runs.catalog.transport import integration_transport
 from tests.factories import UserFactory
+from tests.page_forms import page_form
 
 pytestmark = pytest.mark.django_db
 
@@ -214,3 +215,16 @@ def test_the_editor_never_pre_ticks_a_delivery_that_cannot_map_and_the_picker_sh
     labels = dict(form.fields["deliveries"].choices)
     assert "1 alert(s), 1 unmatched" in labels[str(processed.public_id)]
     assert "rejected · 0 alert(s)" in " ".join(labels.values())
+
+
+def test_the_integration_pages_key_form_sent_twice_issues_one_key(admin: Client, generic: Integration) -> None:
+    action = f"/integrations/{generic.public_id}/keys/"
+    form = page_form(admin, f"/integrations/{generic.public_id}/", action)
+    form.update(key_kind="url", key_all_tenants="on")
+
+    first = admin.post(action, form)
+    second = admin.post(action, form)
+
+    assert IntegrationKey.objects.filter(integration=generic).count() == 1
+    assert second.status_code == 302 and second["Location"] == first["Location"]
+    assert "?issued=" in second["Location"]
