@@ -149,7 +149,10 @@ def test_two_people_editing_a_problem_from_its_page_do_not_revert_each_other() -
     # both changed the same field: the later save is refused with the reason, nothing of it is written
     stale = mine.post(f"/problems/{problem.public_id}/edit/", {**my_form, "description": "my notes"}, follow=True)
     assert Problem.objects.get(pk=problem.pk).description == "gateway cert expired"
-    assert "Someone changed description meanwhile: nothing was saved." in stale.content.decode()
+    assert (
+        "Someone changed the description of this problem after you opened the page: nothing was saved."
+        in stale.content.decode()
+    )
 
 
 def test_a_handover_owner_is_someone_who_may_see_its_runs() -> None:

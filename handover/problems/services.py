@@ -23,6 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from handover.core.edits import edit_merge
 from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition, NotFound
 from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
@@ -229,16 +230,13 @@ def problem_edit_text(name: str, value: Any) -> str:
     return ("" if value is None else str(value)).replace("\r\n", "\n").strip()
 
 
-def _changed_meanwhile(current: Problem, given: dict[str, Any], based_on: Mapping[str, Any]) -> list[str]:
-    """The given fields someone else changed since ``based_on`` was read: the row holds neither the base
-    value nor the one given (two people making the same change do not conflict)."""
-    return [
-        name
-        for name, value in given.items()
-        if name in based_on
-        and problem_edit_text(name, getattr(current, name))
-        not in (problem_edit_text(name, based_on[name]), problem_edit_text(name, value))
-    ]
+EDIT_LABELS = {
+    "title": "the title",
+    "defect_ref": "the defect reference",
+    "description": "the description",
+    "owning_team": "the owning team",
+    "clean_runs_required": "the clean runs required",
+}
 
 
 def problem_update(
@@ -259,8 +257,8 @@ def problem_update(
     as a Team, its id or None; compared as ``problem_edit_text``): a given field equal to its base is one
     the person left alone and is not written, so it never reverts another's change; a given field whose
     stored value is now neither its base nor the value given was changed by someone else meanwhile, and
-    the whole edit is refused with Conflict (409), nothing written. Fields without a base are written as
-    given. The comparison is made under the row's lock, so no edit slips in between.
+    the whole edit is refused with ``EditedMeanwhile`` (a Conflict, 409), nothing written. Fields without
+    a base are written as given. The comparison is made under the row's lock, so no edit slips in between.
 
     A closed problem is not edited (InvalidTransition, 409: reopen it first). Raises Forbidden (403) for a
     person who may not write it; DomainError (400) for an empty title or N outside 1..100. Side effects:
@@ -300,12 +298,14 @@ def problem_update(
         current = Problem.objects.select_for_update().get(pk=problem.pk)
         if current.status == Problem.Status.CLOSED:
             raise InvalidTransition("The problem is closed: reopen it before editing it.")
-        overlap = _changed_meanwhile(current, asked, based_on)
-        if overlap:
-            raise Conflict(
-                f"Someone changed {', '.join(n.replace('_', ' ') for n in overlap)} meanwhile: nothing was "
-                "saved. Read the problem again and redo your change."
-            )
+        # the one rule of edit pages (handover.core.edits): a field both changed refuses the whole edit
+        edit_merge(
+            posted={name: problem_edit_text(name, value) for name, value in asked.items()},
+            based_on={name: problem_edit_text(name, based_on[name]) for name in asked if name in based_on},
+            current={name: problem_edit_text(name, getattr(current, name)) for name in asked},
+            labels=EDIT_LABELS,
+            what="this problem",
+        )
         changes = {
             name: {"from": _shown(getattr(current, name)), "to": _shown(value)}
             for name, value in given.items()

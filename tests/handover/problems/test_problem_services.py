@@ -239,7 +239,9 @@ def test_an_edit_of_a_field_someone_changed_meanwhile_is_refused_and_writes_noth
     problem_update(problem=problem, actor=pw.admin, title="Gateway acks lost")
     events = _kinds(problem)
 
-    with pytest.raises(Conflict, match="Someone changed title meanwhile: nothing was saved"):
+    with pytest.raises(
+        Conflict, match="Someone changed the title of this problem after you opened the page: nothing was saved"
+    ):
         problem_update(
             problem=problem, actor=pw.support, based_on=read, title="Ledger acks dropped", description="more"
         )
