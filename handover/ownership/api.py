@@ -35,9 +35,10 @@ from handover.ownership.selectors import (
     aged_work_list,
     job_ownership_get,
     target_ownership_map,
+    team_list_assignable,
     team_list_visible,
 )
-from handover.ownership.services import job_ownership_set, target_ownership_set
+from handover.ownership.services import job_ownership_set, ownership_values, target_ownership_set
 from runs.catalog.models import Job, JobTarget
 from runs.catalog.selectors import job_get, target_list_visible
 from runs.permissions import may_read_target
@@ -185,14 +186,22 @@ def _job_payload(request: Request, job: Job) -> dict[str, Any]:
     }
 
 
-def _resolve(data: dict[str, Any], row: JobOwnership | TargetOwnership | None) -> tuple[Team | None, Any]:
-    """The team and person the input names, fields left out keeping the row's. Raises DomainError."""
+def _resolve(
+    data: dict[str, Any], row: JobOwnership | TargetOwnership | None, user: Person
+) -> tuple[Team | None, Any, dict[str, str | None]]:
+    """The team and person the input names, fields left out keeping the row's, and the base of the fields
+    left out (``ownership_values``: what someone else sets meanwhile stays, ``handover.core.edits``). A
+    team is one ``user`` may name (``team_list_assignable``, as the page offers) or the row's own: another
+    client's team is not found, as one that does not exist. Raises DomainError."""
     team = row.team if row is not None else None
     person: Person | None = row.escalation_owner if row is not None else None
     if "team" in data:
         team = None
         if data["team"] is not None:
-            team = Team.objects.filter(public_id=data["team"]).first()
+            if row is not None and row.team is not None and row.team.public_id == data["team"]:
+                team = row.team
+            else:
+                team = team_list_assignable(user=user).filter(public_id=data["team"]).first()
             if team is None:
                 raise DomainError("No such team.", errors={"team": ["No such team."]})
     if "escalation_owner" in data:
@@ -201,7 +210,8 @@ def _resolve(data: dict[str, Any], row: JobOwnership | TargetOwnership | None) -
             person = get_user_model().objects.filter(username=data["escalation_owner"], is_active=True).first()
             if person is None:
                 raise DomainError("No such active person.", errors={"escalation_owner": ["No such active person."]})
-    return team, person
+    base = {name: value for name, value in ownership_values(row).items() if name not in data}
+    return team, person, base
 
 
 def _person(request: Request) -> Person:
@@ -237,8 +247,8 @@ class JobOwnershipView(StrictQueryMixin, APIView):
         job = _visible_job(request, id)
         data = OwnershipInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        team, person = _resolve(data.validated_data, job_ownership_get(job=job))
-        job_ownership_set(actor=_person(request), job=job, team=team, escalation_owner=person)
+        team, person, base = _resolve(data.validated_data, job_ownership_get(job=job), _person(request))
+        job_ownership_set(actor=_person(request), job=job, team=team, escalation_owner=person, based_on=base)
         return Response(JobOwnershipSerializer(_job_payload(request, job)).data)
 
 
@@ -261,6 +271,8 @@ class TargetOwnershipView(StrictQueryMixin, APIView):
             raise Http404("No such target.")
         data = OwnershipInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        team, person = _resolve(data.validated_data, target_ownership_map(job=job).get(target.pk))
-        target_ownership_set(actor=_person(request), target=target, team=team, escalation_owner=person)
+        team, person, base = _resolve(
+            data.validated_data, target_ownership_map(job=job).get(target.pk), _person(request)
+        )
+        target_ownership_set(actor=_person(request), target=target, team=team, escalation_owner=person, based_on=base)
         return Response(JobOwnershipSerializer(_job_payload(request, job)).data)

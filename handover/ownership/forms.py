@@ -6,8 +6,10 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.db.models import Q
 
 from handover.notifications.models import Team
+from handover.ownership.selectors import team_list_assignable
 
 
 class OwnershipForm(forms.Form):
@@ -31,7 +33,16 @@ class OwnershipForm(forms.Form):
         label="Escalation owner",
     )
 
-    def __init__(self, *args: Any, prefix_for: str = "", **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, prefix_for: str = "", user: Any = None, own_team: Team | None = None, **kwargs: Any
+    ) -> None:
+        """``user``: the teams offered are those they may name (``team_list_assignable``, as on problems),
+        with ``own_team`` (the row's, whatever it is); None offers every team."""
         super().__init__(*args, **kwargs)
         if prefix_for:
             self.auto_id = f"id_{prefix_for}_%s"
+        if user is not None:
+            offered = Q(pk__in=team_list_assignable(user=user).values("pk"))
+            if own_team is not None:
+                offered |= Q(pk=own_team.pk)
+            self.fields["team"].queryset = Team.objects.filter(offered).order_by("name")  # type: ignore[attr-defined]

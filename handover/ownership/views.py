@@ -6,7 +6,7 @@ an admin or the job's technical owner is refused by the service (a message on th
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -17,6 +17,7 @@ from django.utils import timezone
 from handover.core.edits import BASE_FIELD, edit_base_field, edit_base_read
 from handover.core.errors import DomainError
 from handover.core.people import Person
+from handover.notifications.models import Team
 from handover.ownership.forms import OwnershipForm
 from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
 from handover.ownership.selectors import (
@@ -31,6 +32,7 @@ from handover.ownership.selectors import (
     team_list_visible,
 )
 from handover.ownership.services import job_ownership_set, ladder_steps, ownership_values, target_ownership_set
+from runs.catalog.models import Job, JobTarget
 from runs.catalog.selectors import job_get, target_list_visible
 from runs.permissions import may_manage_job_ownership
 
@@ -47,6 +49,13 @@ def _initial(row: JobOwnership | TargetOwnership | None) -> dict[str, object]:
     return {"team": row.team, "escalation_owner": row.escalation_owner, **base}
 
 
+def _own_team(data: Any, job: Job, targets: list[JobTarget]) -> Team | None:
+    """The team the posted row (the job's, or a target's named by ``target``) holds now, or None."""
+    target = next((t for t in targets if str(t.public_id) == str(data.get("target", ""))), None)
+    row = target_ownership_map(job=job).get(target.pk) if target is not None else job_ownership_get(job=job)
+    return getattr(row, "team", None)
+
+
 @login_required
 def job_ownership_view(request: HttpRequest, id: str) -> HttpResponse:
     """Show a job's owning team and escalation owner and each target's; POST sets one (job or target)."""
@@ -55,7 +64,7 @@ def job_ownership_view(request: HttpRequest, id: str) -> HttpResponse:
         raise Http404("No such job")
     targets = list(target_list_visible(user=request.user, job=job))  # another client's target is not shown
     if request.method == "POST":
-        form = OwnershipForm(request.POST)
+        form = OwnershipForm(request.POST, user=request.user, own_team=_own_team(request.POST, job, targets))
         if form.is_valid():
             data = form.cleaned_data
             base = edit_base_read(request.POST, ["team", "escalation_owner"])
@@ -95,7 +104,10 @@ def job_ownership_view(request: HttpRequest, id: str) -> HttpResponse:
             "own": overrides.get(t.pk),
             "owner": effective[(job.pk, t.pk)],
             "form": OwnershipForm(
-                initial={"target": t.public_id, **_initial(overrides.get(t.pk))}, prefix_for=str(t.public_id)
+                initial={"target": t.public_id, **_initial(overrides.get(t.pk))},
+                prefix_for=str(t.public_id),
+                user=request.user,
+                own_team=getattr(overrides.get(t.pk), "team", None),
             ),
         }
         for t in targets
@@ -106,7 +118,9 @@ def job_ownership_view(request: HttpRequest, id: str) -> HttpResponse:
         {
             "job": job,
             "job_row": job_row,
-            "form": OwnershipForm(initial=_initial(job_row), prefix_for="job"),
+            "form": OwnershipForm(
+                initial=_initial(job_row), prefix_for="job", user=request.user, own_team=getattr(job_row, "team", None)
+            ),
             "rows": rows,
             "may_manage": may_manage_job_ownership(user=request.user, job=job),
         },

@@ -21,7 +21,7 @@ from handover.ownership.services import aged_work_escalate, job_ownership_set, t
 from runs.attempts.models import Run
 from runs.checks.models import NextRunCheck
 from runs.timeline.models import TimelineEvent
-from tests.factories import NextRunCheckFactory, UserFactory
+from tests.factories import JobFactory, JobTargetFactory, NextRunCheckFactory, UserFactory
 from tests.handover.helpers import LedgerLoader, World
 from tests.page_forms import page_form
 
@@ -347,3 +347,30 @@ def test_a_stale_ownership_form_keeps_the_team_another_owner_set_and_refuses_a_c
     assert "Someone changed the owning team of job nightly-invoice-export" in page
     assert JobOwnership.objects.get(job=world.job).team == billing
     assert TimelineEvent.objects.filter(kind="ownership_changed").count() == 2
+
+
+def test_the_ownership_form_and_api_offer_only_teams_the_owner_may_name(world: World) -> None:
+    """A technical owner of one job may name a team that owns nothing (an engineering team) or one they
+    see, never the team owning only another client's job: the page does not offer it and the API finds
+    no such team, as for problems (``team_list_assignable``)."""
+    engineering = Team.objects.create(name="Platform engineering")
+    hidden = Team.objects.create(name="Brightwater secret desk")
+    other_job = JobFactory(key="brightwater-payroll")
+    JobTargetFactory(job=other_job, tenant=world.other_tenant)
+    job_ownership_set(actor=UserFactory(admin=True), job=other_job, team=hidden, escalation_owner=None)
+    owner = client_for(world.owner)
+    url = f"/jobs/{world.job.public_id}/ownership/"
+
+    page = owner.get(url).content.decode()
+    assert "Platform engineering" in page and "Brightwater secret desk" not in page
+    refused = owner.post(url, {"team": str(hidden.public_id)}, follow=True)
+    assert not JobOwnership.objects.filter(job=world.job, team=hidden).exists()
+    assert "Choose a team" in refused.content.decode()
+    api = owner.patch(
+        f"/api/v1/jobs/{world.job.public_id}/ownership/",
+        {"team": str(hidden.public_id)},
+        content_type="application/json",
+    )
+    assert api.status_code == 400 and api.json()["errors"]["team"] == ["No such team."]
+    owner.post(url, {"team": str(engineering.public_id)})
+    assert JobOwnership.objects.get(job=world.job).team == engineering
