@@ -64,16 +64,23 @@ def _admin() -> Client:
     return client
 
 
+def _security_changed_meanwhile(integration: Integration, names: str) -> tuple[Client, dict[str, str], str]:
+    """Two admins open the security page; the second saves ``names`` as the redaction names. Returns the
+    first admin's client, the form as their (now stale) page holds it, and the page's address."""
+    url = f"/manage/integrations/{integration.public_id}/security/"
+    first, second = _admin(), _admin()
+    stale = page_form(first, url)
+    fresh = page_form(second, url)
+    fresh["redact_names"] = names
+    assert second.post(url, fresh).status_code == 302
+    return first, stale, url
+
+
 @pytest.mark.django_db
 def test_a_stale_security_page_does_not_remove_a_redaction_name_another_admin_added(generic: Integration) -> None:
     """Admin A opens the security page; admin B adds a redaction name and saves; A changes the timestamp
     age only and saves: B's name stays (it would otherwise have been removed, and its values stored)."""
-    url = f"/manage/integrations/{generic.public_id}/security/"
-    first, second = _admin(), _admin()
-    stale = page_form(first, url)
-    fresh = page_form(second, url)
-    fresh["redact_names"] = "customer_email"
-    assert second.post(url, fresh).status_code == 302
+    first, stale, url = _security_changed_meanwhile(generic, "customer_email")
 
     stale["signature_tolerance_seconds"] = "600"
     assert first.post(url, stale).status_code == 302
@@ -87,12 +94,7 @@ def test_a_stale_security_page_does_not_remove_a_redaction_name_another_admin_ad
 def test_two_admins_changing_the_same_security_field_the_second_is_refused_and_nothing_is_saved(
     generic: Integration,
 ) -> None:
-    url = f"/manage/integrations/{generic.public_id}/security/"
-    first, second = _admin(), _admin()
-    stale = page_form(first, url)
-    fresh = page_form(second, url)
-    fresh["redact_names"] = "customer_email"
-    second.post(url, fresh)
+    first, stale, url = _security_changed_meanwhile(generic, "customer_email")
 
     stale["redact_names"] = "api_secret"
     stale["signature_tolerance_seconds"] = "900"
@@ -209,12 +211,7 @@ def test_redaction_names_stored_out_of_order_are_not_taken_for_a_change_on_an_un
     (each once, sorted without regard to case): saving an untouched page while someone else changed the
     names keeps theirs instead of refusing or reverting."""
     Integration.objects.filter(pk=generic.pk).update(settings={"redact_names": ["zeta_key", "Alpha_key", "zeta_key"]})
-    url = f"/manage/integrations/{generic.public_id}/security/"
-    first, second = _admin(), _admin()
-    stale = page_form(first, url)
-    fresh = page_form(second, url)
-    fresh["redact_names"] = "alpha_key\nzeta_key\ncustomer_email"
-    second.post(url, fresh)
+    first, stale, url = _security_changed_meanwhile(generic, "alpha_key\nzeta_key\ncustomer_email")
 
     stale["signature_tolerance_seconds"] = "120"
     assert first.post(url, stale).status_code == 302
