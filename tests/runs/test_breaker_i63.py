@@ -1,0 +1,114 @@
+"""Hostile inputs nobody here wrote (i63): each test is a fault found by probing, fixed at its rule."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from runs.alerts.models import Alert, Delivery
+from runs.attempts.models import Attempt
+from runs.catalog.models import Integration, IntegrationKey, Tenant
+from runs.catalog.services import integration_get_or_create, integration_key_create
+from runs.catalog.transport import integration_transport_update
+from runs.timeline.models import TimelineEvent
+
+pytestmark = pytest.mark.django_db
+
+HIDDEN = "Earlier-hidden-S3cretValue-42"
+LATER = "Later-kept-S3cretValue-77"
+
+
+@pytest.fixture
+def custom_key(story_tenants: dict[str, Tenant]) -> tuple[Integration, str]:
+    """A custom integration reading one row per record (its error under ``msg``) and a URL key to it."""
+    integration = integration_get_or_create(source="custom", name="custom-i63")
+    integration.settings = {
+        "mapping": {
+            "records": "@",
+            "fields": {
+                "job_key": "job",
+                "tenant": "tenant",
+                "execution_id": "run_id",
+                "status": "state",
+                "scheduled_for": "scheduled",
+                "error_summary": "msg",
+            },
+            "status_map": {"fail": "failed"},
+            "defaults": {"environment": "prod"},
+        }
+    }
+    integration.save()
+    key = integration_key_create(integration=integration, all_tenants=True, kind=IntegrationKey.Kind.URL).key
+    return integration, key
+
+
+def _row(run_id: str, msg: str) -> str:
+    """One record as JSON text, without its closing brace (a test adds keys of its own spelling)."""
+    row = {
+        "job": "nightly-invoice-export",
+        "tenant": "acme-foods",
+        "run_id": run_id,
+        "state": "fail",
+        "scheduled": "2026-11-28T01:00:00Z",
+        "msg": msg,
+    }
+    return json.dumps(row)[:-1]
+
+
+def _post(client: Client, key: str, body: str) -> Delivery:
+    response = client.post(f"/api/v1/alerts/custom/k/{key}/", data=body, content_type="text/plain")
+    assert response.status_code == 202, response.content
+    delivery = Delivery.objects.get(public_id=response.json()["delivery"])
+    assert delivery.outcome == Delivery.Outcome.PROCESSED, delivery.reason
+    return delivery
+
+
+def _stored_anywhere(secret: str) -> list[str]:
+    """Where ``secret`` is stored verbatim: the delivery bodies, the alerts, the attempts, the timeline."""
+    places = []
+    for delivery in Delivery.objects.all():
+        if secret in delivery.body or secret in json.dumps(delivery.response_body, ensure_ascii=False):
+            places.append(f"delivery {delivery.pk} body")
+    for alert in Alert.objects.all():
+        if secret in json.dumps([str(getattr(alert, f.attname)) for f in alert._meta.concrete_fields]):
+            places.append(f"alert {alert.pk}")
+    for attempt in Attempt.objects.all():
+        if secret in f"{attempt.error_summary} {attempt.log_url} {attempt.execution_id}":
+            places.append(f"attempt {attempt.pk}")
+    places += [f"event {e.pk}" for e in TimelineEvent.objects.filter(summary__contains=secret)]
+    return places
+
+
+def _ndjson(first: str, second: str) -> str:
+    return first + "\n" + second + "\n"
+
+
+def _envelope(first: str, second: str) -> str:
+    head = json.dumps({"event_id": "e1"})
+    item = json.dumps({"type": "check_in"})
+    return "\n".join([head, item, first, item, second]) + "\n"
+
+
+@pytest.mark.parametrize("frame", [_ndjson, _envelope], ids=["ndjson", "envelope"])
+def test_a_secret_a_repeated_key_hides_in_a_decoded_line_is_redacted_where_it_recurs(
+    client: Client, custom_key: tuple[Integration, str], frame: Any
+) -> None:
+    """A line read by a transport decoder was parsed with ``json.loads``: a repeated key's earlier
+    value was dropped unnoticed, so the secret it held was not the post's and was stored verbatim where
+    it recurs (another record's error summary, its attempt, the timeline, the stored body)."""
+    integration, key = custom_key
+    kind = frame.__name__.strip("_")
+    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind=kind)
+    if kind == "envelope":
+        integration.settings["mapping"]["records"] = "[*].payload"
+        integration.save()
+    first = _row("r-1", "failed") + f', "password": "{HIDDEN}", "password": "{LATER}"}}'
+    second = _row("r-2", f"login refused for {HIDDEN} and {LATER}") + "}"
+    delivery = _post(client, key, frame(first, second))
+    assert delivery.alerts.count() == 2
+    assert _stored_anywhere(HIDDEN) == []
+    assert _stored_anywhere(LATER) == []
+    assert Attempt.objects.get(execution_id="r-2").error_summary.startswith("login refused for ‹redacted:")
