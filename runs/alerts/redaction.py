@@ -13,11 +13,12 @@ Where (the shapes: ``runs.alerts.secret_shapes``; the list and its limits: docs/
    container under one), in ``{"name": <secret-looking>, "value": …}`` pairs, and under the
    integration's extra redaction names.
 2. Free text (``redact_text``), in every string, keys included: the secrets found by 1 in the same
-   post (``redaction_scope``), PEM private key blocks, URLs (user info, Apprise URLs, chat webhook and
-   URL-key paths), provider key shapes (detect-secrets' pattern plugins), ``name=value`` and
-   ``"name": "value"`` pairs with secret-looking names (query strings too; a bare ``key=`` only when
-   its value looks random), ``Bearer``/``Basic``/``Token`` values, e-mail addresses and Luhn-valid
-   card numbers.
+   post (``redaction_scope``; as written, percent-encoded, and inside a JSON string literal whatever
+   escapes spell it -- such a literal is redacted as the text it spells), PEM private key blocks,
+   URLs (user info, Apprise URLs, chat webhook and URL-key paths), provider key shapes
+   (detect-secrets' pattern plugins), ``name=value`` and ``"name": "value"`` pairs with
+   secret-looking names (query strings too; a bare ``key=`` only when its value looks random),
+   ``Bearer``/``Basic``/``Token`` values, e-mail addresses and Luhn-valid card numbers.
 
 A body that is not JSON (a cut 413 head, a form post) goes through the free-text rules whole, whose
 pair rule also reads ``"routing_key": "…"`` in broken JSON. Rules compiled per set of an integration's
@@ -340,8 +341,43 @@ def redact_text(text: str, names: Iterable[str] = ()) -> str:
 @lru_cache(maxsize=1024)
 def _spellings(value: str) -> tuple[str, ...]:
     """A secret as free text may spell it: as it is, and percent-encoded as a form or a query string
-    carries it (``+`` or ``%20`` for a space) -- a post's secret recurring in another field of a form."""
+    carries it (``+`` or ``%20`` for a space) -- a post's secret recurring in another field of a form.
+    Spellings with JSON escapes are too many to list: ``_escaped_literals`` reads such literals instead."""
     return tuple(dict.fromkeys((value, quote_plus(value, safe=""), quote(value, safe=""))))
+
+
+# A JSON string literal that spells something with escapes (``\/``, ``\u0041``, ``\"``, ``\\``): the text it
+# stands for is not the text as written, so neither a post's secret nor a rule's shape is found in it
+# verbatim. Bounded: a literal stops at a line end (JSON strings hold none).
+_STRING_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"')  # alternatives disjoint: no backtracking blow-up
+_UNSTORABLE_IN_LITERAL = re.compile("[\x00\ud800-\udfff]")
+
+
+def _escaped_literals(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str:
+    r"""Redact each JSON string literal of ``text`` that holds an escape as the text it spells, and write
+    it again as a literal (JSON stays JSON: an ndjson line or an envelope of a stored body parses again).
+
+    Every spelling JSON allows for a secret is found this way, not only the ones ``_spellings`` lists
+    (RFC 8259 section 7: any character may be written as ``\uXXXX``, ``/`` as ``\/``). A literal that
+    does not read (an invalid escape) is left to the other rules; one whose text holds no secret is kept
+    as written.
+    """
+
+    def literal(match: re.Match[str]) -> str:
+        if "\\" not in match.group(0):
+            return match.group(0)
+        try:
+            spelled = json.loads(match.group(0), strict=False)
+        except ValueError:
+            return match.group(0)
+        redacted = _redact_text(spelled, values, rules, key)
+        if redacted == spelled:
+            return match.group(0)
+        written = json.dumps(redacted, ensure_ascii=False)
+        # a lone surrogate or NUL the literal spelled stays an escape: written raw, no text column holds it
+        return _UNSTORABLE_IN_LITERAL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", written)
+
+    return _STRING_LITERAL.sub(literal, text)
 
 
 def _redact_text(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str:
@@ -350,6 +386,8 @@ def _redact_text(text: str, values: tuple[str, ...], rules: TextRules, key: byte
         for spelling in _spellings(value):
             if spelling in text:
                 text = text.replace(spelling, redaction_token(value))
+    if "\\" in text and '"' in text:
+        text = _escaped_literals(text, values, rules, key)
     if len(text) < _MIN_TEXT_LENGTH:
         return text
     clean_key = (text, rules.names, key) if len(text) <= _CLEAN_MAX_LENGTH else None

@@ -112,3 +112,36 @@ def test_a_secret_a_repeated_key_hides_in_a_decoded_line_is_redacted_where_it_re
     assert _stored_anywhere(HIDDEN) == []
     assert _stored_anywhere(LATER) == []
     assert Attempt.objects.get(execution_id="r-2").error_summary.startswith("login refused for ‹redacted:")
+
+
+ESCAPED = 'Sup3r/S3cret"V4lue-9'  # spelled in the body with JSON escapes only
+
+
+@pytest.mark.parametrize("frame", [_ndjson, _envelope], ids=["ndjson", "envelope"])
+@pytest.mark.parametrize(
+    "spelling",
+    [r"Sup3r\/S3cret\"V4lue-9", r"\u0053up3r/S3cr\u0065t\"V4lu\u0065-9", r"Sup3r\u002fS3cret\u0022V4lue-9"],
+    ids=["solidus", "unicode", "escaped-quote"],
+)
+def test_a_secret_spelled_with_json_escapes_is_redacted_in_the_stored_body(
+    client: Client, custom_key: tuple[Integration, str], frame: Any, spelling: str
+) -> None:
+    """The stored text of a body a decoder reads is redacted as free text, where a post's secret was
+    looked for only as written or percent-encoded: spelled with JSON escapes (``\\/``, ``\\u0065``,
+    ``\\"``) it was kept verbatim in the stored body, readable by anyone who parses it."""
+    integration, key = custom_key
+    kind = frame.__name__.strip("_")
+    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind=kind)
+    if kind == "envelope":
+        integration.settings["mapping"]["records"] = "[*].payload"
+        integration.save()
+    first = _row("r-1", "failed") + f', "api_key": "{spelling}"}}'
+    second = _row("r-2", "x")[: -len('"x"')] + f'"login with {spelling} refused"}}'
+    delivery = _post(client, key, frame(first, second))
+    assert delivery.alerts.count() == 2
+    assert ESCAPED not in delivery.body
+    assert ESCAPED not in str([json.loads(line) for line in delivery.body.splitlines() if line])
+    assert _stored_anywhere(ESCAPED) == []
+    assert Attempt.objects.get(execution_id="r-2").error_summary.startswith("login with ‹redacted:")
+    # the stored body still decodes (reprocessing reads it): the redacted literals are JSON again
+    assert [json.loads(line)["run_id"] for line in delivery.body.splitlines() if "run_id" in line] == ["r-1", "r-2"]
