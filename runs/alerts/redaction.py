@@ -43,7 +43,13 @@ from urllib.parse import quote, quote_plus, unquote_plus
 
 from django.conf import settings
 
-from runs.alerts.parsers.base import AttemptState, JsonBody, ParsedAlert, json_loads_noting_repeats
+from runs.alerts.parsers.base import (
+    AttemptState,
+    JsonBody,
+    ParsedAlert,
+    json_depth_exceeds,
+    json_loads_noting_repeats,
+)
 from runs.alerts.secret_shapes import (
     APPRISE_URL,
     AUTH_VALUE,
@@ -380,8 +386,72 @@ def _escaped_literals(text: str, values: tuple[str, ...], rules: TextRules, key:
     return _STRING_LITERAL.sub(literal, text)
 
 
+# A text that is a whole JSON object or array (an SNS ``Message``, an EventBridge ``detail`` sent as a
+# string, a field a mapping wrote with ``to_string``): its secrets are in its structure -- a
+# ``{"name": "password", "value": …}`` pair, a secret-named key whose value is a number -- which no
+# free-text rule reads. Read as data, at most this many documents deep (a string in a string in ...)
+# and this many levels within each, so that the walk's recursion stays bounded.
+_EMBEDDED_MAX_LEVELS = 4
+_EMBEDDED_MAX_DEPTH = 32
+_EMBEDDED_LEVEL: ContextVar[int] = ContextVar("handover_redaction_embedded_level", default=0)
+
+
+def _embedded_document(text: str) -> tuple[Any, tuple[dict[str, Any], ...]] | None:
+    """``(document, shadowed)`` when ``text`` is a JSON object or array (surrounding blanks allowed)
+    that may be walked, else None. Never raises."""
+    stripped = text.strip()
+    if len(stripped) < 2 or (stripped[0], stripped[-1]) not in (("{", "}"), ("[", "]")):
+        return None
+    if _EMBEDDED_LEVEL.get() >= _EMBEDDED_MAX_LEVELS:
+        return None
+    try:
+        document, shadowed = json_loads_noting_repeats(stripped, strict=False)  # a raw control character too
+    except (ValueError, RecursionError):
+        return None
+    if json_depth_exceeds(document, _EMBEDDED_MAX_DEPTH) or json_depth_exceeds(list(shadowed), _EMBEDDED_MAX_DEPTH):
+        return None
+    return document, shadowed
+
+
+def _embedded_secrets(document: Any, shadowed: tuple[dict[str, Any], ...], rules: TextRules) -> list[str]:
+    """The secret values an embedded document holds by structure (its repeated keys' hidden values too)."""
+    level = _EMBEDDED_LEVEL.set(_EMBEDDED_LEVEL.get() + 1)
+    try:
+        walk = _Walk(rules=rules, free_text=False)
+        walk.node([document, *shadowed], [], 0, False)
+        return walk.found
+    finally:
+        _EMBEDDED_LEVEL.reset(level)
+
+
+def _embedded_json(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str | None:
+    """``text`` redacted as the JSON document it is (``_embedded_document``) and written out again, or
+    None when it is not one. Its secrets by structure are redacted wherever they recur in it."""
+    embedded = _embedded_document(text)
+    if embedded is None:
+        return None
+    document, shadowed = embedded
+    found = [v for v in _embedded_secrets(document, shadowed, rules) if len(v) >= MIN_SECRET_LENGTH]
+    level = _EMBEDDED_LEVEL.set(_EMBEDDED_LEVEL.get() + 1)
+    try:
+        wanted = tuple(sorted({*values, *(v for v in found if not is_redacted(v))}, key=len, reverse=True))
+        walk = _Walk(rules=rules, free_text=True, values=wanted, key=key)
+        redacted = walk.node(document, [], 0, False)
+    finally:
+        _EMBEDDED_LEVEL.reset(level)
+    if redacted == document and not shadowed:
+        return text
+    written = json.dumps(redacted, ensure_ascii=False)
+    return _UNSTORABLE_IN_LITERAL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", written)
+
+
 def _redact_text(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str:
     """``redact_text`` with the scope's values, the rules and the redaction key already looked up."""
+    if text[:1] in "{[ \t\r\n" and text.strip()[:1] in ("{", "["):
+        # a JSON document: every string in it (keys too) gets these rules, and it stays JSON
+        as_document = _embedded_json(text, values, rules, key)
+        if as_document is not None:
+            return as_document
     for value in values:
         for spelling in _spellings(value):
             if spelling in text:
@@ -416,6 +486,43 @@ def _remember_clean(key: tuple[str, frozenset[str], bytes]) -> None:
             pass
 
 
+def _name_value_pattern(quote: str, value: str) -> str:
+    """A ``{"name": <name>, "value": <value>}`` pair written with ``quote`` (``"``, or ``\\"`` inside a
+    JSON string), in either order, ``name``/``key`` and ``value`` in either case."""
+    name = rf"{quote}(?:[Nn]ame|[Kk]ey){quote}[ \t]*:[ \t]*{quote}(?P<name{{n}}>[^\"\\\r\n]{{{{1,100}}}}){quote}"
+    val = (
+        rf"{quote}[Vv]alue{quote}[ \t]*:[ \t]*(?:{quote}(?P<dq{{n}}>{value}){quote}|(?P<num{{n}}>-?[0-9][0-9.eE+\-]*))"
+    )
+    sep = r"[ \t\r\n]*,[ \t\r\n]*"
+    return "(?:" + name.format(n=1) + sep + val.format(n=1) + "|" + val.format(n=2) + sep + name.format(n=2) + ")"
+
+
+# ``{"name": "DB_PASSWORD", "value": …}`` pairs (container env, tag lists, CloudWatch dimensions) in
+# text that is not JSON as a whole (a cut 413 head, a body that is not UTF-8, a JSON string inside it):
+# the structural rule for such pairs, read from the text.
+_NAME_VALUE_PAIRS = (
+    re.compile(_name_value_pattern('"', r'(?:[^"\\\r\n]|\\.)*')),
+    re.compile(_name_value_pattern(r'\\"', r'(?:(?!\\")[^\r\n])*')),
+)
+
+
+def _name_value_replace(rules: TextRules) -> Callable[[re.Match[str]], str]:
+    def replace(match: re.Match[str]) -> str:
+        n = 1 if match.group("name1") is not None else 2
+        if not rules.is_secret_name(match.group(f"name{n}")):
+            return match.group(0)
+        group = f"dq{n}" if match.group(f"dq{n}") is not None else f"num{n}"
+        value = match.group(group)
+        if not value or "‹" in value or is_redacted(value):
+            return match.group(0)
+        start, end = match.span(group)
+        offset = match.start()
+        whole = match.group(0)
+        return whole[: start - offset] + _token(value) + whole[end - offset :]
+
+    return replace
+
+
 def _redact_rules(text: str, rules: TextRules) -> str:
     """The free-text rules after the post's own secrets (``redact_text``), in their order."""
     lowered = text.lower()
@@ -435,6 +542,9 @@ def _redact_rules(text: str, rules: TextRules) -> str:
     text = _shape_pass(text)
     if "=" in text or ":" in text:
         text = rules.pair.sub(_pair_replace(rules), text)
+    if "alue" in text and ":" in text:
+        for pattern in _NAME_VALUE_PAIRS:
+            text = pattern.sub(_name_value_replace(rules), text)
     if "bearer" in lowered or "basic" in lowered or "token" in lowered or "digest" in lowered:
         text = AUTH_VALUE.sub(_auth_value, text)
     if "@" in text or "%40" in text:
@@ -511,6 +621,10 @@ class _Walk:
         if isinstance(node, str):
             if secret and node and not is_redacted(node):
                 self.found.append(node)
+            elif not secret and not self.free_text and node[:1] in "{[ \t\r\n":
+                embedded = _embedded_document(node)  # a JSON document sent as a string: its secrets are the post's
+                if embedded is not None:
+                    self.found.extend(_embedded_secrets(*embedded, self.rules))
             return self.string(node, secret)
         if secret and isinstance(node, (int, float)) and not isinstance(node, bool):
             self.found.append(str(node))

@@ -14,6 +14,7 @@ from runs.catalog.models import Integration, IntegrationKey, Tenant
 from runs.catalog.services import integration_get_or_create, integration_key_create
 from runs.catalog.transport import integration_transport_update
 from runs.timeline.models import TimelineEvent
+from tests.conftest import PostAlert
 
 pytestmark = pytest.mark.django_db
 
@@ -145,3 +146,72 @@ def test_a_secret_spelled_with_json_escapes_is_redacted_in_the_stored_body(
     assert Attempt.objects.get(execution_id="r-2").error_summary.startswith("login with ‹redacted:")
     # the stored body still decodes (reprocessing reads it): the redacted literals are JSON again
     assert [json.loads(line)["run_id"] for line in delivery.body.splitlines() if "run_id" in line] == ["r-1", "r-2"]
+
+
+SNS_PASSWORD = "Hidden-pw-9988-kk"
+
+
+def _sns_cloudwatch_alarm() -> dict[str, Any]:
+    """An AWS SNS notification carrying a CloudWatch alarm: the alarm is a JSON document sent as the
+    string ``Message`` (docs.aws.amazon.com/sns/latest/dg/sns-message-and-json-formats.html)."""
+    alarm = {
+        "AlarmName": "nightly-invoice-export failed",
+        "NewStateValue": "ALARM",
+        "NewStateReason": f"Threshold crossed; retry with {SNS_PASSWORD} refused",
+        "Trigger": {"Dimensions": [{"name": "db_password", "value": SNS_PASSWORD}], "Period": 60},
+    }
+    return {
+        "Type": "Notification",
+        "MessageId": "5f4b6a2e-0000-4000-8000-000000000001",
+        "TopicArn": "arn:aws:sns:eu-west-1:123456789012:alarms",
+        "Subject": "ALARM: nightly-invoice-export failed",
+        "Message": json.dumps(alarm),
+        "Timestamp": "2026-11-28T01:00:00.000Z",
+    }
+
+
+def test_a_secret_in_a_json_document_sent_as_a_string_is_not_stored(
+    client: Client, custom_key: tuple[Integration, str]
+) -> None:
+    """A JSON document sent as a string (an SNS ``Message``) was redacted as free text: a secret in a
+    ``{"name": "db_password", "value": …}`` pair inside it is no free-text shape, so it was stored in
+    the body, and wherever it recurred (the error summary a mapping takes from the whole record)."""
+    integration, key = custom_key
+    integration.settings["mapping"]["fields"]["error_summary"] = "to_string(@)"
+    integration.settings["mapping"]["defaults"].update(
+        {"job_key": "nightly-invoice-export", "tenant": "acme-foods", "status": "failed"}
+    )
+    integration.settings["mapping"]["fields"].update({"execution_id": "MessageId", "scheduled_for": "Timestamp"})
+    for name in ("job_key", "tenant", "status"):
+        integration.settings["mapping"]["fields"].pop(name)
+    integration.save()
+    delivery = _post(client, key, json.dumps(_sns_cloudwatch_alarm()))
+    assert delivery.alerts.get().outcome == Alert.Outcome.ACCEPTED
+    assert _stored_anywhere(SNS_PASSWORD) == []
+    stored = json.loads(json.loads(delivery.body)["Message"])  # still the alarm, as JSON
+    assert stored["Trigger"]["Dimensions"][0]["value"].startswith("‹redacted:")
+    assert stored["NewStateReason"].startswith("Threshold crossed; retry with ‹redacted:")
+
+
+def test_a_name_value_secret_in_a_body_that_is_not_json_is_not_stored(
+    story_tenants: dict[str, Tenant], make_key: Any, post_alert: PostAlert
+) -> None:
+    """A body that is not JSON as a whole (here Latin-1 bytes sent without a charset: not UTF-8, so
+    the undecodable byte is kept as ``\\xe4``) is redacted by the free-text rules, which read
+    ``"password": "…"`` but not a ``{"name": "DB_PASSWORD", "value": "…"}`` pair (container env,
+    CloudWatch dimensions), plain or inside a JSON string: it was stored verbatim in the rejected post."""
+    env = [
+        {"name": "DB_PASSWORD", "value": SNS_PASSWORD},
+        {"value": 73459912, "name": "api_token"},
+        {"name": "region", "value": "eu-west-1"},  # not a secret: kept
+    ]
+    message = json.dumps({"Trigger": {"Dimensions": [{"name": "db_password", "value": f"x-{SNS_PASSWORD}"}]}})
+    body = json.dumps({"status": "failed", "job": "Abschlu\u00df", "env": env, "Message": message}, ensure_ascii=False)
+    response = post_alert("generic", body.encode("latin-1"), make_key("generic", all_tenants=True))
+    assert response.status_code == 400
+    delivery = Delivery.objects.get()
+    assert delivery.outcome == Delivery.Outcome.REJECTED
+    assert "\\xdf" in delivery.body  # nothing lost: the post is kept, its undecodable byte spelled out
+    assert SNS_PASSWORD not in delivery.body
+    assert "73459912" not in delivery.body
+    assert '{"name": "region", "value": "eu-west-1"}' in delivery.body
