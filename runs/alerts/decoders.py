@@ -24,6 +24,7 @@ know it (``DecodedBody.hidden``), as it must know an envelope item its ``item_ty
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from urllib.parse import parse_qsl
 from runs.alerts.parsers.base import FormatError, json_loads_noting_repeats
 
 DECODERS = ("json", "ndjson", "envelope", "form")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_ITEMS = 1000
 
 
@@ -158,4 +160,7 @@ def body_decode_noting_repeats(body: bytes, *, decoder: Mapping[str, Any], metho
         decoded = _envelope(body, tuple(str(t) for t in types) if isinstance(types, list) else (), shadowed)
     else:
         decoded = form_decode(text)
-    return DecodedBody(json.dumps(decoded, ensure_ascii=False).encode(), tuple(shadowed))
+    # A line may spell a lone surrogate (``"\ud800"``): no UTF-8 encodes it, so it stays an escape
+    # (the adapter reads it as a whole JSON body's, and storing makes it U+FFFD), never a failure.
+    written = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", json.dumps(decoded, ensure_ascii=False))
+    return DecodedBody(written.encode(), tuple(shadowed))

@@ -215,3 +215,24 @@ def test_a_name_value_secret_in_a_body_that_is_not_json_is_not_stored(
     assert SNS_PASSWORD not in delivery.body
     assert "73459912" not in delivery.body
     assert '{"name": "region", "value": "eu-west-1"}' in delivery.body
+
+
+@pytest.mark.parametrize("frame", [_ndjson, _envelope], ids=["ndjson", "envelope"])
+def test_a_decoded_line_spelling_a_lone_surrogate_is_processed_not_left_received(
+    client: Client, custom_key: tuple[Integration, str], frame: Any
+) -> None:
+    """A line may spell a lone surrogate (``"\\ud800"``, valid JSON). The decoder wrote the decoded
+    lines as UTF-8, which has no spelling for it: every processing failed with UnicodeEncodeError and
+    the post stayed ``received`` (rule 9: it ends ``processed`` or ``rejected``, as a JSON body does)."""
+    integration, key = custom_key
+    kind = frame.__name__.strip("_")
+    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind=kind)
+    if kind == "envelope":
+        integration.settings["mapping"]["records"] = "[*].payload"
+        integration.save()
+    first = _row("r-1", "x")[: -len('"x"')] + '"half \\ud800 a surrogate"}'
+    delivery = _post(client, key, frame(first, _row("r-2", "plain") + "}"))
+    assert delivery.try_count == 0 and delivery.last_error == ""
+    alerts = {alert.execution_id: alert for alert in delivery.alerts.all()}
+    assert set(alerts) == {"r-1", "r-2"}
+    assert Attempt.objects.get(execution_id="r-1").error_summary == "half \ufffd a surrogate"
