@@ -193,6 +193,10 @@ def integration_redaction(integration: Any, paths: Iterable[str] = ()) -> Integr
 # --- free text ----------------------------------------------------------------------------------------
 
 
+# The last parameter name of a query string a key ends with (``…/x?api_key``, ``…&token``).
+_QUERY_TAIL = re.compile(r"[?&;#]([\w.\-]{1,64})\Z")
+
+
 @dataclass(frozen=True)
 class TextRules:
     """The free-text rules for one set of extra names: the compiled pair pattern and the name test."""
@@ -201,8 +205,13 @@ class TextRules:
     pair: re.Pattern[str]
 
     def is_secret_name(self, name: str) -> bool:
-        """True for a built-in secret-looking name or one of ``names`` (any case)."""
-        return name.casefold() in self.names or secret_name(name)
+        """True for a built-in secret-looking name or one of ``names`` (any case); also for a name that
+        is text ending in a query parameter's name (``see https://h/x?api_key``): a form whose value held
+        an unencoded ``&`` splits there, and the parameter's value becomes the value of that name."""
+        if name.casefold() in self.names or secret_name(name):
+            return True
+        tail = _QUERY_TAIL.search(name) if len(name) > 1 else None
+        return tail is not None and (tail.group(1).casefold() in self.names or secret_name(tail.group(1)))
 
 
 @lru_cache(maxsize=256)
@@ -448,10 +457,11 @@ def _embedded_json(text: str, values: tuple[str, ...], rules: TextRules, key: by
 def _redact_text(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str:
     """``redact_text`` with the scope's values, the rules and the redaction key already looked up."""
     if text[:1] in "{[ \t\r\n" and text.strip()[:1] in ("{", "["):
-        # a JSON document: every string in it (keys too) gets these rules, and it stays JSON
+        # a JSON document: every string in it (keys too) gets these rules first, so it stays JSON; the
+        # rules then read the text as written too (a pair split between a key and its value)
         as_document = _embedded_json(text, values, rules, key)
         if as_document is not None:
-            return as_document
+            text = as_document
     for value in values:
         for spelling in _spellings(value):
             if spelling in text:

@@ -236,3 +236,56 @@ def test_a_decoded_line_spelling_a_lone_surrogate_is_processed_not_left_received
     alerts = {alert.execution_id: alert for alert in delivery.alerts.all()}
     assert set(alerts) == {"r-1", "r-2"}
     assert Attempt.objects.get(execution_id="r-1").error_summary == "half \ufffd a surrogate"
+
+
+FORM_SECRET = "QPsecret1234abcdZZ"
+
+
+def test_a_form_value_split_at_an_unencoded_ampersand_keeps_no_query_secret(
+    client: Client, custom_key: tuple[Integration, str]
+) -> None:
+    """A sender that does not percent-encode its form values (Nagios-style output) splits a value at its
+    ``&``: ``msg=failed&see https://h/x?api_key=…`` decodes to a field named ``see https://h/x?api_key``
+    holding the key. That name reads like free text, so it was no secret name: the value was not the
+    post's secret, and where it recurred alone (the error summary, its attempt, the timeline) it was
+    stored verbatim. A record written whole as JSON (``to_string(@)``) lost it too."""
+    integration, key = custom_key
+    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind="form")
+    body = (
+        "job=nightly-invoice-export&tenant=acme-foods&run_id=f-1&state=fail&scheduled=2026-11-28T01%3A00%3A00Z"
+        f"&msg=export failed, retried with {FORM_SECRET}&see https://hooks.example.com/x?api_key={FORM_SECRET}"
+    )
+    response = client.post(
+        f"/api/v1/alerts/custom/k/{key}/", data=body, content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code == 202
+    delivery = Delivery.objects.get()
+    assert delivery.outcome == Delivery.Outcome.PROCESSED
+    assert delivery.alerts.get().outcome == Alert.Outcome.ACCEPTED
+    assert _stored_anywhere(FORM_SECRET) == []
+    assert Attempt.objects.get(execution_id="f-1").error_summary.startswith("export failed, retried with ‹redacted:")
+
+
+def test_a_record_written_whole_as_json_keeps_no_secret_a_form_split_off(
+    client: Client, custom_key: tuple[Integration, str]
+) -> None:
+    """An error summary a mapping writes with ``to_string(@)`` is a JSON document, redacted as data: a
+    form split at an unencoded ``&`` gives a key that is free text (``db login refused, password``),
+    no secret name, yet the free-text pair rule reads ``password": "…"`` in the text as written -- it
+    must still run after the document's own redaction, not be skipped for it."""
+    integration, key = custom_key
+    integration.settings["mapping"]["fields"]["error_summary"] = "to_string(@)"
+    integration.save()
+    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind="form")
+    body = (
+        "job=nightly-invoice-export&tenant=acme-foods&run_id=f-2&state=fail&scheduled=2026-11-28T01%3A00%3A00Z"
+        f"&msg=export failed&db login refused, password={FORM_SECRET}"
+    )
+    response = client.post(
+        f"/api/v1/alerts/custom/k/{key}/", data=body, content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code == 202
+    assert Delivery.objects.get().outcome == Delivery.Outcome.PROCESSED
+    assert _stored_anywhere(FORM_SECRET) == []
+    summary = json.loads(Attempt.objects.get(execution_id="f-2").error_summary)  # still the record, as JSON
+    assert summary["db login refused, password"].startswith("‹redacted:")
