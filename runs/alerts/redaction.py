@@ -288,7 +288,9 @@ def _shape_pass(text: str) -> str:
     return text
 
 
-def _pair_replace(rules: TextRules) -> Callable[[re.Match[str]], str]:
+def _pair_replace(rules: TextRules, found: list[str] | None = None) -> Callable[[re.Match[str]], str]:
+    """The pair rule's replacement; each value it redacts is also appended to ``found`` when given."""
+
     def replace(match: re.Match[str]) -> str:
         name = match.group("name")
         group = next((g for g in ("dq", "eq", "sq", "v") if match.group(g) is not None), "v")
@@ -300,6 +302,8 @@ def _pair_replace(rules: TextRules) -> Callable[[re.Match[str]], str]:
                 return match.group(0)
         elif not rules.is_secret_name(name):
             return match.group(0)
+        if found is not None:
+            found.append(value)
         start, end = match.span(group)
         offset = match.start()
         whole = match.group(0)
@@ -516,7 +520,9 @@ _NAME_VALUE_PAIRS = (
 )
 
 
-def _name_value_replace(rules: TextRules) -> Callable[[re.Match[str]], str]:
+def _name_value_replace(rules: TextRules, found: list[str] | None = None) -> Callable[[re.Match[str]], str]:
+    """The name/value pair rule's replacement; each value it redacts is also appended to ``found``."""
+
     def replace(match: re.Match[str]) -> str:
         n = 1 if match.group("name1") is not None else 2
         if not rules.is_secret_name(match.group(f"name{n}")):
@@ -525,12 +531,28 @@ def _name_value_replace(rules: TextRules) -> Callable[[re.Match[str]], str]:
         value = match.group(group)
         if not value or "‹" in value or is_redacted(value):
             return match.group(0)
+        if found is not None:
+            found.append(value)
         start, end = match.span(group)
         offset = match.start()
         whole = match.group(0)
         return whole[: start - offset] + _token(value) + whole[end - offset :]
 
     return replace
+
+
+def _text_pair_secrets(text: str, rules: TextRules) -> list[str]:
+    """The values text that is not JSON as a whole holds in secret pairs (``"password": "…"``,
+    ``token=…``, ``{"name": "DB_PASSWORD", "value": …}``): the post's secrets by its names, as a JSON
+    body's are by structure, so that they are redacted where they recur without a name (ndjson sent
+    to a JSON integration: ``{"note": "again S1", "password": "S1"}``)."""
+    found: list[str] = []
+    if "=" in text or ":" in text:
+        rules.pair.sub(_pair_replace(rules, found), text)
+    if "alue" in text and ":" in text:
+        for pattern in _NAME_VALUE_PAIRS:
+            pattern.sub(_name_value_replace(rules, found), text)
+    return found
 
 
 def _redact_rules(text: str, rules: TextRules) -> str:
@@ -683,8 +705,9 @@ def redact_body(raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str
     sent, so the rest stays byte for byte and parses again for reprocessing; when that cannot be done
     exactly (a number under a secret name, a short secret, an escape spelled another way, an object
     that repeats a key -- its earlier values are in the text only, unread) the redacted document is
-    written out whole. Not JSON (a cut 413 head, a form post): the free-text
-    rules run over the whole text, their pair rule reading ``"name": "value"`` as well.
+    written out whole. Not JSON (a cut 413 head, a form post, ndjson): the free-text rules run over
+    the whole text, their pair rule reading ``"name": "value"`` as well, and a value a secret pair
+    holds is replaced wherever it recurs in the text.
     """
     return redact_body_secrets(raw, paths, names)[0]
 
@@ -693,7 +716,7 @@ def redact_body_secrets(
     raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str] = (), *, parsed: JsonBody | None = None
 ) -> tuple[str, list[str]]:
     """``redact_body`` and ``body_secret_values`` of the same body in one go: the body as stored, and the
-    secret values it holds by structure (none when it is not JSON).
+    secret values it holds by structure (when it is not JSON: the values of its secret pairs).
 
     ``parsed``: the body already parsed by ``load_json`` (``JsonBody``), so that a post's JSON is parsed
     once; when it was refused there (nested too deep, a number out of range), or not given, the body is
@@ -704,7 +727,11 @@ def redact_body_secrets(
         (True, parsed.document, parsed.shadowed) if parsed is not None and parsed.ok else _loads(text)
     )
     if not ok:
-        return redact_text(text, names), []
+        # not JSON as a whole: the free-text rules, with the values its secret pairs hold as the post's
+        rules = text_rules(frozenset(_scope().names | {n.casefold() for n in names if n}))
+        found = list(dict.fromkeys(_text_pair_secrets(text, rules)))
+        with redaction_scope(found, names):
+            return redact_text(text, names), found
     # One walk finds the secrets by structure and every other string; the free-text rules then run once
     # per distinct string with those secrets in scope. The redacted document is built only when the
     # text cannot be patched in place (or must be checked).

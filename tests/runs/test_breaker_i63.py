@@ -289,3 +289,22 @@ def test_a_record_written_whole_as_json_keeps_no_secret_a_form_split_off(
     assert _stored_anywhere(FORM_SECRET) == []
     summary = json.loads(Attempt.objects.get(execution_id="f-2").error_summary)  # still the record, as JSON
     assert summary["db login refused, password"].startswith("‹redacted:")
+
+
+def test_a_pair_secret_of_a_body_that_is_not_json_is_redacted_where_it_recurs(
+    story_tenants: dict[str, Tenant], make_key: Any, post_alert: PostAlert
+) -> None:
+    """ndjson sent to an integration that reads JSON is not JSON as a whole: the free-text rules
+    redacted ``"password": "…"`` where the pair stands, but the same value elsewhere without its name
+    (a note of another line) was stored verbatim, where a JSON body's secret is redacted wherever it
+    recurs (docs/security.md: the secret values the same post holds under secret names)."""
+    lines = [
+        json.dumps({"status": "failed", "note": f"retried with {HIDDEN}"}),
+        json.dumps({"status": "failed", "password": HIDDEN}),
+    ]
+    response = post_alert("generic", ("\n".join(lines) + "\n").encode(), make_key("generic", all_tenants=True))
+    assert response.status_code == 400
+    delivery = Delivery.objects.get()
+    assert delivery.outcome == Delivery.Outcome.REJECTED
+    assert HIDDEN not in delivery.body
+    assert "retried with ‹redacted:" in delivery.body
