@@ -16,40 +16,58 @@ settings; docs/integrations/transport.md):
 - A ``GET`` ingestion (opt-in) stores its query string as the body; it is always decoded as ``form``.
 
 Every decoder raises ``FormatError`` (the post breaks the format: stored ``rejected``, answered 400)
-for a body it cannot read. Pure functions, no ORM.
+for a body it cannot read. Every JSON text (a line, a header, a payload) is read by
+``json_loads_noting_repeats``: a value a repeated key hides is in the body alone, and redaction must
+know it (``DecodedBody.hidden``), as it must know an envelope item its ``item_types`` skip. Pure functions, no ORM.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from runs.alerts.parsers.base import FormatError
+from runs.alerts.parsers.base import FormatError, json_loads_noting_repeats
 
 DECODERS = ("json", "ndjson", "envelope", "form")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_ITEMS = 1000
 
 
-def _json_line(line: str, where: str) -> Any:
+@dataclass(frozen=True)
+class DecodedBody:
+    """A body decoded for its adapter: ``body`` the JSON bytes it parses; ``hidden`` what the body holds
+    that the adapter never gets, in text order: each value a key repeated within one JSON text hid (as
+    ``{key: value}``), and each envelope item its ``item_types`` skip (as the decoded item)."""
+
+    body: bytes
+    hidden: tuple[Any, ...] = ()
+
+
+def _json_line(line: str, where: str, shadowed: list[Any]) -> Any:
     try:
-        return json.loads(line)
+        document, hidden = json_loads_noting_repeats(line)
     except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, or an integer too long to read
         why = "nested too deep" if isinstance(exc, RecursionError) else getattr(exc, "msg", str(exc).split(":")[0])
         raise FormatError(f"{where} is not JSON: {why}", field="body") from exc
+    shadowed.extend(hidden)
+    return document
 
 
-def _ndjson(text: str) -> list[Any]:
-    items = [_json_line(line, f"line {n}") for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+def _ndjson(text: str, shadowed: list[Any]) -> list[Any]:
+    lines = enumerate(text.splitlines(), 1)
+    items = [_json_line(line, f"line {n}", shadowed) for n, line in lines if line.strip()]
     if not items:
         raise FormatError("The body has no JSON line.", field="body")
     return items
 
 
-def _envelope(raw: bytes, item_types: tuple[str, ...]) -> list[dict[str, Any]]:
+def _envelope(raw: bytes, item_types: tuple[str, ...], shadowed: list[Any]) -> list[dict[str, Any]]:
     head, _, rest = raw.partition(b"\n")
-    header = _json_line(head.decode("utf-8", errors="replace"), "the envelope header")
+    header = _json_line(head.decode("utf-8", errors="replace"), "the envelope header", shadowed)
     if not isinstance(header, dict):
         raise FormatError("The envelope header is not a JSON object.", field="body")
     items: list[dict[str, Any]] = []
@@ -59,7 +77,7 @@ def _envelope(raw: bytes, item_types: tuple[str, ...]) -> list[dict[str, Any]]:
         line, _, rest = rest.partition(b"\n")
         if not line.strip():
             continue
-        item_header = _json_line(line.decode("utf-8", errors="replace"), f"item header {number}")
+        item_header = _json_line(line.decode("utf-8", errors="replace"), f"item header {number}", shadowed)
         if not isinstance(item_header, dict):
             raise FormatError(f"Item header {number} is not a JSON object.", field="body")
         length = item_header.get("length")
@@ -72,11 +90,15 @@ def _envelope(raw: bytes, item_types: tuple[str, ...]) -> list[dict[str, Any]]:
             payload_bytes, _, rest = rest.partition(b"\n")
         payload_text = payload_bytes.decode("utf-8", errors="replace")
         try:
-            payload: Any = json.loads(payload_text)
+            payload, hidden = json_loads_noting_repeats(payload_text)
+            shadowed.extend(hidden)
         except (ValueError, RecursionError):  # not JSON (or an integer too long to read): kept as text
             payload = payload_text
+        item = {"envelope": header, "header": item_header, "payload": payload}
         if not item_types or item_header.get("type") in item_types:
-            items.append({"envelope": header, "header": item_header, "payload": payload})
+            items.append(item)
+        else:  # not the adapter's, but the post's: a secret in it is one to find where it recurs
+            shadowed.append(item)
         if number > MAX_ITEMS:
             raise FormatError(f"The envelope has more than {MAX_ITEMS} items.", field="body")
     return items
@@ -113,16 +135,32 @@ def body_decode(body: bytes, *, decoder: Mapping[str, Any], method: str = "POST"
     ``method`` ``GET``: the body is a query string, decoded as a form. ``json`` returns ``body``
     unchanged (byte for byte). Raises ``FormatError`` for a body the decoder cannot read.
     """
+    return body_decode_noting_repeats(body, decoder=decoder, method=method).body
+
+
+def body_decode_noting_repeats(body: bytes, *, decoder: Mapping[str, Any], method: str = "POST") -> DecodedBody:
+    """``body_decode``, and what the body holds that the decoded JSON does not (``DecodedBody.hidden``).
+
+    The decoded JSON is written from the documents, so it repeats no key: a value a repeated key hid
+    (``{"password": "S1", "password": "S2"}`` on one ndjson line) or an envelope item of a type not
+    read is in the body as sent alone, and its secrets must still be the post's (docs/security.md
+    "Redaction"). ``json`` (the body as it is) notes none here: the whole-body parse (``json_body``)
+    does. Raises ``FormatError`` as ``body_decode`` does.
+    """
     kind = "form" if method == "GET" else str(decoder.get("kind") or "json")
     if kind == "json" or kind not in DECODERS:
-        return body
+        return DecodedBody(body)
     text = body.decode("utf-8", errors="replace")
+    shadowed: list[Any] = []
     decoded: Any
     if kind == "ndjson":
-        decoded = _ndjson(text)
+        decoded = _ndjson(text, shadowed)
     elif kind == "envelope":
         types = decoder.get("item_types") or []
-        decoded = _envelope(body, tuple(str(t) for t in types) if isinstance(types, list) else ())
+        decoded = _envelope(body, tuple(str(t) for t in types) if isinstance(types, list) else (), shadowed)
     else:
         decoded = form_decode(text)
-    return json.dumps(decoded, ensure_ascii=False).encode()
+    # A line may spell a lone surrogate (``"\ud800"``): no UTF-8 encodes it, so it stays an escape
+    # (the adapter reads it as a whole JSON body's, and storing makes it U+FFFD), never a failure.
+    written = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", json.dumps(decoded, ensure_ascii=False))
+    return DecodedBody(written.encode(), tuple(shadowed))

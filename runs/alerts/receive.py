@@ -23,7 +23,7 @@ from handover.core.errors import DomainError, InvalidTransition
 from runs.alerts.apply import alert_apply_in_transaction, alert_duplicate_apply
 from runs.alerts.bulk import alerts_receive_set, set_path_enabled
 from runs.alerts.context import IngestResult, PostContext, runner_reports_write
-from runs.alerts.decoders import body_decode
+from runs.alerts.decoders import body_decode, body_decode_noting_repeats
 from runs.alerts.identity import record_target_names
 from runs.alerts.models import Alert, AuthFailureCounter, Delivery
 from runs.alerts.parsers.base import (
@@ -47,6 +47,7 @@ from runs.alerts.redaction import (
     redact_data,
     redact_text,
     redaction_scope,
+    secret_values,
 )
 from runs.alerts.refusals import refused_request_count
 from runs.catalog.models import Integration, IntegrationKey
@@ -181,14 +182,17 @@ def _decoded_secrets(
     """The secret values, by structure, of what the adapter reads when the integration's transport
     decoder (or a GET's form) turns the body into JSON: ndjson lines, envelope items and forms are not
     JSON as sent, so the body's own walk finds none of them, and one recurring in free text (an error
-    message, the stored body) would be kept verbatim. None when the body is read as it is (``json``) or
-    cannot be decoded (the parse refuses it then); never raises."""
+    message, the stored body) would be kept verbatim. What the decoded JSON lacks counts too: a value a
+    key repeated on one line hid, an envelope item of a type not read (``DecodedBody.hidden``, by name).
+    None when the body is read as it is (``json``) or cannot be decoded (the parse refuses it then);
+    never raises."""
     try:
         decoder = integration_transport(integration=integration).decoder
-        decoded = body_decode(text, decoder=decoder, method=method)
-        if decoded is text:
+        decoded = body_decode_noting_repeats(text, decoder=decoder, method=method)
+        if decoded.body is text:
             return []
-        return body_secret_values(decoded, adapter.REDACT_PATHS, names)
+        found = body_secret_values(decoded.body, adapter.REDACT_PATHS, names)
+        return [*found, *secret_values(list(decoded.hidden), (), names)] if decoded.hidden else found
     except Exception:  # noqa: BLE001 - runs before the post is stored (rule 9): the parse words any refusal
         return []
 

@@ -13,11 +13,12 @@ Where (the shapes: ``runs.alerts.secret_shapes``; the list and its limits: docs/
    container under one), in ``{"name": <secret-looking>, "value": …}`` pairs, and under the
    integration's extra redaction names.
 2. Free text (``redact_text``), in every string, keys included: the secrets found by 1 in the same
-   post (``redaction_scope``), PEM private key blocks, URLs (user info, Apprise URLs, chat webhook and
-   URL-key paths), provider key shapes (detect-secrets' pattern plugins), ``name=value`` and
-   ``"name": "value"`` pairs with secret-looking names (query strings too; a bare ``key=`` only when
-   its value looks random), ``Bearer``/``Basic``/``Token`` values, e-mail addresses and Luhn-valid
-   card numbers.
+   post (``redaction_scope``; as written, percent-encoded, and inside a JSON string literal whatever
+   escapes spell it -- such a literal is redacted as the text it spells), PEM private key blocks,
+   URLs (user info, Apprise URLs, chat webhook and URL-key paths), provider key shapes
+   (detect-secrets' pattern plugins), ``name=value`` and ``"name": "value"`` pairs with
+   secret-looking names (query strings too; a bare ``key=`` only when its value looks random),
+   ``Bearer``/``Basic``/``Token`` values, e-mail addresses and Luhn-valid card numbers.
 
 A body that is not JSON (a cut 413 head, a form post) goes through the free-text rules whole, whose
 pair rule also reads ``"routing_key": "…"`` in broken JSON. Rules compiled per set of an integration's
@@ -42,7 +43,13 @@ from urllib.parse import quote, quote_plus, unquote_plus
 
 from django.conf import settings
 
-from runs.alerts.parsers.base import AttemptState, JsonBody, ParsedAlert, json_loads_noting_repeats
+from runs.alerts.parsers.base import (
+    AttemptState,
+    JsonBody,
+    ParsedAlert,
+    json_depth_exceeds,
+    json_loads_noting_repeats,
+)
 from runs.alerts.secret_shapes import (
     APPRISE_URL,
     AUTH_VALUE,
@@ -186,6 +193,10 @@ def integration_redaction(integration: Any, paths: Iterable[str] = ()) -> Integr
 # --- free text ----------------------------------------------------------------------------------------
 
 
+# The last parameter name of a query string a key ends with (``…/x?api_key``, ``…&token``).
+_QUERY_TAIL = re.compile(r"[?&;#]([\w.\-]{1,64})\Z")
+
+
 @dataclass(frozen=True)
 class TextRules:
     """The free-text rules for one set of extra names: the compiled pair pattern and the name test."""
@@ -194,8 +205,13 @@ class TextRules:
     pair: re.Pattern[str]
 
     def is_secret_name(self, name: str) -> bool:
-        """True for a built-in secret-looking name or one of ``names`` (any case)."""
-        return name.casefold() in self.names or secret_name(name)
+        """True for a built-in secret-looking name or one of ``names`` (any case); also for a name that
+        is text ending in a query parameter's name (``see https://h/x?api_key``): a form whose value held
+        an unencoded ``&`` splits there, and the parameter's value becomes the value of that name."""
+        if name.casefold() in self.names or secret_name(name):
+            return True
+        tail = _QUERY_TAIL.search(name) if len(name) > 1 else None
+        return tail is not None and (tail.group(1).casefold() in self.names or secret_name(tail.group(1)))
 
 
 @lru_cache(maxsize=256)
@@ -272,7 +288,9 @@ def _shape_pass(text: str) -> str:
     return text
 
 
-def _pair_replace(rules: TextRules) -> Callable[[re.Match[str]], str]:
+def _pair_replace(rules: TextRules, found: list[str] | None = None) -> Callable[[re.Match[str]], str]:
+    """The pair rule's replacement; each value it redacts is also appended to ``found`` when given."""
+
     def replace(match: re.Match[str]) -> str:
         name = match.group("name")
         group = next((g for g in ("dq", "eq", "sq", "v") if match.group(g) is not None), "v")
@@ -284,6 +302,8 @@ def _pair_replace(rules: TextRules) -> Callable[[re.Match[str]], str]:
                 return match.group(0)
         elif not rules.is_secret_name(name):
             return match.group(0)
+        if found is not None:
+            found.append(value)
         start, end = match.span(group)
         offset = match.start()
         whole = match.group(0)
@@ -340,16 +360,118 @@ def redact_text(text: str, names: Iterable[str] = ()) -> str:
 @lru_cache(maxsize=1024)
 def _spellings(value: str) -> tuple[str, ...]:
     """A secret as free text may spell it: as it is, and percent-encoded as a form or a query string
-    carries it (``+`` or ``%20`` for a space) -- a post's secret recurring in another field of a form."""
+    carries it (``+`` or ``%20`` for a space) -- a post's secret recurring in another field of a form.
+    Spellings with JSON escapes are too many to list: ``_escaped_literals`` reads such literals instead."""
     return tuple(dict.fromkeys((value, quote_plus(value, safe=""), quote(value, safe=""))))
+
+
+# A JSON string literal that spells something with escapes (``\/``, ``\u0041``, ``\"``, ``\\``): the text it
+# stands for is not the text as written, so neither a post's secret nor a rule's shape is found in it
+# verbatim. Bounded: a literal stops at a line end (JSON strings hold none).
+_STRING_LITERAL = re.compile(r'"(?:[^"\\\n]|\\.)*"')  # alternatives disjoint: no backtracking blow-up
+_UNSTORABLE_IN_LITERAL = re.compile("[\x00\ud800-\udfff]")
+
+
+def _escaped_literals(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str:
+    r"""Redact each JSON string literal of ``text`` that holds an escape as the text it spells, and write
+    it again as a literal (JSON stays JSON: an ndjson line or an envelope of a stored body parses again).
+
+    Every spelling JSON allows for a secret is found this way, not only the ones ``_spellings`` lists
+    (RFC 8259 section 7: any character may be written as ``\uXXXX``, ``/`` as ``\/``). A literal that
+    does not read (an invalid escape) is left to the other rules; one whose text holds no secret is kept
+    as written.
+    """
+
+    def literal(match: re.Match[str]) -> str:
+        if "\\" not in match.group(0):
+            return match.group(0)
+        try:
+            spelled = json.loads(match.group(0), strict=False)
+        except ValueError:
+            return match.group(0)
+        redacted = _redact_text(spelled, values, rules, key)
+        if redacted == spelled:
+            return match.group(0)
+        written = json.dumps(redacted, ensure_ascii=False)
+        # a lone surrogate or NUL the literal spelled stays an escape: written raw, no text column holds it
+        return _UNSTORABLE_IN_LITERAL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", written)
+
+    return _STRING_LITERAL.sub(literal, text)
+
+
+# A text that is a whole JSON object or array (an SNS ``Message``, an EventBridge ``detail`` sent as a
+# string, a field a mapping wrote with ``to_string``): its secrets are in its structure -- a
+# ``{"name": "password", "value": …}`` pair, a secret-named key whose value is a number -- which no
+# free-text rule reads. Read as data, at most this many documents deep (a string in a string in ...)
+# and this many levels within each, so that the walk's recursion stays bounded.
+_EMBEDDED_MAX_LEVELS = 4
+_EMBEDDED_MAX_DEPTH = 32
+_EMBEDDED_LEVEL: ContextVar[int] = ContextVar("handover_redaction_embedded_level", default=0)
+
+
+def _embedded_document(text: str) -> tuple[Any, tuple[dict[str, Any], ...]] | None:
+    """``(document, shadowed)`` when ``text`` is a JSON object or array (surrounding blanks allowed)
+    that may be walked, else None. Never raises."""
+    stripped = text.strip()
+    if len(stripped) < 2 or (stripped[0], stripped[-1]) not in (("{", "}"), ("[", "]")):
+        return None
+    if _EMBEDDED_LEVEL.get() >= _EMBEDDED_MAX_LEVELS:
+        return None
+    try:
+        document, shadowed = json_loads_noting_repeats(stripped, strict=False)  # a raw control character too
+    except (ValueError, RecursionError):
+        return None
+    if json_depth_exceeds(document, _EMBEDDED_MAX_DEPTH) or json_depth_exceeds(list(shadowed), _EMBEDDED_MAX_DEPTH):
+        return None
+    return document, shadowed
+
+
+def _embedded_secrets(document: Any, shadowed: tuple[dict[str, Any], ...], rules: TextRules) -> list[str]:
+    """The secret values an embedded document holds by structure (its repeated keys' hidden values too)."""
+    level = _EMBEDDED_LEVEL.set(_EMBEDDED_LEVEL.get() + 1)
+    try:
+        walk = _Walk(rules=rules, free_text=False)
+        walk.node([document, *shadowed], [], 0, False)
+        return walk.found
+    finally:
+        _EMBEDDED_LEVEL.reset(level)
+
+
+def _embedded_json(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str | None:
+    """``text`` redacted as the JSON document it is (``_embedded_document``) and written out again, or
+    None when it is not one. Its secrets by structure are redacted wherever they recur in it."""
+    embedded = _embedded_document(text)
+    if embedded is None:
+        return None
+    document, shadowed = embedded
+    found = [v for v in _embedded_secrets(document, shadowed, rules) if len(v) >= MIN_SECRET_LENGTH]
+    level = _EMBEDDED_LEVEL.set(_EMBEDDED_LEVEL.get() + 1)
+    try:
+        wanted = tuple(sorted({*values, *(v for v in found if not is_redacted(v))}, key=len, reverse=True))
+        walk = _Walk(rules=rules, free_text=True, values=wanted, key=key)
+        redacted = walk.node(document, [], 0, False)
+    finally:
+        _EMBEDDED_LEVEL.reset(level)
+    if redacted == document and not shadowed:
+        return text
+    written = json.dumps(redacted, ensure_ascii=False)
+    return _UNSTORABLE_IN_LITERAL.sub(lambda m: f"\\u{ord(m.group(0)):04x}", written)
 
 
 def _redact_text(text: str, values: tuple[str, ...], rules: TextRules, key: bytes) -> str:
     """``redact_text`` with the scope's values, the rules and the redaction key already looked up."""
+    if text[:1] in "{[ \t\r\n" and text.strip()[:1] in ("{", "["):
+        # a JSON document: every string in it (keys too) gets these rules first, so it stays JSON; the
+        # rules then read the text as written too (a pair split between a key and its value)
+        as_document = _embedded_json(text, values, rules, key)
+        if as_document is not None:
+            text = as_document
     for value in values:
         for spelling in _spellings(value):
             if spelling in text:
                 text = text.replace(spelling, redaction_token(value))
+    if "\\" in text and '"' in text:
+        text = _escaped_literals(text, values, rules, key)
     if len(text) < _MIN_TEXT_LENGTH:
         return text
     clean_key = (text, rules.names, key) if len(text) <= _CLEAN_MAX_LENGTH else None
@@ -378,6 +500,61 @@ def _remember_clean(key: tuple[str, frozenset[str], bytes]) -> None:
             pass
 
 
+def _name_value_pattern(quote: str, value: str) -> str:
+    """A ``{"name": <name>, "value": <value>}`` pair written with ``quote`` (``"``, or ``\\"`` inside a
+    JSON string), in either order, ``name``/``key`` and ``value`` in either case."""
+    name = rf"{quote}(?:[Nn]ame|[Kk]ey){quote}[ \t]*:[ \t]*{quote}(?P<name{{n}}>[^\"\\\r\n]{{{{1,100}}}}){quote}"
+    val = (
+        rf"{quote}[Vv]alue{quote}[ \t]*:[ \t]*(?:{quote}(?P<dq{{n}}>{value}){quote}|(?P<num{{n}}>-?[0-9][0-9.eE+\-]*))"
+    )
+    sep = r"[ \t\r\n]*,[ \t\r\n]*"
+    return "(?:" + name.format(n=1) + sep + val.format(n=1) + "|" + val.format(n=2) + sep + name.format(n=2) + ")"
+
+
+# ``{"name": "DB_PASSWORD", "value": …}`` pairs (container env, tag lists, CloudWatch dimensions) in
+# text that is not JSON as a whole (a cut 413 head, a body that is not UTF-8, a JSON string inside it):
+# the structural rule for such pairs, read from the text.
+_NAME_VALUE_PAIRS = (
+    re.compile(_name_value_pattern('"', r'(?:[^"\\\r\n]|\\.)*')),
+    re.compile(_name_value_pattern(r'\\"', r'(?:(?!\\")[^\r\n])*')),
+)
+
+
+def _name_value_replace(rules: TextRules, found: list[str] | None = None) -> Callable[[re.Match[str]], str]:
+    """The name/value pair rule's replacement; each value it redacts is also appended to ``found``."""
+
+    def replace(match: re.Match[str]) -> str:
+        n = 1 if match.group("name1") is not None else 2
+        if not rules.is_secret_name(match.group(f"name{n}")):
+            return match.group(0)
+        group = f"dq{n}" if match.group(f"dq{n}") is not None else f"num{n}"
+        value = match.group(group)
+        if not value or "‹" in value or is_redacted(value):
+            return match.group(0)
+        if found is not None:
+            found.append(value)
+        start, end = match.span(group)
+        offset = match.start()
+        whole = match.group(0)
+        return whole[: start - offset] + _token(value) + whole[end - offset :]
+
+    return replace
+
+
+def _text_pair_secrets(text: str, rules: TextRules) -> list[str]:
+    """The values text that is not JSON as a whole holds in secret pairs (``"password": "…"``,
+    ``token=…``, ``{"name": "DB_PASSWORD", "value": …}``): the post's secrets by its names, as a JSON
+    body's are by structure, so that they are redacted where they recur without a name (ndjson sent
+    to a JSON integration: ``{"note": "again S1", "password": "S1"}``)."""
+    found: list[str] = []
+    if "=" in text or ":" in text:
+        rules.pair.sub(_pair_replace(rules, found), text)
+    if "alue" in text and ":" in text:
+        for pattern in _NAME_VALUE_PAIRS:
+            pattern.sub(_name_value_replace(rules, found), text)
+    return found
+
+
 def _redact_rules(text: str, rules: TextRules) -> str:
     """The free-text rules after the post's own secrets (``redact_text``), in their order."""
     lowered = text.lower()
@@ -397,6 +574,9 @@ def _redact_rules(text: str, rules: TextRules) -> str:
     text = _shape_pass(text)
     if "=" in text or ":" in text:
         text = rules.pair.sub(_pair_replace(rules), text)
+    if "alue" in text and ":" in text:
+        for pattern in _NAME_VALUE_PAIRS:
+            text = pattern.sub(_name_value_replace(rules), text)
     if "bearer" in lowered or "basic" in lowered or "token" in lowered or "digest" in lowered:
         text = AUTH_VALUE.sub(_auth_value, text)
     if "@" in text or "%40" in text:
@@ -473,6 +653,10 @@ class _Walk:
         if isinstance(node, str):
             if secret and node and not is_redacted(node):
                 self.found.append(node)
+            elif not secret and not self.free_text and node[:1] in "{[ \t\r\n":
+                embedded = _embedded_document(node)  # a JSON document sent as a string: its secrets are the post's
+                if embedded is not None:
+                    self.found.extend(_embedded_secrets(*embedded, self.rules))
             return self.string(node, secret)
         if secret and isinstance(node, (int, float)) and not isinstance(node, bool):
             self.found.append(str(node))
@@ -521,8 +705,9 @@ def redact_body(raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str
     sent, so the rest stays byte for byte and parses again for reprocessing; when that cannot be done
     exactly (a number under a secret name, a short secret, an escape spelled another way, an object
     that repeats a key -- its earlier values are in the text only, unread) the redacted document is
-    written out whole. Not JSON (a cut 413 head, a form post): the free-text
-    rules run over the whole text, their pair rule reading ``"name": "value"`` as well.
+    written out whole. Not JSON (a cut 413 head, a form post, ndjson): the free-text rules run over
+    the whole text, their pair rule reading ``"name": "value"`` as well, and a value a secret pair
+    holds is replaced wherever it recurs in the text.
     """
     return redact_body_secrets(raw, paths, names)[0]
 
@@ -531,7 +716,7 @@ def redact_body_secrets(
     raw: bytes | str, paths: Iterable[str] = (), names: Iterable[str] = (), *, parsed: JsonBody | None = None
 ) -> tuple[str, list[str]]:
     """``redact_body`` and ``body_secret_values`` of the same body in one go: the body as stored, and the
-    secret values it holds by structure (none when it is not JSON).
+    secret values it holds by structure (when it is not JSON: the values of its secret pairs).
 
     ``parsed``: the body already parsed by ``load_json`` (``JsonBody``), so that a post's JSON is parsed
     once; when it was refused there (nested too deep, a number out of range), or not given, the body is
@@ -542,7 +727,11 @@ def redact_body_secrets(
         (True, parsed.document, parsed.shadowed) if parsed is not None and parsed.ok else _loads(text)
     )
     if not ok:
-        return redact_text(text, names), []
+        # not JSON as a whole: the free-text rules, with the values its secret pairs hold as the post's
+        rules = text_rules(frozenset(_scope().names | {n.casefold() for n in names if n}))
+        found = list(dict.fromkeys(_text_pair_secrets(text, rules)))
+        with redaction_scope(found, names):
+            return redact_text(text, names), found
     # One walk finds the secrets by structure and every other string; the free-text rules then run once
     # per distinct string with those secrets in scope. The redacted document is built only when the
     # text cannot be patched in place (or must be checked).
