@@ -117,7 +117,8 @@ class IntegrationSecurityForm(forms.Form):
         max_length=100,
         label="Signing secret variable",
         help_text="Empty: posts are not signed. Else the environment variable holding the shared secret, "
-        "HANDOVER_SIGNING_SECRET_<NAME>; the secret itself is never stored here.",
+        "HANDOVER_SIGNING_SECRET_ and a name of yours (e.g. HANDOVER_SIGNING_SECRET_AIRFLOW); the secret itself "
+        "is never stored here.",
     )
     signature_header = forms.CharField(max_length=100, initial="X-Handover-Signature")
     timestamp_header = forms.CharField(max_length=100, initial="X-Handover-Timestamp")
