@@ -556,3 +556,37 @@ def test_count_zero_gives_nothing_and_negative_counts_are_refused() -> None:
     assert next_fire_times("0 2 * * *", "UTC", after, 0) == []
     with pytest.raises(ScheduleError, match="count"):
         next_fire_times("0 2 * * *", "UTC", after, -1)
+
+
+# Found by comparing next_fire_times with cronsim on 6,000 random expressions around the DST transitions
+# of 17 zones (2026-12-03): every difference was one of these shapes, where cronsim (v2) answers against
+# the rules in force (Debian cron's, docs/slots.md): a transition that is not a whole hour (Lord Howe
+# moves 30 minutes, Chatham at 02:45), a transition at midnight (Tehran, Cairo, Santiago), and an
+# instant before ``after`` in a repeated hour. Each expected value was worked out by hand.
+@pytest.mark.parametrize(
+    ("cron", "zone", "after", "expected"),
+    [
+        # Lord Howe springs forward 02:00 -> 02:30: a wildcard-hour job keeps 02:33, which exists
+        ("33 * * * 0", "Australia/Lord_Howe", "2020-10-04T01:40:00+10:30", "2020-10-04T02:33:00+11:00"),
+        # ... and a job every minute from 04:00 starts at 04:00, not 04:30
+        ("* 4-11 * * *", "Australia/Lord_Howe", "2023-09-30T15:43:59+10:30", "2023-10-01T04:00:00+11:00"),
+        # Chatham springs forward 02:45 -> 03:45: a wildcard-minute job in hour 3 runs from 03:45 that day
+        ("* 3 * * *", "Pacific/Chatham", "2022-09-24T15:42:00+12:45", "2022-09-25T03:45:00+13:45"),
+        ("*/12 3 * * *", "Pacific/Chatham", "2022-09-24T23:37:00+12:45", "2022-09-25T03:48:00+13:45"),
+        # Tehran's 2020 spring-forward at midnight (00:00 -> 01:00): a wildcard slot at 00:00 is dropped
+        ("*/29 */2 */2 * *", "Asia/Tehran", "2020-03-20T08:12:00+03:30", "2020-03-21T02:00:00+04:30"),
+        # Cairo's last-Friday-of-April midnight jump: hour 1 exists (01:00 EEST) and runs
+        ("* 1,2,3 26-26 * *", "Africa/Cairo", "2030-04-25T21:33:00+02:00", "2030-04-26T01:00:00+03:00"),
+        # after the second pass of a repeated hour: the next fire is not its first pass, already gone
+        ("54 0-3 * * *", "America/Los_Angeles", "2020-11-01T01:45:30-08:00", "2020-11-01T02:54:00-08:00"),
+        ("56 0-3 * * *", "Australia/Lord_Howe", "2026-04-05T01:46:30+10:30", "2026-04-05T02:56:00+10:30"),
+        ("58,28,11 1 * * *", "America/St_Johns", "2020-11-01T01:26:59-03:30", "2020-11-02T01:11:00-03:30"),
+    ],
+)
+def test_next_fire_time_where_cronsim_answers_against_the_rules(
+    cron: str, zone: str, after: str, expected: str
+) -> None:
+    got = next_fire_times(cron, zone, datetime.fromisoformat(after), 1)[0]
+
+    assert got == datetime.fromisoformat(expected) and got.utcoffset() == datetime.fromisoformat(expected).utcoffset()
+    assert got > datetime.fromisoformat(after)
