@@ -22,6 +22,7 @@ from django.utils import timezone
 from handover.core.errors import DomainError, InvalidTransition
 from runs.alerts.apply import alert_apply_in_transaction, alert_duplicate_apply
 from runs.alerts.bulk import alerts_receive_set, set_path_enabled
+from runs.alerts.content_encoding import Inflated, body_inflate
 from runs.alerts.context import IngestResult, PostContext, runner_reports_write
 from runs.alerts.decoders import body_decode, body_decode_noting_repeats
 from runs.alerts.identity import record_target_names
@@ -94,6 +95,7 @@ def delivery_receive(
     defer_outcome: bool = False,
     unreadable_reason: str = "",
     method: str = "POST",
+    content_encoding: str = "",
 ) -> IngestResult:
     """Store one authenticated post, then parse, record and apply every record in it.
 
@@ -112,6 +114,9 @@ def delivery_receive(
     until then the delivery reads ``received``, which is also what a crash would leave.
     ``method`` ``GET`` (an integration that enabled GET ingestion): ``body`` is the query string,
     noted on the delivery so that parsing -- now and on reprocessing -- decodes it as a form.
+    ``content_encoding``: the post's ``Content-Encoding`` header; a gzip or deflate body is inflated
+    (``runs.alerts.content_encoding``, never past ``HANDOVER_MAX_BODY_BYTES``) and stored inflated, its
+    hash and size those of the bytes received; an encoding not read here rejects the post, kept as sent.
     """
     integration = key.integration
     adapter = get_adapter(integration.source)
@@ -120,7 +125,18 @@ def delivery_receive(
     received_at = received_at or timezone.now()
     redaction = integration_redaction(integration, adapter.REDACT_PATHS)
     names = redaction.names
-    decoded = decode_body(body, content_type)
+    inflated = (
+        body_inflate(
+            body,
+            content_encoding,
+            limit=django_settings.HANDOVER_MAX_BODY_BYTES,
+            kept=django_settings.HANDOVER_KEPT_OVERSIZE_BYTES,
+        )
+        if method == "POST" and not is_body_truncated and not unreadable_reason
+        else Inflated(body)
+    )
+    is_body_truncated = is_body_truncated or inflated.oversized
+    decoded = decode_body(inflated.body, content_type)
     text = decoded.text.encode()  # what the parsers read, now and when the stored body is parsed again
     # Parsed once: the redaction, the post's secrets and the parser (``json_preparsed``) share it.
     parsed = json_body(text) if method == "POST" and not is_body_truncated and not unreadable_reason else None
@@ -133,6 +149,10 @@ def delivery_receive(
         notes["body_unreadable"] = redact_text(storable_text(unreadable_reason), names)
     if method == "GET":
         notes["method"] = "GET"
+    if inflated.coding:
+        notes["content_encoding"] = redact_text(storable_text(inflated.coding), names)
+    if inflated.problem:
+        notes["content_encoding_problem"] = redact_text(storable_text(inflated.problem), names)
     delivery = Delivery(
         integration=integration,
         key=key,
@@ -230,6 +250,11 @@ def _delivery_process(
     if delivery.is_body_truncated:
         limit = django_settings.HANDOVER_MAX_BODY_BYTES
         result.error = FormatError(f"The body is larger than {limit} bytes; its first 64 KiB are kept.")
+        _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=result.error.message)
+        return
+    encoding_problem = (delivery.notes or {}).get("content_encoding_problem")
+    if encoding_problem:
+        result.error = FormatError(str(encoding_problem), field="body")
         _delivery_set_outcome(delivery, Delivery.Outcome.REJECTED, reason=result.error.message)
         return
     unreadable = (delivery.notes or {}).get("body_unreadable")

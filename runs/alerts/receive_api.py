@@ -273,8 +273,10 @@ class AlertIngestView(APIView):
             defer_outcome=True,  # written with the response below: one UPDATE of the delivery, not two
             unreadable_reason=read.unreadable,
             method=method,
+            content_encoding=request.META.get("HTTP_CONTENT_ENCODING", "") if method == "POST" else "",
         )
-        status, payload = self._answer(adapter, result, oversized)
+        # a compressed post that inflates past the limit is as oversized as one sent that large
+        status, payload = self._answer(adapter, result, oversized or result.delivery.is_body_truncated)
         # What echoes the sender (PagerDuty's dedup_key, reasons) may hold a lone surrogate, which no
         # JSON answer encodes as UTF-8: the answer says U+FFFD there, as the stored rows do.
         payload = storable_data(payload)
