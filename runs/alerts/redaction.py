@@ -288,6 +288,18 @@ def _shape_pass(text: str) -> str:
     return text
 
 
+def _group_redacted(match: re.Match[str], group: str, found: list[str] | None) -> str:
+    """``match``'s text with its ``group`` (a secret value) replaced by the value's token; the value is
+    also appended to ``found`` when given."""
+    value = match.group(group)
+    if found is not None:
+        found.append(value)
+    start, end = match.span(group)
+    offset = match.start()
+    whole = match.group(0)
+    return whole[: start - offset] + _token(value) + whole[end - offset :]
+
+
 def _pair_replace(rules: TextRules, found: list[str] | None = None) -> Callable[[re.Match[str]], str]:
     """The pair rule's replacement; each value it redacts is also appended to ``found`` when given."""
 
@@ -302,12 +314,7 @@ def _pair_replace(rules: TextRules, found: list[str] | None = None) -> Callable[
                 return match.group(0)
         elif not rules.is_secret_name(name):
             return match.group(0)
-        if found is not None:
-            found.append(value)
-        start, end = match.span(group)
-        offset = match.start()
-        whole = match.group(0)
-        return whole[: start - offset] + _token(value) + whole[end - offset :]
+        return _group_redacted(match, group, found)
 
     return replace
 
@@ -531,12 +538,7 @@ def _name_value_replace(rules: TextRules, found: list[str] | None = None) -> Cal
         value = match.group(group)
         if not value or "‹" in value or is_redacted(value):
             return match.group(0)
-        if found is not None:
-            found.append(value)
-        start, end = match.span(group)
-        offset = match.start()
-        whole = match.group(0)
-        return whole[: start - offset] + _token(value) + whole[end - offset :]
+        return _group_redacted(match, group, found)
 
     return replace
 

@@ -16,12 +16,12 @@ from gunicorn.http.errors import InvalidChunkSize
 
 from runs.alerts.models import Alert, Delivery
 from runs.attempts.models import Attempt
-from runs.catalog.models import Integration, IntegrationKey, Tenant
-from runs.catalog.services import integration_get_or_create, integration_key_create
+from runs.catalog.models import Integration, Tenant
 from runs.catalog.transport import integration_transport_update
 from runs.timeline.models import TimelineEvent
 from tests.conftest import PostAlert, fixture_path
 from tests.factories import UserFactory
+from tests.runs.ingest_support import custom_with_url_key, row_mapping
 
 pytestmark = pytest.mark.django_db
 
@@ -66,25 +66,7 @@ def test_a_repeated_key_never_stores_its_earlier_secret_value(
 @pytest.fixture
 def custom_key(story_tenants: dict[str, Tenant]) -> tuple[Integration, str]:
     """A custom integration reading one row per record (its error under ``msg``) and a URL key to it."""
-    integration = integration_get_or_create(source="custom", name="custom-i61")
-    integration.settings = {
-        "mapping": {
-            "records": "@",
-            "fields": {
-                "job_key": "job",
-                "tenant": "tenant",
-                "execution_id": "run_id",
-                "status": "state",
-                "scheduled_for": "scheduled",
-                "error_summary": "msg",
-            },
-            "status_map": {"fail": "failed"},
-            "defaults": {"environment": "prod"},
-        }
-    }
-    integration.save()
-    key = integration_key_create(integration=integration, all_tenants=True, kind=IntegrationKey.Kind.URL).key
-    return integration, key
+    return custom_with_url_key("custom-i61", row_mapping(fields={"error_summary": "msg"}))
 
 
 DECODED_SECRET = "Qm9vZ2llV29vZ2llMTIzNDU2Nzg5"

@@ -10,11 +10,11 @@ from django.test import Client
 
 from runs.alerts.models import Alert, Delivery
 from runs.attempts.models import Attempt
-from runs.catalog.models import Integration, IntegrationKey, Tenant
-from runs.catalog.services import integration_get_or_create, integration_key_create
+from runs.catalog.models import Integration, Tenant
 from runs.catalog.transport import integration_transport_update
 from runs.timeline.models import TimelineEvent
 from tests.conftest import PostAlert
+from tests.runs.ingest_support import custom_with_url_key, row_mapping
 
 pytestmark = pytest.mark.django_db
 
@@ -25,25 +25,7 @@ LATER = "Later-kept-S3cretValue-77"
 @pytest.fixture
 def custom_key(story_tenants: dict[str, Tenant]) -> tuple[Integration, str]:
     """A custom integration reading one row per record (its error under ``msg``) and a URL key to it."""
-    integration = integration_get_or_create(source="custom", name="custom-i63")
-    integration.settings = {
-        "mapping": {
-            "records": "@",
-            "fields": {
-                "job_key": "job",
-                "tenant": "tenant",
-                "execution_id": "run_id",
-                "status": "state",
-                "scheduled_for": "scheduled",
-                "error_summary": "msg",
-            },
-            "status_map": {"fail": "failed"},
-            "defaults": {"environment": "prod"},
-        }
-    }
-    integration.save()
-    key = integration_key_create(integration=integration, all_tenants=True, kind=IntegrationKey.Kind.URL).key
-    return integration, key
+    return custom_with_url_key("custom-i63", row_mapping(fields={"error_summary": "msg"}))
 
 
 def _row(run_id: str, msg: str) -> str:

@@ -17,23 +17,13 @@ from runs.alerts.content_encoding import body_inflate
 from runs.alerts.models import Alert, Delivery
 from runs.catalog.models import Tenant
 from tests.conftest import PostAlert
+from tests.runs.ingest_support import story_alert
 
 pytestmark = pytest.mark.django_db
 
 
 def _alert(execution_id: str) -> dict[str, Any]:
-    return {
-        "schema": "handover.alert/v1",
-        "scheduled_for": "2026-11-28T02:00:00+01:00",
-        "job": "nightly-invoice-export",
-        "tenant": "acme-foods",
-        "environment": "prod",
-        "execution_id": execution_id,
-        "status": "failed",
-        "window_start": "2026-11-27T00:00:00+01:00",
-        "window_end": "2026-11-28T00:00:00+01:00",
-        "error": "ledger gateway timeout; password=Sup3rSecretValue!",
-    }
+    return story_alert(execution_id=execution_id, error="ledger gateway timeout; password=Sup3rSecretValue!")
 
 
 @pytest.fixture

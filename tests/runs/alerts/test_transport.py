@@ -31,6 +31,7 @@ from runs.catalog.models import Integration, IntegrationKey
 from runs.catalog.services import integration_get_or_create, integration_key_create, job_get_or_create
 from runs.catalog.transport import integration_transport, integration_transport_update
 from tests.factories import TenantFactory
+from tests.runs.ingest_support import custom_integration_with, row_mapping, story_alert
 
 pytestmark = pytest.mark.django_db
 
@@ -38,40 +39,13 @@ SECRET_ENV = "HANDOVER_SIGNING_SECRET_TRANSPORT"
 SECRET = "s3cr3t-for-tests"
 
 
-def _alert(**extra: Any) -> dict[str, Any]:
-    return {
-        "schema": "handover.alert/v1",
-        "scheduled_for": "2026-11-28T02:00:00+01:00",
-        "job": "nightly-invoice-export",
-        "tenant": "acme-foods",
-        "environment": "prod",
-        "execution_id": f"exec-{uuid.uuid4().hex[:8]}",
-        "status": "failed",
-        "window_start": "2026-11-27T00:00:00+01:00",
-        "window_end": "2026-11-28T00:00:00+01:00",
-        **extra,
-    }
+_alert = story_alert
 
 
 @pytest.fixture
 def custom_integration(story_tenants: dict[str, Any]) -> Integration:
-    integration = integration_get_or_create(source="custom", name=f"custom-{uuid.uuid4().hex[:6]}")
-    integration.settings = {
-        "mapping": {
-            "records": "@",
-            "fields": {
-                "job_key": "job",
-                "tenant": "tenant",
-                "execution_id": "run_id",
-                "status": "state",
-                "scheduled_for": "scheduled",
-            },
-            "status_map": {"fail": "failed", "ok": "succeeded"},
-            "defaults": {"environment": "prod"},
-        }
-    }
-    integration.save()
-    return integration
+    mapping = row_mapping(status_map={"fail": "failed", "ok": "succeeded"})
+    return custom_integration_with(f"custom-{uuid.uuid4().hex[:6]}", mapping)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from runs.catalog.services import integration_get_or_create, integration_key_cre
 from runs.catalog.transport import integration_transport
 from tests.factories import UserFactory
 from tests.page_forms import page_form
+from tests.runs.ingest_support import story_alert
 
 pytestmark = pytest.mark.django_db
 
@@ -33,17 +34,7 @@ def generic(story_tenants: dict[str, Tenant]) -> Integration:
 
 
 def _alert() -> dict[str, Any]:
-    return {
-        "schema": "handover.alert/v1",
-        "scheduled_for": "2026-11-28T02:00:00+01:00",
-        "job": "nightly-invoice-export",
-        "tenant": "acme-foods",
-        "environment": "prod",
-        "execution_id": "exec-url-1",
-        "status": "failed",
-        "window_start": "2026-11-27T00:00:00+01:00",
-        "window_end": "2026-11-28T00:00:00+01:00",
-    }
+    return story_alert(execution_id="exec-url-1")
 
 
 def test_api_issues_a_url_key_whose_address_ingests(admin: Client, generic: Integration) -> None:
