@@ -223,6 +223,23 @@ def test_a_decoded_line_spelling_a_lone_surrogate_is_processed_not_left_received
 FORM_SECRET = "QPsecret1234abcdZZ"
 
 
+def _form_posted(client: Client, integration: Integration, key: str, run_id: str, rest: str) -> Delivery:
+    """Post a form record ``run_id`` (``rest``: its fields after the identity, sent as written) to the
+    custom integration read as forms; returns its delivery, processed."""
+    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind="form")
+    body = (
+        f"job=nightly-invoice-export&tenant=acme-foods&run_id={run_id}&state=fail"
+        f"&scheduled=2026-11-28T01%3A00%3A00Z{rest}"
+    )
+    response = client.post(
+        f"/api/v1/alerts/custom/k/{key}/", data=body, content_type="application/x-www-form-urlencoded"
+    )
+    assert response.status_code == 202
+    delivery = Delivery.objects.get()
+    assert delivery.outcome == Delivery.Outcome.PROCESSED
+    return delivery
+
+
 def test_a_form_value_split_at_an_unencoded_ampersand_keeps_no_query_secret(
     client: Client, custom_key: tuple[Integration, str]
 ) -> None:
@@ -232,17 +249,13 @@ def test_a_form_value_split_at_an_unencoded_ampersand_keeps_no_query_secret(
     post's secret, and where it recurred alone (the error summary, its attempt, the timeline) it was
     stored verbatim. A record written whole as JSON (``to_string(@)``) lost it too."""
     integration, key = custom_key
-    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind="form")
-    body = (
-        "job=nightly-invoice-export&tenant=acme-foods&run_id=f-1&state=fail&scheduled=2026-11-28T01%3A00%3A00Z"
-        f"&msg=export failed, retried with {FORM_SECRET}&see https://hooks.example.com/x?api_key={FORM_SECRET}"
+    delivery = _form_posted(
+        client,
+        integration,
+        key,
+        "f-1",
+        f"&msg=export failed, retried with {FORM_SECRET}&see https://hooks.example.com/x?api_key={FORM_SECRET}",
     )
-    response = client.post(
-        f"/api/v1/alerts/custom/k/{key}/", data=body, content_type="application/x-www-form-urlencoded"
-    )
-    assert response.status_code == 202
-    delivery = Delivery.objects.get()
-    assert delivery.outcome == Delivery.Outcome.PROCESSED
     assert delivery.alerts.get().outcome == Alert.Outcome.ACCEPTED
     assert _stored_anywhere(FORM_SECRET) == []
     assert Attempt.objects.get(execution_id="f-1").error_summary.startswith("export failed, retried with ‹redacted:")
@@ -258,16 +271,7 @@ def test_a_record_written_whole_as_json_keeps_no_secret_a_form_split_off(
     integration, key = custom_key
     integration.settings["mapping"]["fields"]["error_summary"] = "to_string(@)"
     integration.save()
-    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind="form")
-    body = (
-        "job=nightly-invoice-export&tenant=acme-foods&run_id=f-2&state=fail&scheduled=2026-11-28T01%3A00%3A00Z"
-        f"&msg=export failed&db login refused, password={FORM_SECRET}"
-    )
-    response = client.post(
-        f"/api/v1/alerts/custom/k/{key}/", data=body, content_type="application/x-www-form-urlencoded"
-    )
-    assert response.status_code == 202
-    assert Delivery.objects.get().outcome == Delivery.Outcome.PROCESSED
+    _form_posted(client, integration, key, "f-2", f"&msg=export failed&db login refused, password={FORM_SECRET}")
     assert _stored_anywhere(FORM_SECRET) == []
     summary = json.loads(Attempt.objects.get(execution_id="f-2").error_summary)  # still the record, as JSON
     assert summary["db login refused, password"].startswith("‹redacted:")
