@@ -75,6 +75,18 @@ def _envelope(first: str, second: str) -> str:
     return "\n".join([head, item, first, item, second]) + "\n"
 
 
+def _read_by(custom_key: tuple[Integration, str], frame: Any) -> str:
+    """Set the custom integration to read posts framed by ``frame`` (``_ndjson`` or ``_envelope``: an
+    envelope's records are its items' payloads); returns the key."""
+    integration, key = custom_key
+    kind = frame.__name__.strip("_")
+    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind=kind)
+    if kind == "envelope":
+        integration.settings["mapping"]["records"] = "[*].payload"
+        integration.save()
+    return key
+
+
 @pytest.mark.parametrize("frame", [_ndjson, _envelope], ids=["ndjson", "envelope"])
 def test_a_secret_a_repeated_key_hides_in_a_decoded_line_is_redacted_where_it_recurs(
     client: Client, custom_key: tuple[Integration, str], frame: Any
@@ -82,12 +94,7 @@ def test_a_secret_a_repeated_key_hides_in_a_decoded_line_is_redacted_where_it_re
     """A line read by a transport decoder was parsed with ``json.loads``: a repeated key's earlier
     value was dropped unnoticed, so the secret it held was not the post's and was stored verbatim where
     it recurs (another record's error summary, its attempt, the timeline, the stored body)."""
-    integration, key = custom_key
-    kind = frame.__name__.strip("_")
-    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind=kind)
-    if kind == "envelope":
-        integration.settings["mapping"]["records"] = "[*].payload"
-        integration.save()
+    key = _read_by(custom_key, frame)
     first = _row("r-1", "failed") + f', "password": "{HIDDEN}", "password": "{LATER}"}}'
     second = _row("r-2", f"login refused for {HIDDEN} and {LATER}") + "}"
     delivery = _post(client, key, frame(first, second))
@@ -112,12 +119,7 @@ def test_a_secret_spelled_with_json_escapes_is_redacted_in_the_stored_body(
     """The stored text of a body a decoder reads is redacted as free text, where a post's secret was
     looked for only as written or percent-encoded: spelled with JSON escapes (``\\/``, ``\\u0065``,
     ``\\"``) it was kept verbatim in the stored body, readable by anyone who parses it."""
-    integration, key = custom_key
-    kind = frame.__name__.strip("_")
-    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind=kind)
-    if kind == "envelope":
-        integration.settings["mapping"]["records"] = "[*].payload"
-        integration.save()
+    key = _read_by(custom_key, frame)
     first = _row("r-1", "failed") + f', "api_key": "{spelling}"}}'
     second = _row("r-2", "x")[: -len('"x"')] + f'"login with {spelling} refused"}}'
     delivery = _post(client, key, frame(first, second))
@@ -206,12 +208,7 @@ def test_a_decoded_line_spelling_a_lone_surrogate_is_processed_not_left_received
     """A line may spell a lone surrogate (``"\\ud800"``, valid JSON). The decoder wrote the decoded
     lines as UTF-8, which has no spelling for it: every processing failed with UnicodeEncodeError and
     the post stayed ``received`` (rule 9: it ends ``processed`` or ``rejected``, as a JSON body does)."""
-    integration, key = custom_key
-    kind = frame.__name__.strip("_")
-    integration_transport_update(integration=integration, actor=None, allow_get=False, decoder_kind=kind)
-    if kind == "envelope":
-        integration.settings["mapping"]["records"] = "[*].payload"
-        integration.save()
+    key = _read_by(custom_key, frame)
     first = _row("r-1", "x")[: -len('"x"')] + '"half \\ud800 a surrogate"}'
     delivery = _post(client, key, frame(first, _row("r-2", "plain") + "}"))
     assert delivery.try_count == 0 and delivery.last_error == ""
