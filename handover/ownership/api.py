@@ -198,10 +198,8 @@ def _resolve(
     if "team" in data:
         team = None
         if data["team"] is not None:
-            if row is not None and row.team is not None and row.team.public_id == data["team"]:
-                team = row.team
-            else:
-                team = team_list_assignable(user=user).filter(public_id=data["team"]).first()
+            keeping = row.team_id if row is not None else None
+            team = team_list_assignable(user=user, keeping=keeping).filter(public_id=data["team"]).first()
             if team is None:
                 raise DomainError("No such team.", errors={"team": ["No such team."]})
     if "escalation_owner" in data:

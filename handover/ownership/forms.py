@@ -6,7 +6,6 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.db.models import Q
 
 from handover.notifications.models import Team
 from handover.ownership.selectors import team_list_assignable
@@ -42,7 +41,5 @@ class OwnershipForm(forms.Form):
         if prefix_for:
             self.auto_id = f"id_{prefix_for}_%s"
         if user is not None:
-            offered = Q(pk__in=team_list_assignable(user=user).values("pk"))
-            if own_team is not None:
-                offered |= Q(pk=own_team.pk)
-            self.fields["team"].queryset = Team.objects.filter(offered).order_by("name")  # type: ignore[attr-defined]
+            offered = team_list_assignable(user=user, keeping=own_team.pk if own_team else None).order_by("name")
+            self.fields["team"].queryset = offered  # type: ignore[attr-defined]

@@ -379,15 +379,19 @@ def team_list_visible(*, user: User) -> QuerySet[Team]:
     ).distinct()
 
 
-def team_list_assignable(*, user: User) -> QuerySet[Team]:
-    """Teams ``user`` may name as a problem's owner or filter problems by: those they may see
-    (``team_list_visible``) and every team that owns no job or target (an engineering team, a new team:
-    nothing of any client's shows through it). A team owning only other clients' jobs or targets is left
-    out, as its page is (404)."""
+def team_list_assignable(*, user: User, keeping: int | None = None) -> QuerySet[Team]:
+    """Teams ``user`` may name as an owner (of a problem, a job or a target) or filter problems by: those
+    they may see (``team_list_visible``) and every team that owns no job or target (an engineering team, a
+    new team: nothing of any client's shows through it). A team owning only other clients' jobs or targets
+    is left out, as its page is (404). ``keeping``: the pk of the team the record names now, offered
+    whatever it is, so that an edit keeps it."""
     visible = team_list_visible(user=user).values("pk")
     if not user.is_authenticated or not user.is_active:
         return Team.objects.none()
-    return Team.objects.filter(Q(pk__in=visible) | Q(owned_jobs__isnull=True, owned_targets__isnull=True)).distinct()
+    offered = Q(pk__in=visible) | Q(owned_jobs__isnull=True, owned_targets__isnull=True)
+    if keeping is not None:
+        offered |= Q(pk=keeping)
+    return Team.objects.filter(offered).distinct()
 
 
 def team_get(*, user: User, public_id: UUID | str) -> Team | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.db.models import Q
 
 from handover.core.people import Viewer
 from handover.notifications.models import Team
@@ -36,8 +35,8 @@ class ProblemForm(forms.Form):
 
     def __init__(self, *args: Any, user: Viewer, current_team_id: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        visible = Q(pk__in=team_list_assignable(user=user).values("pk")) | Q(pk=current_team_id)
-        self.fields["owning_team"].queryset = Team.objects.filter(visible).order_by("name")  # type: ignore[attr-defined]
+        offered = team_list_assignable(user=user, keeping=current_team_id).order_by("name")
+        self.fields["owning_team"].queryset = offered  # type: ignore[attr-defined]
 
 
 EDIT_FIELDS = ("title", "defect_ref", "description", "owning_team", "clean_runs_required")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q
 from rest_framework import serializers
 
 from handover.core.fields import NUL, TextField
@@ -36,11 +35,9 @@ class TeamField(serializers.SlugRelatedField):  # type: ignore[type-arg]
         request = self.context.get("request")
         if request is None:
             return Team.objects.all()
-        visible = Q(pk__in=team_list_assignable(user=request.user).values("pk"))
         problem = self.context.get("problem")
-        if isinstance(problem, Problem) and problem.owning_team_id is not None:
-            visible |= Q(pk=problem.owning_team_id)
-        return Team.objects.filter(visible)
+        keeping = problem.owning_team_id if isinstance(problem, Problem) else None
+        return team_list_assignable(user=request.user, keeping=keeping)
 
     def run_validation(self, data: Any = serializers.empty) -> Any:
         if data == "":  # DRF reads "" as null for related fields; the schema asks for a name or null
