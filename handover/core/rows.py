@@ -7,11 +7,14 @@ row; on PostgreSQL ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` does the s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from itertools import chain
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, NotSupportedError, connections, router, transaction
 from django.db.models import Field, Model
 from django.db.models.constants import OnConflict
+
+M = TypeVar("M", bound=Model)
 
 
 def row_insert_unless_conflict(obj: Model) -> bool:
@@ -84,20 +87,132 @@ def rows_insert_unless_conflict(objs: list[Model], *, match_field: str = "public
     return result
 
 
+def rows_insert(objs: list[M]) -> list[M]:
+    """INSERT the unsaved ``objs`` (one model) in ONE statement and set their primary keys; returns ``objs``.
+
+    ``QuerySet.bulk_create(objs)`` for the ingestion path's appends (attempts, timeline events, runner
+    reports, deliveries): on PostgreSQL through ``_insert``'s cached statement (see there), elsewhere
+    ``bulk_create`` itself. Like ``bulk_create``: no signal is sent, a related object assigned before it
+    was saved is taken by its primary key (``ValueError`` when it still has none), and every violation
+    raises (``IntegrityError``).
+    """
+    if not objs:
+        return objs
+    model = type(objs[0])
+    using = router.db_for_write(model, instance=objs[0])
+    if connections[using].vendor != "postgresql":
+        return model._base_manager.using(using).bulk_create(objs)
+    meta = model._meta
+    assert meta.pk is not None
+    for obj in objs:
+        # what bulk_create calls for each row: a related row saved after it was assigned is taken by its id
+        obj._prepare_related_fields_for_save(operation_name="bulk_create")  # type: ignore[attr-defined]  # noqa: SLF001
+    rows = _insert(objs, [meta.pk], using)
+    for obj, row in zip(objs, rows, strict=True):
+        obj.pk = row[0]
+        _saved(obj, using)
+    return objs
+
+
+# The INSERT statement of a (model, row count, returned columns, conflict clause): built once per process.
+_STATEMENTS: dict[tuple[type[Model], int, tuple[str, ...], bool], tuple[str, list[Field[Any, Any]], bool] | None] = {}
+_STATEMENTS_KEPT = 512  # at most this many shapes are kept (row counts vary with the post)
+
+
 def _insert(
-    objs: list[Model], returning: Sequence[Field[Any, Any]], using: str, *, on_conflict: OnConflict | None = None
+    objs: Sequence[Model], returning: Sequence[Field[Any, Any]], using: str, *, on_conflict: OnConflict | None = None
 ) -> list[Any]:
-    """INSERT ``objs`` (unsaved, one model) in one statement through the INSERT compiler ``Model.save()``
-    itself uses, into the columns it would write for a new row (no auto primary key, no generated
-    field); returns the ``returning`` columns' values per inserted row (``QuerySet._insert``)."""
+    """INSERT ``objs`` (unsaved, one model) in one statement into the columns ``Model.save()`` would write for
+    a new row (no auto primary key, no generated field); returns the ``returning`` columns' values per
+    inserted row, in no promised order with a conflict clause (``QuerySet._insert``'s contract).
+
+    PostgreSQL: the statement's text is built once per shape (``_STATEMENTS``) and each value is what
+    Django's INSERT compiler would send -- the field's ``pre_save`` (``auto_now``) and ``get_db_prep_save``
+    -- without compiling the query again for every post (measured in ``bench/ingest.py``: the compiler
+    was about a quarter of a single-alert post's CPU). A value that is a query expression goes through
+    Django's compiler, as does a model with a field of its own SQL placeholder or a returned column that
+    converts what the database gives. Other databases: Django's compiler (``QuerySet._insert``).
+    """
     model = type(objs[0])
     meta = model._meta
+    connection = connections[using]
+    statement = (
+        _statement(model, len(objs), returning, ignore_conflicts=on_conflict is not None, using=using)
+        if connection.vendor == "postgresql" and on_conflict in (None, OnConflict.IGNORE)
+        else None
+    )
+    if statement is not None:
+        sql, fields, unnest = statement
+        values = _values(objs, fields, connection)
+        if values is not None:
+            params = [list(column) for column in zip(*values, strict=True)] if unnest else list(chain(*values))
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                return [tuple(row) for row in cursor.fetchall()] if returning else []
     fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field and not f.generated]
     manager = model._base_manager.using(using)
     rows = manager._insert(  # type: ignore[attr-defined]  # noqa: SLF001  # private QuerySet API the stubs omit
         objs, fields=fields, returning_fields=returning, using=using, on_conflict=on_conflict
     )
     return list(rows or [])
+
+
+def _values(objs: Sequence[Model], fields: list[Field[Any, Any]], connection: Any) -> list[list[Any]] | None:
+    """Each row's values as Django's INSERT compiler sends them (the field's ``pre_save`` with ``add``, then
+    ``get_db_prep_save``); None when one is a query expression (left to the compiler)."""
+    rows = []
+    for obj in objs:
+        row = []
+        for field in fields:
+            value = field.pre_save(obj, True)
+            if hasattr(value, "resolve_expression"):
+                return None
+            row.append(field.get_db_prep_save(value, connection))
+        rows.append(row)
+    return rows
+
+
+def _statement(
+    model: type[Model], count: int, returning: Sequence[Field[Any, Any]], *, ignore_conflicts: bool, using: str
+) -> tuple[str, list[Field[Any, Any]], bool] | None:
+    """The PostgreSQL INSERT of ``count`` rows of ``model``, the fields whose values it takes (in order), and
+    whether it takes them as one array per column: ``SELECT * FROM UNNEST((%s)::type[], ...)`` for several
+    rows, as Django 5.2's compiler writes it (``SQLInsertCompiler.assemble_as_sql``: one placeholder per
+    column, however many rows), else ``VALUES (%s, ...)``. ``ON CONFLICT DO NOTHING`` when
+    ``ignore_conflicts``; ``RETURNING`` the ``returning`` columns. Cached per shape. None when a field needs
+    Django's compiler: its own SQL placeholder (``get_placeholder``), or a returned column with
+    ``from_db_value``."""
+    key = (model, count, tuple(field.column for field in returning), ignore_conflicts)
+    if key not in _STATEMENTS:
+        if len(_STATEMENTS) >= _STATEMENTS_KEPT:
+            _STATEMENTS.clear()
+        _STATEMENTS[key] = _statement_build(model, count, returning, ignore_conflicts=ignore_conflicts, using=using)
+    return _STATEMENTS[key]
+
+
+def _statement_build(
+    model: type[Model], count: int, returning: Sequence[Field[Any, Any]], *, ignore_conflicts: bool, using: str
+) -> tuple[str, list[Field[Any, Any]], bool] | None:
+    meta = model._meta
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field and not f.generated]
+    if any(hasattr(f, "get_placeholder") for f in fields) or any(hasattr(f, "from_db_value") for f in returning):
+        return None
+    columns = ", ".join(quote(f.column) for f in fields)
+    internal_types = [(getattr(f, "target_field", f) if f.is_relation else f).get_internal_type() for f in fields]
+    unnest = count > 1 and all(kind in connection.data_types for kind in internal_types)
+    if unnest:
+        arrays = ", ".join(f"(%s)::{(f.db_type(connection) or '').split('(')[0]}[]" for f in fields)
+        sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) SELECT * FROM UNNEST({arrays})"
+    else:
+        row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES {', '.join([row] * count)}"
+    if ignore_conflicts:
+        sql += " ON CONFLICT DO NOTHING"
+    if returning:
+        sql += " RETURNING " + ", ".join(quote(field.column) for field in returning)
+    return sql, fields, unnest
 
 
 def _saved(obj: Model, using: str) -> None:

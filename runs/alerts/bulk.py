@@ -44,7 +44,7 @@ from django.conf import settings as django_settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from handover.core.rows import rows_insert_unless_conflict
+from handover.core.rows import rows_insert, rows_insert_unless_conflict
 from runs.alerts.apply import new_attempt_events, own_report, runner_report
 from runs.alerts.context import PostContext
 from runs.alerts.identity import MANUAL_TRIGGERS, RecordIdentity, record_identity, run_status_for_new_run
@@ -221,7 +221,7 @@ def segment_write(delivery: Delivery, todo: list[FastRecord], ctx: PostContext) 
         attempt_build(run=fast.run, report=report, received_at=received_at, earlier=[])
         for fast, report in zip(fresh, reports, strict=True)
     ]
-    Attempt.objects.bulk_create(attempts)
+    rows_insert(attempts)
     now = timezone.now()
     for fast, attempt in zip(fresh, attempts, strict=True):
         alert = fast.alert

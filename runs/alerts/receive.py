@@ -20,6 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from handover.core.errors import DomainError, InvalidTransition
+from handover.core.rows import rows_insert
 from runs.alerts.apply import alert_apply_in_transaction, alert_duplicate_apply
 from runs.alerts.bulk import alerts_receive_set, set_path_enabled
 from runs.alerts.content_encoding import Inflated, body_inflate
@@ -166,7 +167,7 @@ def delivery_receive(
     )
     # Store first: one INSERT in autocommit, committed before anything is parsed. The key's row is
     # not written in the same transaction (see KEY_USED_RESOLUTION).
-    delivery.save(force_insert=True)
+    rows_insert([delivery])
     _key_mark_used(key, received_at)
     result = IngestResult(delivery=delivery)
     # A secret of this post is redacted wherever it recurs in what is derived from it (error

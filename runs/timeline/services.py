@@ -8,6 +8,7 @@ from typing import Any
 from django.utils import timezone
 
 from handover.core.people import Person
+from handover.core.rows import rows_insert
 from runs.alerts.models import Alert
 from runs.alerts.redaction import redact_text
 from runs.attempts.models import Attempt, Run
@@ -103,4 +104,4 @@ def timeline_events_record(events: list[TimelineEvent]) -> list[TimelineEvent]:
 
     Call inside the transaction of the changes they record. Returns the saved rows.
     """
-    return TimelineEvent.objects.bulk_create(events) if events else []
+    return rows_insert(events)
