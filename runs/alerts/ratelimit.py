@@ -32,7 +32,8 @@ def rate_limit_take(*, scope: str, limit: int, window_seconds: int, now: float |
 
     ``limit`` posts per ``window_seconds``; a limit of 0 or less turns the limit off. A refused post
     is not counted. ``now`` (UNIX seconds) is for tests. Side effects: two cache entries per scope,
-    expiring after two windows.
+    expiring after two windows; two cache calls per post allowed (read both counters, ``incr`` the current
+    one), three for the window's first.
     """
     if limit <= 0:
         return RateDecision(allowed=True, retry_after_seconds=0, rate=0.0)
@@ -52,14 +53,25 @@ def rate_limit_take(*, scope: str, limit: int, window_seconds: int, now: float |
             rate=rate,
         )
     timeout = 2 * window + 1
-    cache.add(current_key, 0, timeout=timeout)
-    try:
-        counted = cache.incr(current_key)
-    except ValueError:  # expired between add and incr
-        cache.set(current_key, 1, timeout=timeout)
-        counted = 1
-    cache.touch(current_key, timeout=timeout)
+    counted = _count(current_key, timeout)
+    if cache.default_timeout is not None and cache.default_timeout < timeout:
+        # a cache whose ``incr`` stores the entry again with its default timeout (the file cache)
+        cache.touch(current_key, timeout=timeout)
     return RateDecision(allowed=True, retry_after_seconds=0, rate=previous * weight + counted)
+
+
+def _count(key: str, timeout: int) -> int:
+    """Add one to the counter ``key`` and return it: one ``incr`` once the window has its counter (one round
+    trip on Redis, where it is atomic and keeps the entry's expiry); the window's first post creates it with
+    ``timeout`` (``add``: of two first posts, one creates and the other increments)."""
+    for _ in range(2):
+        try:
+            return cache.incr(key)
+        except ValueError:  # no counter yet, or it expired meanwhile
+            if cache.add(key, 1, timeout=timeout):
+                return 1
+    cache.set(key, 1, timeout=timeout)  # created and expired between our calls twice: count afresh
+    return 1
 
 
 def _retry_after(previous: int, current: int, limit: int, window: int, elapsed: float) -> int:

@@ -73,6 +73,23 @@ def test_rate_limit_sliding_window_refuses_with_retry_after_and_recovers() -> No
     assert rate_limit_take(scope=scope, limit=3, window_seconds=60, now=start + 180).allowed
 
 
+@pytest.mark.parametrize("backend", ["django.core.cache.backends.filebased.FileBasedCache", "locmem"])
+def test_rate_limit_counters_outlive_a_short_default_timeout(backend: str, tmp_path: Any) -> None:
+    """A cache whose ``incr`` stores the entry again with its default timeout (the file cache) keeps the
+    window's counter for two windows all the same: a default of 1 s does not let a fourth post through."""
+    cache_settings = (
+        {"BACKEND": backend, "LOCATION": str(tmp_path), "TIMEOUT": 1}
+        if backend != "locmem"
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "TIMEOUT": 1}
+    )
+    scope = f"test:{uuid.uuid4()}"
+    with override_settings(CACHES={"default": cache_settings}):
+        now = time.time()
+        assert all(rate_limit_take(scope=scope, limit=3, window_seconds=60, now=now).allowed for _ in range(3))
+        time.sleep(1.2)
+        assert not rate_limit_take(scope=scope, limit=3, window_seconds=60, now=now).allowed
+
+
 def test_rate_limit_of_zero_is_off() -> None:
     assert all(rate_limit_take(scope="off", limit=0, window_seconds=60).allowed for _ in range(5))
 
