@@ -7,7 +7,6 @@ row; on PostgreSQL ``INSERT ... ON CONFLICT DO NOTHING RETURNING id`` does the s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 from typing import Any, TypeVar
 
 from django.db import IntegrityError, NotSupportedError, connections, router, transaction
@@ -114,9 +113,8 @@ def rows_insert(objs: list[M]) -> list[M]:
     return objs
 
 
-# The INSERT statement of a (model, row count, returned columns, conflict clause): built once per process.
-_STATEMENTS: dict[tuple[type[Model], int, tuple[str, ...], bool], tuple[str, list[Field[Any, Any]], bool] | None] = {}
-_STATEMENTS_KEPT = 512  # at most this many shapes are kept (row counts vary with the post)
+# The INSERT statement of a (model, several rows, returned columns, conflict clause): built once per process.
+_STATEMENTS: dict[tuple[type[Model], bool, tuple[str, ...], bool], tuple[str, list[Field[Any, Any]]] | None] = {}
 
 
 def _insert(
@@ -126,7 +124,7 @@ def _insert(
     a new row (no auto primary key, no generated field); returns the ``returning`` columns' values per
     inserted row, in no promised order with a conflict clause (``QuerySet._insert``'s contract).
 
-    PostgreSQL: the statement's text is built once per shape (``_STATEMENTS``) and each value is what
+    PostgreSQL: the statement's text is built once per shape (``_statement``) and each value is what
     Django's INSERT compiler would send -- the field's ``pre_save`` (``auto_now``) and ``get_db_prep_save``
     -- without compiling the query again for every post (measured in ``bench/ingest.py``: the compiler
     was about a quarter of a single-alert post's CPU). A value that is a query expression goes through
@@ -137,15 +135,15 @@ def _insert(
     meta = model._meta
     connection = connections[using]
     statement = (
-        _statement(model, len(objs), returning, ignore_conflicts=on_conflict is not None, using=using)
+        _statement(model, len(objs) > 1, returning, ignore_conflicts=on_conflict is not None, using=using)
         if connection.vendor == "postgresql" and on_conflict in (None, OnConflict.IGNORE)
         else None
     )
     if statement is not None:
-        sql, fields, unnest = statement
+        sql, fields = statement
         values = _values(objs, fields, connection)
         if values is not None:
-            params = [list(column) for column in zip(*values, strict=True)] if unnest else list(chain(*values))
+            params = [list(column) for column in zip(*values, strict=True)] if len(objs) > 1 else values[0]
             with connection.cursor() as cursor:
                 cursor.execute(sql, params)
                 return [tuple(row) for row in cursor.fetchall()] if returning else []
@@ -173,46 +171,45 @@ def _values(objs: Sequence[Model], fields: list[Field[Any, Any]], connection: An
 
 
 def _statement(
-    model: type[Model], count: int, returning: Sequence[Field[Any, Any]], *, ignore_conflicts: bool, using: str
-) -> tuple[str, list[Field[Any, Any]], bool] | None:
-    """The PostgreSQL INSERT of ``count`` rows of ``model``, the fields whose values it takes (in order), and
-    whether it takes them as one array per column: ``SELECT * FROM UNNEST((%s)::type[], ...)`` for several
-    rows, as Django 5.2's compiler writes it (``SQLInsertCompiler.assemble_as_sql``: one placeholder per
-    column, however many rows), else ``VALUES (%s, ...)``. ``ON CONFLICT DO NOTHING`` when
-    ``ignore_conflicts``; ``RETURNING`` the ``returning`` columns. Cached per shape. None when a field needs
-    Django's compiler: its own SQL placeholder (``get_placeholder``), or a returned column with
-    ``from_db_value``."""
-    key = (model, count, tuple(field.column for field in returning), ignore_conflicts)
+    model: type[Model], several: bool, returning: Sequence[Field[Any, Any]], *, ignore_conflicts: bool, using: str
+) -> tuple[str, list[Field[Any, Any]]] | None:
+    """The PostgreSQL INSERT of one row of ``model`` (``VALUES (%s, ...)``), or of ``several`` as Django 5.2's
+    compiler writes them (``SQLInsertCompiler.assemble_as_sql``): ``SELECT * FROM UNNEST((%s)::type[], ...)``,
+    one array per column however many rows; with the fields whose values it takes, in order.
+    ``ON CONFLICT DO NOTHING`` when ``ignore_conflicts``; ``RETURNING`` the ``returning`` columns. Cached per
+    shape (``_STATEMENTS``). None where Django's compiler writes something else: a field with its own SQL
+    placeholder (``get_placeholder``), several rows with a column of a type PostgreSQL's arrays do not
+    cover here (``connection.data_types``), or a returned column that converts what the database gives
+    (``from_db_value``)."""
+    key = (model, several, tuple(field.column for field in returning), ignore_conflicts)
     if key not in _STATEMENTS:
-        if len(_STATEMENTS) >= _STATEMENTS_KEPT:
-            _STATEMENTS.clear()
-        _STATEMENTS[key] = _statement_build(model, count, returning, ignore_conflicts=ignore_conflicts, using=using)
+        _STATEMENTS[key] = _statement_build(model, several, returning, ignore_conflicts=ignore_conflicts, using=using)
     return _STATEMENTS[key]
 
 
 def _statement_build(
-    model: type[Model], count: int, returning: Sequence[Field[Any, Any]], *, ignore_conflicts: bool, using: str
-) -> tuple[str, list[Field[Any, Any]], bool] | None:
+    model: type[Model], several: bool, returning: Sequence[Field[Any, Any]], *, ignore_conflicts: bool, using: str
+) -> tuple[str, list[Field[Any, Any]]] | None:
     meta = model._meta
     connection = connections[using]
     quote = connection.ops.quote_name
     fields = [f for f in meta.local_concrete_fields if f is not meta.auto_field and not f.generated]
     if any(hasattr(f, "get_placeholder") for f in fields) or any(hasattr(f, "from_db_value") for f in returning):
         return None
-    columns = ", ".join(quote(f.column) for f in fields)
-    internal_types = [(getattr(f, "target_field", f) if f.is_relation else f).get_internal_type() for f in fields]
-    unnest = count > 1 and all(kind in connection.data_types for kind in internal_types)
-    if unnest:
+    table, columns = quote(meta.db_table), ", ".join(quote(f.column) for f in fields)
+    if several:
+        kinds = [(getattr(f, "target_field", f) if f.is_relation else f).get_internal_type() for f in fields]
+        if not all(kind in connection.data_types for kind in kinds):
+            return None
         arrays = ", ".join(f"(%s)::{(f.db_type(connection) or '').split('(')[0]}[]" for f in fields)
-        sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) SELECT * FROM UNNEST({arrays})"
+        sql = f"INSERT INTO {table} ({columns}) SELECT * FROM UNNEST({arrays})"
     else:
-        row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES {', '.join([row] * count)}"
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
     if ignore_conflicts:
         sql += " ON CONFLICT DO NOTHING"
     if returning:
         sql += " RETURNING " + ", ".join(quote(field.column) for field in returning)
-    return sql, fields, unnest
+    return sql, fields
 
 
 def _saved(obj: Model, using: str) -> None:

@@ -115,9 +115,9 @@ def test_statements_are_built_once_per_shape(key: IntegrationKey) -> None:
     rows_insert(deliveries(key, 2, "s"))
     rows_insert(deliveries(key, 2, "t"))
     rows_insert(deliveries(key, 1, "u"))
-    assert sorted(count for (model, count, _, _) in rows._STATEMENTS if model is Delivery) == [1, 2]
-    sql = {count: statement[0] for (model, count, _, _), statement in rows._STATEMENTS.items() if statement}
-    assert "UNNEST" in sql[2] and "VALUES" in sql[1]
+    assert sorted(several for (model, several, _, _) in rows._STATEMENTS if model is Delivery) == [False, True]
+    sql = {several: statement[0] for (model, several, _, _), statement in rows._STATEMENTS.items() if statement}
+    assert "UNNEST" in sql[True] and "VALUES" in sql[False]
 
 
 def test_the_target_read_loads_what_the_orm_loads(story_tenants: dict[str, Tenant], story_job: Job) -> None:
