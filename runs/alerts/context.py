@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, cast
@@ -19,14 +19,21 @@ from runs.catalog.models import IntegrationKey, Job, JobTarget, Tenant, normalis
 
 @dataclass
 class IngestResult:
-    """What one post produced: the delivery, its alerts in post order, a format error if any, and
-    ``failure`` -- in words, when its processing failed and the sweep tries again ("" otherwise)."""
+    """What one post produced: the delivery, its alerts in post order, a format error if any,
+    ``failure`` -- in words, when its processing failed and the sweep tries again ("" otherwise) -- and
+    the answer kept on the delivery when ``delivery_receive`` was given one."""
 
     delivery: Delivery
     alerts: list[Alert] = field(default_factory=list)
     error: FormatError | None = None
     response: dict[str, Any] = field(default_factory=dict)
     failure: str = ""
+    answer: tuple[int, dict[str, Any]] | None = None  # (HTTP status, body) the sender is told, when asked for
+    is_outcome_written: bool = False  # written in the transaction of the post's last chunk
+
+
+# What the sender of a post is told, built from its result: (HTTP status, JSON body).
+Answer = Callable[[IngestResult], tuple[int, dict[str, Any]]]
 
 
 # At most this many (job, tenant, environment) combinations are read in one ``prime_many`` query.

@@ -9,6 +9,8 @@ import hashlib
 import logging
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from types import ModuleType
 from typing import Any
@@ -24,7 +26,7 @@ from handover.core.rows import rows_insert
 from runs.alerts.apply import alert_apply_in_transaction, alert_duplicate_apply
 from runs.alerts.bulk import alerts_receive_set, set_path_enabled
 from runs.alerts.content_encoding import Inflated, body_inflate
-from runs.alerts.context import IngestResult, PostContext, runner_reports_write
+from runs.alerts.context import Answer, IngestResult, PostContext, runner_reports_write
 from runs.alerts.decoders import body_decode, body_decode_noting_repeats
 from runs.alerts.identity import record_target_names
 from runs.alerts.models import Alert, AuthFailureCounter, Delivery
@@ -93,7 +95,7 @@ def delivery_receive(
     received_at: datetime | None = None,
     size_bytes: int | None = None,
     is_body_truncated: bool = False,
-    defer_outcome: bool = False,
+    answer: Answer | None = None,
     unreadable_reason: str = "",
     method: str = "POST",
     content_encoding: str = "",
@@ -110,9 +112,11 @@ def delivery_receive(
     ``received`` with its first try counted, for the sweep (``result.failure`` says so). Returns an
     ``IngestResult``; never raises for bad input. Side effects:
     Delivery, Alert, Run, Attempt, RunnerReport and TimelineEvent rows; the key's ``last_used_at``
-    (at most once a minute). With ``defer_outcome`` the delivery's outcome is left for
-    ``delivery_record_response`` to write together with the response (one UPDATE instead of two);
-    until then the delivery reads ``received``, which is also what a crash would leave.
+    (at most once a minute). ``answer``: what the sender is told, built from the result (status and body,
+    the ingestion view's); it is kept on the delivery with its outcome in one UPDATE -- inside the
+    transaction of the post's last chunk when its records are applied (a post of up to ``CHUNK_ALERTS``
+    records: one commit after the stored delivery's, rule 9), else after processing -- and set on
+    ``result.answer``. Until then the delivery reads ``received``, which is also what a crash would leave.
     ``method`` ``GET`` (an integration that enabled GET ingestion): ``body`` is the query string,
     noted on the delivery so that parsing -- now and on reprocessing -- decodes it as a form.
     ``content_encoding``: the post's ``Content-Encoding`` header; a gzip or deflate body is inflated
@@ -174,11 +178,17 @@ def delivery_receive(
     # summaries, alert fields, reasons), not only where the body holds it under a secret name.
     with redaction_scope(secrets, names):
         try:
-            _delivery_process(result, adapter, text, key, parsed=parsed)
+            _delivery_process(result, adapter, text, key, parsed=parsed, answer=answer)
         except Exception as exc:  # noqa: BLE001 - rule 9: the post is stored; the sweep tries again
             result.failure = _delivery_try_failed(delivery.pk, exc)
-    if not defer_outcome and not result.failure:
-        _delivery_write(delivery)
+            delivery.outcome = Delivery.Outcome.RECEIVED  # as stored, whatever was set before the failure
+        if result.is_outcome_written:
+            return result
+        if answer is not None:
+            status, payload = result.answer = answer(result)
+            delivery_record_response(delivery=delivery, status=status, body=payload)
+        elif not result.failure:
+            _delivery_write(delivery)
     return result
 
 
@@ -240,12 +250,15 @@ def _delivery_process(
     *,
     recorded: frozenset[int] = frozenset(),
     parsed: JsonBody | None = None,
+    answer: Answer | None = None,
 ) -> None:
     """Parse the body and record and apply each record in post order; set the outcome (in memory).
 
     ``recorded``: indexes of records that already have their Alert (a sweep finishing a delivery):
     they are skipped, and ``result.alerts`` lists only the alerts recorded now. ``parsed``: ``body``
-    parsed already (``json_body``), handed to the parser instead of parsing it again.
+    parsed already (``json_body``), handed to the parser instead of parsing it again. ``answer`` (from
+    ``delivery_receive``): the outcome, with the answer it builds, is written in the last chunk's
+    transaction (``result.is_outcome_written`` once that transaction has committed).
     """
     delivery = result.delivery
     if delivery.is_body_truncated:
@@ -278,10 +291,45 @@ def _delivery_process(
         if isinstance(record, ParsedAlert):
             record.problems.extend(settings_wrong)  # not placed by a default instead (``settings_in_force``)
     todo = [(index, record) for index, record in enumerate(outcome.alerts) if index not in recorded]
-    for start in range(0, len(todo), CHUNK_ALERTS):
-        result.alerts.extend(_alerts_receive(delivery, todo[start : start + CHUNK_ALERTS], ctx))
-    result.response = dict(outcome.response)
-    _delivery_set_outcome(delivery, Delivery.Outcome.PROCESSED, notes=_json_safe(outcome.notes))
+    chunks = [todo[start : start + CHUNK_ALERTS] for start in range(0, len(todo), CHUNK_ALERTS)]
+    for chunk in chunks[:-1]:
+        result.alerts.extend(_alerts_receive(delivery, chunk, ctx))
+
+    def processed() -> None:
+        result.response = dict(outcome.response)
+        _delivery_set_outcome(delivery, Delivery.Outcome.PROCESSED, notes=_json_safe(outcome.notes))
+
+    if chunks:
+        finish = _OutcomeWriter(result, answer, processed) if answer is not None else None
+        last = _alerts_receive(delivery, chunks[-1], ctx, before_commit=finish)
+        result.alerts.extend(last)
+        if finish is not None and finish.committed(last):
+            result.answer, result.is_outcome_written = finish.answer, True
+    processed()
+
+
+class _OutcomeWriter:
+    """Writes a processed delivery's outcome and the sender's answer inside the transaction of its last chunk
+    (``_alerts_receive(before_commit=…)``), after ``processed`` has set the outcome in memory, the answer
+    built from the result as it will be once that transaction commits. ``committed(alerts)`` tells, after
+    the chunk, whether this write is the one that committed: a chunk redone one alert per transaction (a
+    database error) never ran it in a transaction that committed, and the caller writes the outcome
+    afterwards, as for a post with no records."""
+
+    def __init__(self, result: IngestResult, answer: Answer, processed: Callable[[], None]) -> None:
+        self.result, self.build, self.processed = result, answer, processed
+        self.answer: tuple[int, dict[str, Any]] | None = None
+        self.alerts: list[Alert] | None = None
+
+    def __call__(self, alerts: list[Alert]) -> None:
+        self.processed()
+        done = replace(self.result, alerts=[*self.result.alerts, *alerts])
+        status, payload = self.answer = self.build(done)
+        _delivery_write(self.result.delivery, response_status=status, response_body=redact_data(payload))
+        self.alerts = alerts
+
+    def committed(self, alerts: list[Alert]) -> bool:
+        return self.alerts is alerts
 
 
 def _delivery_set_outcome(
@@ -312,8 +360,8 @@ def _delivery_write(delivery: Delivery, **response: Any) -> None:
 def delivery_record_response(*, delivery: Delivery, status: int, body: dict[str, Any]) -> None:
     """Keep the response given to the sender on the delivery (for the integration page).
 
-    Writes the delivery's outcome in the same UPDATE (``delivery_receive(defer_outcome=True)``
-    left it to this call).
+    Writes the delivery's outcome in the same UPDATE (``delivery_receive(answer=…)`` calls it when the
+    outcome was not written with the post's last chunk).
     """
     body = redact_data(body)  # it may echo what the sender sent (PagerDuty's dedup_key)
     if delivery.outcome == Delivery.Outcome.RECEIVED:  # never processed here: the sweep finishes it
@@ -452,7 +500,11 @@ def _delivery_finish_received(pk: int) -> bool:
 
 
 def _alerts_receive(
-    delivery: Delivery, chunk: list[tuple[int, ParsedAlert | InvalidItem]], ctx: PostContext
+    delivery: Delivery,
+    chunk: list[tuple[int, ParsedAlert | InvalidItem]],
+    ctx: PostContext,
+    *,
+    before_commit: Callable[[list[Alert]], None] | None = None,
 ) -> list[Alert]:
     """Record and apply ``chunk`` (records with their index in the post) in one transaction: set-based
     on PostgreSQL (``runs.alerts.bulk.alerts_receive_set``), one record after the other elsewhere.
@@ -460,6 +512,9 @@ def _alerts_receive(
     If the chunk fails on a database error (a deadlock with a concurrent batch that holds some of
     the same runs, a constraint a record trips), it is rolled back and redone one alert per
     transaction, as a lone post of each would be: per-alert outcomes never depend on the chunking.
+    ``before_commit`` is called with the chunk's alerts as the chunk's last write in its one transaction
+    (never on the redo): the returned list is the very list it was given only when that transaction
+    committed.
     """
     try:
         with transaction.atomic():
@@ -469,6 +524,8 @@ def _alerts_receive(
             else:
                 alerts = [_alert_receive(delivery, index, record, ctx) for index, record in chunk]
             runner_reports_write(ctx)
+            if before_commit is not None:
+                before_commit(alerts)
             return alerts
     except DatabaseError as exc:
         ctx.runner_reports.clear()  # rows of the rolled-back transaction

@@ -41,7 +41,7 @@ from runs.alerts.models import RefusedRequestCount
 from runs.alerts.parsers.base import storable_data
 from runs.alerts.parsers.registry import get_adapter
 from runs.alerts.ratelimit import rate_limit_take
-from runs.alerts.receive import delivery_receive, delivery_record_response, delivery_refusal_count
+from runs.alerts.receive import delivery_receive, delivery_refusal_count
 from runs.alerts.refusals import client_network
 from runs.alerts.serializers import IngestResponseSerializer
 from runs.alerts.signatures import signature_verify
@@ -262,6 +262,14 @@ class AlertIngestView(APIView):
         )
         if refused is not None:
             return refused
+
+        def answer(result: IngestResult) -> tuple[int, dict[str, Any]]:
+            # a compressed post that inflates past the limit is as oversized as one sent that large
+            status, payload = self._answer(adapter, result, oversized or result.delivery.is_body_truncated)
+            # What echoes the sender (PagerDuty's dedup_key, reasons) may hold a lone surrogate, which no
+            # JSON answer encodes as UTF-8: the answer says U+FFFD there, as the stored rows do.
+            return status, storable_data(payload)
+
         result = delivery_receive(
             key=key,
             body=body,
@@ -270,17 +278,13 @@ class AlertIngestView(APIView):
             else request.META.get("CONTENT_TYPE", ""),
             size_bytes=size,
             is_body_truncated=oversized,
-            defer_outcome=True,  # written with the response below: one UPDATE of the delivery, not two
+            answer=answer,  # kept on the delivery with its outcome: one UPDATE, in the apply transaction
             unreadable_reason=read.unreadable,
             method=method,
             content_encoding=request.META.get("HTTP_CONTENT_ENCODING", "") if method == "POST" else "",
         )
-        # a compressed post that inflates past the limit is as oversized as one sent that large
-        status, payload = self._answer(adapter, result, oversized or result.delivery.is_body_truncated)
-        # What echoes the sender (PagerDuty's dedup_key, reasons) may hold a lone surrogate, which no
-        # JSON answer encodes as UTF-8: the answer says U+FFFD there, as the stored rows do.
-        payload = storable_data(payload)
-        delivery_record_response(delivery=result.delivery, status=status, body=payload)
+        assert result.answer is not None
+        status, payload = result.answer
         response = Response(payload, status=status)
         if status >= 400 and not hasattr(adapter, "render_response"):
             response.content_type = "application/problem+json"

@@ -93,9 +93,10 @@ def test_one_generic_post_costs_a_fixed_handful_of_statements(
 ) -> None:
     # key; delivery INSERT (committed before parsing); the key's last use (once a minute); then ONE
     # transaction: job+tenant+target, then the set-based path's savepoint with the run, attempt, alert
-    # (inserted accepted) and timeline event (runs/alerts/bulk.py), the runner report; then the delivery's
-    # outcome with the response: 14 on PostgreSQL (15 row by row, 33 before that). SQLite applies row by
-    # row: a savepoint around each get-or-create INSERT, the run's row lock and one read of its attempts.
+    # (inserted accepted) and timeline event (runs/alerts/bulk.py), the runner report and the delivery's
+    # outcome with the response, before it commits: 14 on PostgreSQL (15 row by row, 33 before that).
+    # SQLite applies row by row: a savepoint around each get-or-create INSERT, the run's row lock and one
+    # read of its attempts.
     with django_assert_max_num_queries(14 if is_postgres() else 20):
         response = post_alert("generic", first_failure(), key)
 
@@ -193,6 +194,63 @@ def test_a_chunk_that_fails_on_a_database_error_is_redone_alert_by_alert(
     assert [a["outcome"] for a in response.json()["alerts"]] == ["accepted"] * 4
     assert world()[1:] == (4, 4, 4, 4, 4)
     assert sorted(Alert.objects.values_list("index", flat=True)) == [0, 1, 2, 3]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("count", [1, 3])
+def test_the_outcome_and_the_answer_are_written_in_the_apply_transaction(
+    key: str, post_alert: Any, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    # rule 9's two commits: the stored delivery, then the apply transaction, which also keeps the outcome
+    # and the answer (no third commit for them)
+    write = receive_module._delivery_write
+    writes: list[tuple[bool, Any]] = []
+
+    def noting(delivery: Delivery, **response: Any) -> None:
+        writes.append((connection.in_atomic_block, response.get("response_status")))
+        write(delivery, **response)
+
+    monkeypatch.setattr(receive_module, "_delivery_write", noting)
+    response = post_alert("generic", batch(count), key)
+
+    assert writes == [(True, 202)]
+    delivery = Delivery.objects.get()
+    assert (delivery.outcome, delivery.response_status) == (Delivery.Outcome.PROCESSED, 202)
+    assert delivery.response_body == response.json()
+    assert [a["outcome"] for a in delivery.response_body["alerts"]] == ["accepted"] * count
+    assert world()[1:] == (count,) * 5
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_an_apply_transaction_that_fails_after_the_outcome_was_written_loses_nothing(
+    key: str, post_alert: Any, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    # The last chunk fails on a database error after its outcome UPDATE (a deadlock at commit): everything
+    # of it is rolled back. Several alerts are redone one per transaction and the outcome written after
+    # them; a lone alert is a failed processing (rule 9: kept ``received`` for the sweep, answered 202).
+    writer = receive_module._OutcomeWriter.__call__
+    failed: list[bool] = []
+
+    def fail_once(self: Any, alerts: list[Alert]) -> None:
+        writer(self, alerts)
+        if not failed:
+            failed.append(True)
+            raise OperationalError("deadlock detected")
+
+    monkeypatch.setattr(receive_module._OutcomeWriter, "__call__", fail_once)
+    response = post_alert("generic", batch(count), key)
+
+    assert failed == [True] and response.status_code == 202
+    delivery = Delivery.objects.get()
+    assert delivery.response_status == 202 and delivery.response_body == response.json()
+    if count == 1:
+        assert (delivery.outcome, delivery.try_count) == (Delivery.Outcome.RECEIVED, 1)
+        assert world()[1:] == (0, 0, 0, 0, 0)
+        assert "retried" in response.json()["detail"]
+    else:
+        assert delivery.outcome == Delivery.Outcome.PROCESSED
+        assert [a["outcome"] for a in response.json()["alerts"]] == ["accepted"] * count
+        assert world()[1:] == (count,) * 5
 
 
 def test_the_key_last_use_is_written_at_most_once_a_minute(key: str, post_alert: Any) -> None:
