@@ -454,7 +454,7 @@ RULES: dict[str, Rule] = {
     "handover-api:job-resume": R("job", POST=PAUSE_JOB),
     # ownership of aged work: readers of the job see it, its technical owners (and admins) change it
     "handover-api:job-ownership": R("job", GET=READ, PATCH=MANAGE_RUNNERS),
-    "handover-api:target-ownership": R("job", PATCH=MANAGE_RUNNERS, kwargs=_target_id),
+    "handover-api:target-ownership": R("job", GET=READ, PATCH=MANAGE_RUNNERS, kwargs=_target_id),
     # aged work: a list of what the caller may see (visibility checked by the ownership tests)
     "handover-api:aged-work-list": R(site=True, GET=signed_in),
     # a target (its tenant's part of the job): support on the tenant or the job's technical owner

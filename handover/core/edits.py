@@ -15,15 +15,23 @@ A post without a base (a script, a page rendered before this rule) writes every 
 as before. This is the rule of git's and diff3's three-way merge applied per field, the usual answer
 of collaborative editors (Grafana's "someone else has updated this dashboard", Jira's field-level
 edit conflicts) to a lost update.
+
+The API's whole-record form of the same guard is the ``ETag`` / ``If-Match`` pair (RFC 9110 §8.8.3,
+§13.1.1), as GitHub, Kubernetes (``resourceVersion``) and Stripe use it: a record's detail answers an
+``ETag`` computed from the values its edit can change (``edit_etag``), and a write that sends
+``If-Match`` is refused with 412 when, under the row's lock, the record's ``ETag`` is no longer the one
+sent (``edit_precondition``): any change since the read, not only a clash on one field.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from handover.core.errors import Conflict
+from handover.core.errors import Conflict, PreconditionFailed
 
 BASE_FIELD = "based_on"
 
@@ -108,3 +116,56 @@ def edit_base_read(
         return {k: (normalise(k, v) if normalise else v) for k, v in document.items() if k in wanted}
     except (TypeError, ValueError, AttributeError):
         return None
+
+
+# one entity-tag of an If-Match list (RFC 9110 §8.8.3: [W/] DQUOTE *etagc DQUOTE), then a comma or the end
+_ENTITY_TAG = re.compile(r'\s*(W/)?"([\x21\x23-\x7e\x80-\xff]*)"\s*(?:,|$)')
+
+
+def edit_etag(values: Mapping[str, Any]) -> str:
+    """The strong ``ETag`` of a record: ``"<32 hex digits>"``, from the values its edit can change.
+
+    ``values``: field -> value as the record's edit service reads it under the row's lock (JSON values;
+    anything else is taken as its ``str``). The tag is the first 128 bits of the SHA-256 of ``values`` as
+    canonical JSON (keys sorted, ASCII), so it changes whenever one of those values changes and is the
+    same wherever it is computed (the detail's answer, the check under the lock). Never raises.
+    """
+    text = json.dumps(dict(values), sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return '"' + hashlib.sha256(text.encode("ascii")).hexdigest()[:32] + '"'
+
+
+def edit_precondition(*, if_match: str | None, current: Mapping[str, Any], what: str) -> None:
+    """Refuse a write whose ``If-Match`` does not name the record's current ``ETag``; return None otherwise.
+
+    Call it inside the write's transaction, with ``current`` read under the row's lock (the same values
+    ``edit_etag`` hashes for the record's detail), before anything is written: two writes sent with the
+    same tag then cannot both pass. ``if_match``: the ``If-Match`` header as sent, or None; None or blank
+    means no precondition (the write goes on as without the header). ``*`` matches any existing record;
+    otherwise one of the listed tags must equal the current one by strong comparison (a weak ``W/`` tag
+    never matches, RFC 9110 §13.1.1). ``what`` names the record in the message ("this problem").
+
+    Raises PreconditionFailed (412) when no tag matches, or when the header is not ``*`` nor a list of
+    quoted entity tags (RFC 9110 §13.1.1: such a header cannot match).
+    """
+    if if_match is None or not if_match.strip():
+        return
+    sent = if_match.strip()
+    if sent == "*":
+        return
+    tags: list[str] = []
+    position = 0
+    while position < len(sent):
+        found = _ENTITY_TAG.match(sent, position)
+        if found is None:
+            raise PreconditionFailed(
+                f"If-Match {sent[:80]!r} is not `*` nor a quoted ETag (as the ETag header of {what} gives it): "
+                "nothing was saved. Read it again and send its ETag as it was given."
+            )
+        if found.group(1) is None:  # a weak tag never matches under strong comparison
+            tags.append(f'"{found.group(2)}"')
+        position = found.end()
+    if edit_etag(current) not in tags:
+        raise PreconditionFailed(
+            f"Someone changed {what} after you read it (ETag {sent[:80]} is no longer current): nothing was "
+            "saved. Read it again, then redo your change."
+        )

@@ -55,6 +55,15 @@ class Conflict(DomainError):
     title = "Conflicts with an existing record"
 
 
+class PreconditionFailed(DomainError):
+    """A precondition of the request does not hold: ``If-Match`` names no current ``ETag`` of the record, or is
+    malformed (HTTP 412, RFC 9110 §13.1.1 and §15.5.13). Nothing was written."""
+
+    status = 412
+    type = "precondition-failed"
+    title = "Precondition failed"
+
+
 class Forbidden(DomainError, exceptions.PermissionDenied):  # type: ignore[misc]  # detail: a str (DRF: ErrorDetail, a str too)
     """The caller may see the object but may not take this action on it (the role rules: ``runs.permissions``).
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from handover.core.errors import DomainError
+from handover.core.errors import DomainError, PreconditionFailed
 
 _ETAG = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
 
@@ -28,14 +28,6 @@ class EditConflict(DomainError):
         self.current_version = current_version
         self.current = current
         self.extra = {"current_version": current_version, "current": current}
-
-
-class PreconditionFailed(DomainError):
-    """``If-Match`` names a version that is no longer current (412)."""
-
-    status = 412
-    type = "precondition-failed"
-    title = "Precondition failed"
 
 
 class PreconditionRequired(DomainError):

@@ -19,13 +19,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from handover.core.edits import edit_etag
 from handover.core.errors import DomainError
 from handover.core.fields import TextField
 from handover.core.filters import StrictBooleanFilter, StrictFilterSet, StrictQueryMixin
 from handover.core.links import absolute_url
 from handover.core.parsers import JSONParser
 from handover.core.people import Person
-from handover.core.serializers import ProblemSerializer
+from handover.core.serializers import ProblemSerializer, etag_parameters, precondition_failed_response
 from handover.notifications.models import Team
 from handover.ownership.models import AgedWorkEscalation, JobOwnership, TargetOwnership
 from handover.ownership.selectors import (
@@ -49,6 +50,10 @@ PROBLEMS = {
     403: OpenApiResponse(ProblemSerializer, description="not a technical owner of the job (nor an admin)"),
     404: OpenApiResponse(ProblemSerializer, description="no such job or target, or not visible to the caller"),
 }
+VERSIONED = (
+    "With `If-Match` (the `ETag` of the {what}'s ownership as last read), a change made since (to its own team or "
+    "escalation owner) answers 412 and saves nothing; the answer carries the new `ETag`."
+)
 
 
 class TeamBriefSerializer(serializers.Serializer[Any]):
@@ -168,12 +173,13 @@ def _ownership_dict(row: JobOwnership | TargetOwnership | None) -> dict[str, Any
     }
 
 
-def _job_payload(request: Request, job: Job) -> dict[str, Any]:
+def _job_payload(request: Request, job: Job, row: JobOwnership | None = None) -> dict[str, Any]:
+    """The job's ownership answer; ``row``: the job's own ownership when already read."""
     overrides = target_ownership_map(job=job)
     targets = target_list_visible(user=request.user, job=job)  # another client's target is not shown
     return {
         "job": job.key,
-        **_ownership_dict(job_ownership_get(job=job)),
+        **_ownership_dict(row if row is not None else job_ownership_get(job=job)),
         "targets": [
             {
                 "target": t.public_id,
@@ -224,30 +230,65 @@ def _visible_job(request: Request, id: str) -> Job:
     return job
 
 
+def _visible_target(request: Request, id: str, target_id: str) -> tuple[Job, JobTarget]:
+    """The job and its target the path names, both visible to the caller (Http404 otherwise)."""
+    job = _visible_job(request, id)
+    target = JobTarget.objects.select_related("job", "tenant").filter(job=job, public_id=target_id).first()
+    if target is None or not may_read_target(user=request.user, target=target):
+        raise Http404("No such target.")
+    return job, target
+
+
+def _etag(row: JobOwnership | TargetOwnership | None) -> dict[str, str]:
+    """The ``ETag`` header of a job's or target's own ownership (``ownership_values``, the write's rule)."""
+    return {"ETag": edit_etag(ownership_values(row))}
+
+
+def _job_answer(request: Request, job: Job) -> Response:
+    """The job's ownership with the ``ETag`` of its own owners, read once for both."""
+    row = job_ownership_get(job=job)
+    payload = _job_payload(request, job, row)
+    return Response(JobOwnershipSerializer(payload).data, headers=_etag(row))
+
+
 class JobOwnershipView(StrictQueryMixin, APIView):
     """A job's owning team and escalation owner (and its targets' own)."""
 
     parser_classes = [JSONParser]
 
-    @extend_schema(summary="Show a job's ownership", tags=TAG, responses={200: JobOwnershipSerializer, **PROBLEMS})
+    @extend_schema(
+        summary="Show a job's ownership",
+        description="The `ETag` is that of the job's own team and escalation owner (a target's has its own).",
+        tags=TAG,
+        parameters=etag_parameters("the job's ownership", write=False),
+        responses={200: JobOwnershipSerializer, **PROBLEMS},
+    )
     def get(self, request: Request, id: str) -> Response:
-        job = _visible_job(request, id)
-        return Response(JobOwnershipSerializer(_job_payload(request, job)).data)
+        return _job_answer(request, _visible_job(request, id))
 
     @extend_schema(
         summary="Set a job's owning team and escalation owner",
-        description="Admins and the job's technical owners. Written on the job's timeline (ownership_changed).",
+        description="Admins and the job's technical owners. Written on the job's timeline (ownership_changed). "
+        + VERSIONED.format(what="job"),
         tags=TAG,
         request=OwnershipInputSerializer,
-        responses={200: JobOwnershipSerializer, **PROBLEMS},
+        parameters=etag_parameters("the job's ownership", write=True),
+        responses={200: JobOwnershipSerializer, **PROBLEMS, 412: precondition_failed_response("the job's ownership")},
     )
     def patch(self, request: Request, id: str) -> Response:
         job = _visible_job(request, id)
         data = OwnershipInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         team, person, base = _resolve(data.validated_data, job_ownership_get(job=job), _person(request))
-        job_ownership_set(actor=_person(request), job=job, team=team, escalation_owner=person, based_on=base)
-        return Response(JobOwnershipSerializer(_job_payload(request, job)).data)
+        job_ownership_set(
+            actor=_person(request),
+            job=job,
+            team=team,
+            escalation_owner=person,
+            based_on=base,
+            if_match=request.headers.get("If-Match"),
+        )
+        return _job_answer(request, job)
 
 
 class TargetOwnershipView(StrictQueryMixin, APIView):
@@ -256,21 +297,52 @@ class TargetOwnershipView(StrictQueryMixin, APIView):
     parser_classes = [JSONParser]
 
     @extend_schema(
+        summary="Show a target's own ownership",
+        description="Null fields fall back to the job's. The `ETag` is that of the target's own team and escalation "
+        "owner.",
+        tags=TAG,
+        parameters=etag_parameters("the target's ownership", write=False),
+        responses={200: TargetOwnershipSerializer, **PROBLEMS},
+    )
+    def get(self, request: Request, id: str, target_id: str) -> Response:
+        job, target = _visible_target(request, id, target_id)
+        row = target_ownership_map(job=job).get(target.pk)
+        payload = {
+            "target": target.public_id,
+            "tenant": target.tenant.slug,
+            "environment": target.environment,
+            **_ownership_dict(row),
+        }
+        return Response(TargetOwnershipSerializer(payload).data, headers=_etag(row))
+
+    @extend_schema(
         summary="Set a target's owning team and escalation owner",
-        description="Admins and the job's technical owners. Written on the job's timeline (ownership_changed).",
+        description="Admins and the job's technical owners. Written on the job's timeline (ownership_changed). "
+        "Answers the job's ownership, with the `ETag` of the target's. " + VERSIONED.format(what="target"),
         tags=TAG,
         request=OwnershipInputSerializer,
-        responses={200: JobOwnershipSerializer, **PROBLEMS},
+        parameters=etag_parameters("the target's ownership", write=True),
+        responses={
+            200: JobOwnershipSerializer,
+            **PROBLEMS,
+            412: precondition_failed_response("the target's ownership"),
+        },
     )
     def patch(self, request: Request, id: str, target_id: str) -> Response:
-        job = _visible_job(request, id)
-        target = JobTarget.objects.select_related("job", "tenant").filter(job=job, public_id=target_id).first()
-        if target is None or not may_read_target(user=request.user, target=target):
-            raise Http404("No such target.")
+        job, target = _visible_target(request, id, target_id)
         data = OwnershipInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         team, person, base = _resolve(
             data.validated_data, target_ownership_map(job=job).get(target.pk), _person(request)
         )
-        target_ownership_set(actor=_person(request), target=target, team=team, escalation_owner=person, based_on=base)
-        return Response(JobOwnershipSerializer(_job_payload(request, job)).data)
+        target_ownership_set(
+            actor=_person(request),
+            target=target,
+            team=team,
+            escalation_owner=person,
+            based_on=base,
+            if_match=request.headers.get("If-Match"),
+        )
+        payload = _job_payload(request, job)
+        row = target_ownership_map(job=job).get(target.pk)
+        return Response(JobOwnershipSerializer(payload).data, headers=_etag(row))

@@ -21,7 +21,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from guardian.shortcuts import get_users_with_perms
 
-from handover.core.edits import edit_merge
+from handover.core.edits import edit_merge, edit_precondition
 from handover.core.errors import DomainError, Forbidden, NotFound
 from handover.core.people import Person
 from handover.core.rows import row_insert_unless_conflict
@@ -66,7 +66,8 @@ def _words(team: Team | None, person: Person | None) -> str:
 
 def ownership_values(row: JobOwnership | TargetOwnership | None) -> dict[str, str | None]:
     """A job's or target's own owners as an ownership form's base (``handover.core.edits``): ``team`` (its
-    public id) and ``escalation_owner`` (the username), None where unset or there is no row."""
+    public id) and ``escalation_owner`` (the username), None where unset or there is no row. Also what the
+    ownership's ``ETag`` is computed from (``edit_etag``), in the API's answer and under the row's lock."""
     if row is None:
         return {"team": None, "escalation_owner": None}
     return {
@@ -109,21 +110,29 @@ def job_ownership_set(
     escalation_owner: Person | None,
     at: datetime | None = None,
     based_on: Mapping[str, str | None] | None = None,
+    if_match: str | None = None,
 ) -> JobOwnership:
     """Name ``job``'s owning team and escalation owner (None clears either); returns the row.
 
     ``at`` (UTC; default now) is when it was set (the demo passes fixed dates). ``based_on``: the owners
     the form showed (``ownership_values``): one left as shown keeps what someone else set meanwhile,
-    one both changed raises ``EditedMeanwhile`` (409, ``handover.core.edits``); None sets both. Raises
-    Forbidden (403) unless ``actor`` is an admin or a technical owner of the job
-    (``may_manage_job_ownership``), and DomainError for an inactive escalation owner. Side effects: the
-    JobOwnership row and, when something changed, one ``ownership_changed`` event on the job's timeline.
+    one both changed raises ``EditedMeanwhile`` (409, ``handover.core.edits``); None sets both.
+    ``if_match``: the API's ``If-Match`` header (None: none), compared with the ``ETag`` of the job's own
+    owners (``ownership_values``) under the lock: any change since refuses the write with PreconditionFailed
+    (412), nothing written (``edit_precondition``). Raises Forbidden (403) unless ``actor`` is an admin or a
+    technical owner of the job (``may_manage_job_ownership``), and DomainError for an inactive escalation
+    owner. Side effects: the JobOwnership row and, when something changed, one ``ownership_changed`` event
+    on the job's timeline.
     """
     _require_manage(actor=actor, job=job)
     _check_person(escalation_owner)
     at = at or timezone.now()
     with transaction.atomic():
+        # the job's row first: with no ownership row yet there is nothing else to lock, and two first writes
+        # (each checking If-Match against "nothing set") would both pass
+        Job.objects.select_for_update().filter(pk=job.pk).values_list("pk").first()
         row = JobOwnership.objects.select_for_update().filter(job=job).first()
+        edit_precondition(if_match=if_match, current=ownership_values(row), what=f"the ownership of job {job.key}")
         team, escalation_owner = _owners_merge(row, team, escalation_owner, based_on, f"job {job.key}")
         before = (row.team_id, row.escalation_owner_id) if row is not None else (None, None)
         after = (team.pk if team else None, escalation_owner.pk if escalation_owner else None)
@@ -152,12 +161,14 @@ def target_ownership_set(
     escalation_owner: Person | None,
     at: datetime | None = None,
     based_on: Mapping[str, str | None] | None = None,
+    if_match: str | None = None,
 ) -> TargetOwnership:
     """Name ``target``'s own owning team and escalation owner (None falls back to the job's); returns the row.
 
-    Same rules, ``based_on`` and errors as ``job_ownership_set`` (the target's job decides who may; a target the
-    actor may not see raises NotFound). Side effects: the TargetOwnership row and, when something
-    changed, one ``ownership_changed`` event on the job's timeline with the target's tenant.
+    Same rules, ``based_on``, ``if_match`` (against the target's own owners) and errors as
+    ``job_ownership_set`` (the target's job decides who may; a target the actor may not see raises
+    NotFound). Side effects: the TargetOwnership row and, when something changed, one ``ownership_changed``
+    event on the job's timeline with the target's tenant.
     """
     if not may_read_target(user=actor, target=target):
         raise NotFound("No such target.")
@@ -165,8 +176,11 @@ def target_ownership_set(
     _check_person(escalation_owner)
     at = at or timezone.now()
     with transaction.atomic():
+        # the target's row first, as the job's in ``job_ownership_set``: a first write has no row to lock
+        JobTarget.objects.select_for_update().filter(pk=target.pk).values_list("pk").first()
         row = TargetOwnership.objects.select_for_update().filter(target=target).first()
         where = f"{target.tenant.slug} · {target.environment}"
+        edit_precondition(if_match=if_match, current=ownership_values(row), what=f"the ownership of {where}")
         team, escalation_owner = _owners_merge(row, team, escalation_owner, based_on, where)
         before = (row.team_id, row.escalation_owner_id) if row is not None else (None, None)
         after = (team.pk if team else None, escalation_owner.pk if escalation_owner else None)

@@ -22,9 +22,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from handover.core.edits import edit_etag
 from handover.core.filters import StrictQueryMixin
 from handover.core.people import Person
-from handover.core.serializers import ProblemSerializer
+from handover.core.serializers import ProblemSerializer, etag_parameters, precondition_failed_response
 from handover.handovers.api import MarkdownRenderer
 from handover.handovers.models import Handover
 from handover.handovers.selectors import handover_list
@@ -43,6 +44,7 @@ from handover.problems.serializers import (
 from handover.problems.services import (
     may_write_problem,
     problem_create,
+    problem_edit_values,
     problem_link_handover,
     problem_require_writer,
     problem_transition,
@@ -117,7 +119,8 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
         fresh = problem_get(user=self.request.user, public_id=problem.public_id) or problem
         context = {"may_write": may_write_problem(user=self._person(), problem=fresh)}
         view = problem_view(user=self.request.user, problem=fresh)
-        return Response(ProblemRecordDetailSerializer(view, context=context).data, status=status_code)
+        data = ProblemRecordDetailSerializer(view, context=context).data
+        return Response(data, status=status_code, headers={"ETag": edit_etag(problem_edit_values(fresh))})
 
     @extend_schema(
         summary="Open a problem, optionally linked to handovers at once",
@@ -143,6 +146,7 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
     @extend_schema(
         summary="One problem: linked handovers and runs the caller may see, clean runs per target, history",
         tags=TAG,
+        parameters=etag_parameters("the problem", write=False),
         responses={200: ProblemRecordDetailSerializer, 404: NOT_FOUND},
     )
     def retrieve(self, request: Request, id: str) -> Response:
@@ -150,16 +154,25 @@ class ProblemViewSet(StrictQueryMixin, mixins.ListModelMixin, viewsets.GenericVi
 
     @extend_schema(
         summary="Edit the title, defect reference, description, owning team or clean runs required",
+        description="Fields left out keep their value. With `If-Match` (the detail's `ETag`), an edit of a problem "
+        "changed since (any of these fields) answers 412 and saves nothing; the answer carries the new `ETag`.",
         tags=TAG,
         request=ProblemUpdateInputSerializer,
-        responses={200: ProblemRecordDetailSerializer, **WRITE_PROBLEMS},
+        parameters=etag_parameters("the problem", write=True),
+        responses={
+            200: ProblemRecordDetailSerializer,
+            **WRITE_PROBLEMS,
+            412: precondition_failed_response("the problem"),
+        },
     )
     def partial_update(self, request: Request, id: str) -> Response:
         problem = self.get_object()
         problem_require_writer(self._person(), problem=problem)  # before the body is read
         data = ProblemUpdateInputSerializer(data=request.data, context={"request": request, "problem": problem})
         data.is_valid(raise_exception=True)
-        problem = problem_update(problem=problem, actor=self._person(), **data.validated_data)
+        problem = problem_update(
+            problem=problem, actor=self._person(), if_match=request.headers.get("If-Match"), **data.validated_data
+        )
         return self._detail(problem)
 
     @extend_schema(

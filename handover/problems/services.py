@@ -23,7 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from handover.core.edits import edit_merge
+from handover.core.edits import edit_merge, edit_precondition
 from handover.core.errors import Conflict, DomainError, Forbidden, InvalidTransition, NotFound
 from handover.core.people import Person
 from handover.core.transitions import Transitioned, transition
@@ -230,6 +230,16 @@ def problem_edit_text(name: str, value: Any) -> str:
     return ("" if value is None else str(value)).replace("\r\n", "\n").strip()
 
 
+def problem_edit_values(problem: Problem) -> dict[str, str]:
+    """What an edit of ``problem`` can change, as ``problem_update`` compares it (``problem_edit_text``), for
+    the problem's ``ETag`` (``handover.core.edits.edit_etag``): field -> text, every ``EDITABLE_FIELDS`` one
+    (the team by its id). Reads the row only (no query)."""
+    return {
+        name: problem_edit_text(name, problem.owning_team_id if name == "owning_team" else getattr(problem, name))
+        for name in EDITABLE_FIELDS
+    }
+
+
 EDIT_LABELS = {
     "title": "the title",
     "defect_ref": "the defect reference",
@@ -249,6 +259,7 @@ def problem_update(
     owning_team: Team | None = UNSET,
     clean_runs_required: int = UNSET,
     based_on: Mapping[str, Any] | None = None,
+    if_match: str | None = None,
 ) -> Problem:
     """Change the title, defect reference, description, owning team (None: no team) or N of a problem.
 
@@ -259,6 +270,9 @@ def problem_update(
     stored value is now neither its base nor the value given was changed by someone else meanwhile, and
     the whole edit is refused with ``EditedMeanwhile`` (a Conflict, 409), nothing written. Fields without
     a base are written as given. The comparison is made under the row's lock, so no edit slips in between.
+    ``if_match``: the API's ``If-Match`` header (None: none), compared under the same lock with the problem's
+    ``ETag`` (``problem_edit_values``): any change since it was read refuses the whole edit with
+    PreconditionFailed (412), nothing written (``handover.core.edits.edit_precondition``).
 
     A closed problem is not edited (InvalidTransition, 409: reopen it first). Raises Forbidden (403) for a
     person who may not write it; DomainError (400) for an empty title or N outside 1..100. Side effects:
@@ -298,6 +312,7 @@ def problem_update(
         current = Problem.objects.select_for_update().get(pk=problem.pk)
         if current.status == Problem.Status.CLOSED:
             raise InvalidTransition("The problem is closed: reopen it before editing it.")
+        edit_precondition(if_match=if_match, current=problem_edit_values(current), what="this problem")
         # the one rule of edit pages (handover.core.edits): a field both changed refuses the whole edit
         edit_merge(
             posted={name: problem_edit_text(name, value) for name, value in asked.items()},

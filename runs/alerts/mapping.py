@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from handover.core.edits import edit_merge
+from handover.core.edits import edit_merge, edit_precondition
 from handover.core.errors import Conflict, DomainError, InvalidTransition
 from handover.core.people import Person
 from runs.alerts.correlation import record_correlates
@@ -38,6 +38,7 @@ from runs.alerts.parsers.custom.evaluation import MappedRecord, map_document
 from runs.alerts.parsers.custom.parser import SOURCE, load_json
 from runs.alerts.triage import alert_reprocess
 from runs.catalog.models import Integration, Job, Tenant, normalise_slug
+from runs.catalog.selectors import integration_edit_values
 from runs.catalog.services import IssuedKey, integration_key_create
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.fire_times import previous_fire_time
@@ -425,6 +426,7 @@ def integration_custom_update(
     is_active: bool | None = None,
     actor: Person | None = None,
     based_on: Mapping[str, Any] | None = None,
+    if_match: str | None = None,
 ) -> Integration:
     """Change a custom integration's name, activity or mapping (a mapping only once it compiles and maps).
 
@@ -453,8 +455,9 @@ def integration_custom_update(
     if is_active is not None:
         values["is_active"] = is_active
     with transaction.atomic():
+        locked = Integration.objects.select_for_update().get(pk=integration.pk)
+        edit_precondition(if_match=if_match, current=integration_edit_values(locked), what=f"integration {locked.name}")
         if mapping is not None:
-            locked = Integration.objects.select_for_update().get(pk=integration.pk)
             kept = edit_merge(
                 posted={"mapping": dict(mapping)},
                 based_on=based_on,

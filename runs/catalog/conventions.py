@@ -16,13 +16,14 @@ from typing import Any
 
 from django.db import transaction
 
-from handover.core.edits import edit_merge
+from handover.core.edits import edit_merge, edit_precondition
 from handover.core.errors import DomainError
 from handover.core.people import Person
 from runs.alerts.parsers.base import settings_problems
 from runs.alerts.parsers.registry import source_default_settings
 from runs.audit.services import audit_record
 from runs.catalog.models import Integration
+from runs.catalog.selectors import integration_edit_values
 
 # what a convention may hold: paths, templates ({fingerprint}#{attempt}), slugs, zones
 _VALUE = re.compile(r"^[\w.\-{}#:/@*\[\] ]{1,200}$", re.UNICODE)
@@ -73,6 +74,7 @@ def integration_conventions_update(
     actor: Person | None,
     values: dict[str, Any],
     based_on: Mapping[str, str] | None = None,
+    if_match: str | None = None,
 ) -> Integration:
     """Set some of an integration's conventions; an empty value (None, "", []) returns a key to its default.
 
@@ -80,7 +82,9 @@ def integration_conventions_update(
     adapter ``DEFAULT_SETTINGS`` (``integration_conventions``). ``based_on``: key -> the value the page
     showed (``convention_text``) for the keys it posts; a key someone else changed meanwhile to another
     value is refused (``EditedMeanwhile``, ``handover.core.edits``) and nothing is saved; None checks
-    nothing. Raises ``DomainError`` (``errors`` per key) for an unknown key or a value that is not a
+    nothing. ``if_match``: the API's ``If-Match`` header (None: none), compared under the row's lock with
+    the integration's ``ETag`` (``integration_edit_values``): any change since raises PreconditionFailed
+    (412), nothing written. Raises ``DomainError`` (``errors`` per key) for an unknown key or a value that is not a
     path, template or name. Side effects: the integration's ``settings``; an AuditEvent
     ``integration_update`` naming the keys changed.
     """
@@ -101,6 +105,7 @@ def integration_conventions_update(
         raise DomainError("Check the integration's conventions.", errors=errors)
     with transaction.atomic():
         locked = Integration.objects.select_for_update().get(pk=integration.pk)
+        edit_precondition(if_match=if_match, current=integration_edit_values(locked), what=f"integration {locked.name}")
         if based_on is not None:
             in_force = integration_conventions(integration=locked)
             edit_merge(

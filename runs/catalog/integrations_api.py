@@ -26,11 +26,17 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from handover.core.edits import edit_etag
 from handover.core.errors import InvalidTransition
 from handover.core.fields import TextField
 from handover.core.filters import StrictQueryMixin
 from handover.core.people import person_or_none, signed_in
-from handover.core.serializers import ProblemSerializer, validated_body
+from handover.core.serializers import (
+    ProblemSerializer,
+    etag_parameters,
+    precondition_failed_response,
+    validated_body,
+)
 from runs.alerts.decoders import DECODERS
 from runs.alerts.filters import RefusedRequestFilterSet
 from runs.alerts.mapping import (
@@ -55,6 +61,7 @@ from runs.alerts.selectors import delivery_list_recent, integration_list
 from runs.catalog.conventions import integration_conventions, integration_conventions_update
 from runs.catalog.keys import source_can_sign
 from runs.catalog.models import Integration, IntegrationKey, Tenant, environment_is_valid, normalise_slug
+from runs.catalog.selectors import integration_edit_values
 from runs.catalog.services import IssuedKey, integration_key_create, integration_key_url
 from runs.catalog.transport import integration_transport, integration_transport_update
 
@@ -420,6 +427,13 @@ BUILT_IN = OpenApiResponse(ProblemSerializer, description="a built-in integratio
 INVALID = OpenApiResponse(
     ProblemSerializer, description="invalid input, a mapping error, or a sample that does not map (errors by path)"
 )
+STALE = precondition_failed_response("the integration")
+READ_ETAG = etag_parameters("the integration", write=False)
+WRITE_ETAG = etag_parameters("the integration", write=True)
+VERSIONED = (
+    " With `If-Match` (the integration's `ETag` as last read: its name, activity or any setting), a change made "
+    "since answers 412 and saves nothing; the answer carries the new `ETag`."
+)
 NOMAD_EXAMPLE = OpenApiExample(
     "Nomad allocation events",
     value={
@@ -470,6 +484,7 @@ def _test_result(preview: MappingPreview) -> dict[str, Any]:
     retrieve=extend_schema(
         summary="One integration with recent deliveries (admins)",
         tags=["integrations"],
+        parameters=READ_ETAG,
         responses={200: IntegrationDetailSerializer, **ADMIN_ERRORS, 404: PROBLEM},
     ),
 )
@@ -500,12 +515,19 @@ class IntegrationViewSet(
     def get_serializer_class(self) -> type[serializers.BaseSerializer[Integration]]:
         return IntegrationDetailSerializer if self.action == "retrieve" else IntegrationSerializer
 
-    def _detail(self, integration: Integration, code: int = status.HTTP_200_OK, **context: Any) -> Response:
-        fresh = self.get_queryset().get(pk=integration.pk)
+    def retrieve(self, request: Request, id: str) -> Response:
+        return self._detail(self.get_object(), reload=False)
+
+    def _detail(
+        self, integration: Integration, code: int = status.HTTP_200_OK, *, reload: bool = True, **context: Any
+    ) -> Response:
+        """The detail shape with the integration's ``ETag``; ``reload`` reads it again first (after a write)."""
+        fresh = self.get_queryset().get(pk=integration.pk) if reload else integration
         serializer: type[IntegrationDetailSerializer] = (
             IntegrationCreatedSerializer if "issued_key" in context else IntegrationDetailSerializer
         )
-        return Response(serializer(fresh, context={"request": self.request, **context}).data, status=code)
+        data = serializer(fresh, context={"request": self.request, **context}).data
+        return Response(data, status=code, headers={"ETag": edit_etag(integration_edit_values(fresh))})
 
     def _custom(self) -> Integration:
         integration = self.get_object()
@@ -558,15 +580,17 @@ class IntegrationViewSet(
     @extend_schema(
         summary="Change a custom integration (admins)",
         description="Any of `name`, `is_active`, `mapping`. A new mapping must compile and map every sample in "
-        "`samples`. Built-in integrations answer 409.",
+        "`samples`. Built-in integrations answer 409." + VERSIONED,
         tags=["integrations"],
         request=IntegrationUpdateInputSerializer,
+        parameters=WRITE_ETAG,
         responses={
             200: IntegrationDetailSerializer,
             400: INVALID,
             **ADMIN_ERRORS,
             404: PROBLEM,
             409: OpenApiResponse(ProblemSerializer, description="a built-in integration, or the name is taken"),
+            412: STALE,
         },
     )
     def partial_update(self, request: Request, id: str) -> Response:
@@ -579,6 +603,7 @@ class IntegrationViewSet(
             samples=_samples(values["samples"]),
             is_active=values.get("is_active"),
             actor=signed_in(request.user),
+            if_match=request.headers.get("If-Match"),
         )
         return self._detail(integration)
 
@@ -614,17 +639,27 @@ class IntegrationViewSet(
     @extend_schema(
         methods=["GET"],
         summary="Export a custom integration's mapping as JSON (admins)",
+        description="The `ETag` is the integration's (as its detail's).",
         tags=["integrations"],
+        parameters=READ_ETAG,
         responses={200: MappingExportSerializer, **ADMIN_ERRORS, 404: PROBLEM, 409: BUILT_IN},
     )
     @extend_schema(
         methods=["PUT"],
         summary="Import a mapping into a custom integration (admins)",
         description='The body is an export (or `{"mapping": {...}}`), optionally with `samples` that must map. '
-        "The mapping replaces the saved one only when it compiles and maps every sample.",
+        "The mapping replaces the saved one only when it compiles and maps every sample." + VERSIONED,
         tags=["integrations"],
         request=MappingImportInputSerializer,
-        responses={200: MappingExportSerializer, 400: INVALID, **ADMIN_ERRORS, 404: PROBLEM, 409: BUILT_IN},
+        parameters=WRITE_ETAG,
+        responses={
+            200: MappingExportSerializer,
+            400: INVALID,
+            **ADMIN_ERRORS,
+            404: PROBLEM,
+            409: BUILT_IN,
+            412: STALE,
+        },
     )
     @action(detail=True, methods=["get", "put"])
     def mapping(self, request: Request, id: str) -> Response:
@@ -636,8 +671,11 @@ class IntegrationViewSet(
                 mapping=values["mapping"],
                 samples=_samples(values["samples"]),
                 actor=signed_in(request.user),
+                if_match=request.headers.get("If-Match"),
             )
-        return Response(MappingExportSerializer(integration_mapping_export(integration=integration)).data)
+            integration = self.get_queryset().get(pk=integration.pk)  # the row as the answer and its ETag show it
+        exported = MappingExportSerializer(integration_mapping_export(integration=integration)).data
+        return Response(exported, headers={"ETag": edit_etag(integration_edit_values(integration))})
 
     @extend_schema(
         summary="Reprocess the unmatched alerts of an integration (admins)",
@@ -680,10 +718,12 @@ class IntegrationViewSet(
     @extend_schema(
         summary="Set an integration's transport: GET ingestion and body decoder (admins)",
         description="`allow_get`: accept GET reports (status in the query string) at its URL keys' addresses. "
-        "`decoder`: `json`, `ndjson`, `envelope` (with `item_types`) or `form`. See docs/integrations/transport.md.",
+        "`decoder`: `json`, `ndjson`, `envelope` (with `item_types`) or `form`. See docs/integrations/transport.md."
+        + VERSIONED,
         tags=["integrations"],
         request=TransportUpdateInputSerializer,
-        responses={200: IntegrationDetailSerializer, 400: INVALID, **ADMIN_ERRORS, 404: PROBLEM},
+        parameters=WRITE_ETAG,
+        responses={200: IntegrationDetailSerializer, 400: INVALID, **ADMIN_ERRORS, 404: PROBLEM, 412: STALE},
     )
     @action(detail=True, methods=["post"])
     def transport(self, request: Request, id: str) -> Response:
@@ -695,6 +735,7 @@ class IntegrationViewSet(
             allow_get=values["allow_get"],
             decoder_kind=values["decoder"],
             item_types=values["item_types"],
+            if_match=request.headers.get("If-Match"),
         )
         return self._detail(integration)
 
@@ -748,15 +789,17 @@ class IntegrationViewSet(
         summary="Set a built-in integration's conventions (admins)",
         description="Where the source's adapter reads the job, tenant, environment, execution id, window and times, "
         "and its defaults (docs/integrations/<source>.md). Only the keys given change; null or empty restores the "
-        "adapter's default. Custom integrations answer 409 (their mapping says it).",
+        "adapter's default. Custom integrations answer 409 (their mapping says it)." + VERSIONED,
         tags=["integrations"],
         request=ConventionsUpdateInputSerializer,
+        parameters=WRITE_ETAG,
         responses={
             200: IntegrationDetailSerializer,
             400: INVALID,
             **ADMIN_ERRORS,
             404: PROBLEM,
             409: OpenApiResponse(ProblemSerializer, description="a custom integration: its mapping says it"),
+            412: STALE,
         },
     )
     @action(detail=True, methods=["post"])
@@ -769,5 +812,6 @@ class IntegrationViewSet(
             integration=integration,
             actor=person_or_none(request.user),
             values=values["values"],
+            if_match=request.headers.get("If-Match"),
         )
         return self._detail(integration)

@@ -10,7 +10,7 @@ from uuid import UUID
 from django.db.models import Count, F, Prefetch, Q, QuerySet
 
 from runs.attempts.models import Attempt, Run
-from runs.catalog.models import Job, JobTarget, RunnerCredential, SideEffect
+from runs.catalog.models import Integration, Job, JobTarget, RunnerCredential, SideEffect
 from runs.checks.schedule.cron import ScheduleError
 from runs.checks.schedule.deadlines import missed_slots
 from runs.permissions import User, is_admin, job_list_owned, tenant_list_visible
@@ -192,3 +192,10 @@ def job_list(*, user: User, search: str | None = None, paused: bool | None = Non
     if paused is not None:
         jobs = jobs.filter(paused_at__isnull=not paused)
     return jobs
+
+
+def integration_edit_values(integration: Integration) -> dict[str, Any]:
+    """What the API's writes of an integration can change, for its ``ETag``
+    (``handover.core.edits.edit_etag``): ``name``, ``is_active`` and the whole ``settings`` (free JSON: the
+    mapping, transport, conventions and security all live there). Reads the row only (no query)."""
+    return {"name": integration.name, "is_active": integration.is_active, "settings": integration.settings}

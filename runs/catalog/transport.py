@@ -15,12 +15,13 @@ from typing import Any
 
 from django.db import transaction
 
-from handover.core.edits import edit_merge
+from handover.core.edits import edit_merge, edit_precondition
 from handover.core.errors import DomainError
 from handover.core.people import Person
 from runs.alerts.decoders import decoder_problem
 from runs.audit.services import audit_record
 from runs.catalog.models import Integration
+from runs.catalog.selectors import integration_edit_values
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ def integration_transport_update(
     decoder_kind: str = "json",
     item_types: list[str] | None = None,
     based_on: Mapping[str, Any] | None = None,
+    if_match: str | None = None,
 ) -> Integration:
     """Set whether GET ingestion is allowed and which decoder reads the integration's posts.
 
@@ -89,7 +91,9 @@ def integration_transport_update(
     ``item_types``: for ``envelope``, the item types kept (empty: all). Raises ``DomainError`` (with
     ``errors`` per field) for a bad decoder. ``based_on``: the values the page showed
     (``transport_values``): a value left as shown keeps what someone else saved meanwhile, one both
-    changed raises ``EditedMeanwhile`` (``handover.core.edits``); None writes both. Side effects:
+    changed raises ``EditedMeanwhile`` (``handover.core.edits``); None writes both. ``if_match``: the API's
+    ``If-Match`` header (None: none), compared under the row's lock with the integration's ``ETag``
+    (``integration_edit_values``): any change since raises PreconditionFailed (412), nothing written. Side effects:
     ``settings["transport"]``; an AuditEvent ``integration_update`` naming what changed. Stored bodies
     are decoded again on reprocessing, so a decoder change applies to reprocessed deliveries too.
     """
@@ -103,6 +107,7 @@ def integration_transport_update(
     wanted = {"allow_get": bool(allow_get), "decoder": decoder}
     with transaction.atomic():
         locked = Integration.objects.select_for_update().get(pk=integration.pk)
+        edit_precondition(if_match=if_match, current=integration_edit_values(locked), what=f"integration {locked.name}")
         before = integration_transport(integration=locked)
         kept = edit_merge(
             posted=wanted,
