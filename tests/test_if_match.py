@@ -84,26 +84,26 @@ def _problem(admin: Any) -> Case:
 
 def _job_ownership(admin: Any) -> Case:
     job = JobFactory()
-    UserFactory(username="ann-owner")
-    UserFactory(username="bob-owner")
-    url = f"/api/v1/jobs/{job.public_id}/ownership/"
-    return Case(
-        client=_client(admin),
-        read_url=url,
-        write_url=url,
-        method="patch",
-        mine={"escalation_owner": "ann-owner"},
-        theirs={"escalation_owner": "bob-owner"},
-        stored=lambda: ownership_values(JobOwnership.objects.filter(job=job).first()),
-        records_event=True,
+    return _ownership_case(
+        admin,
+        f"/api/v1/jobs/{job.public_id}/ownership/",
+        lambda: ownership_values(JobOwnership.objects.filter(job=job).first()),
     )
 
 
 def _target_ownership(admin: Any) -> Case:
     target = JobTargetFactory(job=JobFactory(), tenant=TenantFactory())
+    return _ownership_case(
+        admin,
+        f"/api/v1/jobs/{target.job.public_id}/targets/{target.public_id}/ownership/",
+        lambda: ownership_values(TargetOwnership.objects.filter(target=target).first()),
+    )
+
+
+def _ownership_case(admin: Any, url: str, stored: Callable[[], Any]) -> Case:
+    """An ownership record read and patched at ``url``: two people who may be named its escalation owner."""
     UserFactory(username="ann-owner")
     UserFactory(username="bob-owner")
-    url = f"/api/v1/jobs/{target.job.public_id}/targets/{target.public_id}/ownership/"
     return Case(
         client=_client(admin),
         read_url=url,
@@ -111,7 +111,7 @@ def _target_ownership(admin: Any) -> Case:
         method="patch",
         mine={"escalation_owner": "ann-owner"},
         theirs={"escalation_owner": "bob-owner"},
-        stored=lambda: ownership_values(TargetOwnership.objects.filter(target=target).first()),
+        stored=stored,
         records_event=True,
     )
 
