@@ -205,7 +205,9 @@ def _target_from_row(row: tuple[Any, ...]) -> JobTarget:
 
 
 def _converted(model_field: Field[Any, Any], value: Any) -> Any:
-    """``value`` as the ORM loads it into ``model_field`` (its ``from_db_value``, the one converter a model
-    field adds: ``Field.get_db_converters``; PostgreSQL's backend adds none)."""
-    converter = getattr(model_field, "from_db_value", None)
-    return value if converter is None else converter(value, model_field.cached_col, connection)
+    """``value`` as the ORM loads it into ``model_field``: the converters Django's compiler applies to the
+    field's column (``SQLCompiler.get_converters``: the backend's, then the field's ``from_db_value``)."""
+    column = model_field.cached_col
+    for converter in connection.ops.get_db_converters(column) + column.get_db_converters(connection):
+        value = converter(value, column, connection)
+    return value
