@@ -30,19 +30,20 @@ registration, gunicorn and load-generator helpers:
 3. at each size: ingestion, ``--posts`` single-alert posts through gunicorn (``--workers`` sync
    workers, DEBUG off) from ``--clients`` concurrent clients (``bench/load.py``), each alert a new
    run (``bench/alerts.py``), after ``--warmup`` unmeasured posts; and pages, ``--page-requests``
-   timed GETs (after two warm-ups) of the runs list, the inbox (pages and API lists) and the recurrence
-   page (the history's newest 90 days) through Django's test client in this process -- the whole
+   timed GETs (after two warm-ups) of the runs list, the inbox (pages and API lists), the recurrence
+   page (the history's newest 90 days) and the "needs attention" page through Django's test client in this process -- the whole
    server side: middleware, session, selectors, the capped counts, template -- as the admin and as
    the support person (visibility filters).
 
 Figures per size go to stdout; the last line is::
 
     history sizes=0,100000,1000000 ingest_per_s=A,B,C page_p95_ms=D,E,F run_list_p95_ms=… inbox_p95_ms=…
-    recurrence_p95_ms=…
+    recurrence_p95_ms=… attention_p95_ms=…
 
 (one line) ``page_p95_ms`` is the worst page's p95 at that size; ``run_list_p95_ms``, ``inbox_p95_ms`` and
 ``recurrence_p95_ms`` are the admin's ``/runs/``, ``/inbox/`` and ``/recurrence/`` (90 days ending the day
-before the posted alerts' first window: the history's newest 90 days, about 3,100 failed runs).
+before the posted alerts' first window: the history's newest 90 days, about 3,100 failed runs);
+``attention_p95_ms`` is the worse of the admin's and the support person's ``/handovers/attention/``.
 Flat means the figures at 1M (10M) stay near the baseline's. On a machine shared with other work
 the figures carry its noise: the load average is printed. Exit status 0 when every post got 202,
 1 otherwise, 130 when interrupted.
@@ -75,15 +76,19 @@ SUPPORT_TENANTS = 5
 # The recurrence page over the 90 days before the posted alerts' first window: the history's last
 # 90 days (the default period, the last 30 days, holds none of it).
 RECURRENCE = f"/recurrence/?days=90&until={(bench_alerts.BASE - timedelta(days=1)).date().isoformat()}"
+ATTENTION = "/handovers/attention/"
 PAGES = [
     ("admin", "/runs/"),
     ("admin", "/inbox/"),
     ("admin", "/api/v1/runs/"),
     ("admin", "/api/v1/alerts/"),
     ("admin", RECURRENCE),
+    ("admin", ATTENTION),
     ("support", "/runs/"),
     ("support", "/inbox/"),
+    ("support", "/api/v1/alerts/"),
     ("support", RECURRENCE),
+    ("support", ATTENTION),
 ]
 TABLES = ("runs_delivery", "runs_run", "runs_attempt", "runs_alert", "runs_timelineevent")
 
@@ -471,7 +476,9 @@ def report(bench: HistoryBenchmark, results: list[SizeResult], generated_seconds
         + " page_p95_ms=" + ",".join(f"{r.worst_p95:.1f}" for r in results)
         + " run_list_p95_ms=" + ",".join(f"{r.page_p95('admin', '/runs/'):.1f}" for r in results)
         + " inbox_p95_ms=" + ",".join(f"{r.page_p95('admin', '/inbox/'):.1f}" for r in results)
-        + " recurrence_p95_ms=" + ",".join(f"{r.page_p95('admin', RECURRENCE):.1f}" for r in results),
+        + " recurrence_p95_ms=" + ",".join(f"{r.page_p95('admin', RECURRENCE):.1f}" for r in results)
+        + " attention_p95_ms="
+        + ",".join(f"{max(r.page_p95(who, ATTENTION) for who in ('admin', 'support')):.1f}" for r in results),
         flush=True,
     )  # fmt: skip
     return not any(r.ingest.failed for r in results)
