@@ -118,6 +118,20 @@ class Run(TimeStampedModel):
             # failed and missed runs (the navigation's capped "needs attention" count): no scan of the
             # succeeded ones
             models.Index(fields=["id"], condition=Q(status__in=["failed", "missed"]), name="runs_run_failing_idx"),
+            # the "needs attention" page, oldest first by the slot (else when recorded): failed and missed
+            # runs, and runs with unresolved or possibly duplicated work items
+            models.Index(
+                Coalesce("scheduled_for", "created_at"),
+                "id",
+                condition=Q(status__in=["failed", "missed"]),
+                name="runs_run_failing_since_idx",
+            ),
+            models.Index(
+                Coalesce("scheduled_for", "created_at"),
+                "id",
+                condition=Q(unresolved_count__gt=0) | Q(possible_duplicate_count__gt=0),
+                name="runs_run_unresolved_since_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models.functions import Coalesce
 
 from runs.attempts.models import Attempt, Run
 from runs.catalog.models import Job, JobTarget
@@ -166,10 +167,13 @@ def fabricated_window_runs(*, runs: QuerySet[Run], now: datetime, limit: int = 1
     kept when the scheduled time is no fire time of the schedule in force. Newest first, at most
     ``limit``.
     """
+    # Ordered by the run time (the slot, else the window's end; here both are the scheduled time) so that
+    # the newest candidates come from ``runs_run_run_at_idx``: most runs' windows end at their slot, and
+    # ordering by ``scheduled_for`` itself sorted every run of the history.
     candidates = list(
         runs.filter(scheduled_for__isnull=False, window_end=F("scheduled_for"))
         .select_related("job", "tenant", "target")
-        .order_by("-scheduled_for", "-id")[:FABRICATED_SCAN_LIMIT]
+        .order_by(Coalesce("scheduled_for", "window_end").desc(), "-id")[:FABRICATED_SCAN_LIMIT]
     )
     found: list[FabricatedWindow] = []
     schedules: dict[tuple[int, int | None], SlotSchedule] = {}
