@@ -31,9 +31,9 @@ registration, gunicorn and load-generator helpers:
    workers, DEBUG off) from ``--clients`` concurrent clients (``bench/load.py``), each alert a new
    run (``bench/alerts.py``), after ``--warmup`` unmeasured posts; and pages, ``--page-requests``
    timed GETs (after two warm-ups) of the runs list, the inbox (pages and API lists), the recurrence
-   page (the history's newest 90 days) and the "needs attention" page through Django's test client in this process -- the whole
-   server side: middleware, session, selectors, the capped counts, template -- as the admin and as
-   the support person (visibility filters).
+   page (the history's newest 90 days) and the "needs attention" page through Django's test client in
+   this process -- the whole server side: middleware, session, selectors, the capped counts, template
+   -- as the admin and as the support person (visibility filters).
 
 Figures per size go to stdout; the last line is::
 

@@ -115,9 +115,14 @@ class Run(TimeStampedModel):
             models.Index(fields=["-window_start", "-id"], name="runs_run_newest_idx"),
             # the run time (the slot, else the window's end): failed runs of a period (recurrence, trends)
             models.Index(Coalesce("scheduled_for", "window_end"), name="runs_run_run_at_idx"),
-            # failed and missed runs (the navigation's capped "needs attention" count): no scan of the
-            # succeeded ones
-            models.Index(fields=["id"], condition=Q(status__in=["failed", "missed"]), name="runs_run_failing_idx"),
+            # failed and missed runs, by when they failed (aged work, oldest first) -- and the navigation's
+            # capped "needs attention" count, from either partial index: no scan of the succeeded ones
+            models.Index(
+                Coalesce("status_changed_at", "scheduled_for", "created_at"),
+                "id",
+                condition=Q(status__in=["failed", "missed"]),
+                name="runs_run_failing_aged_idx",
+            ),
             # the "needs attention" page, oldest first by the slot (else when recorded): failed and missed
             # runs, and runs with unresolved or possibly duplicated work items
             models.Index(
