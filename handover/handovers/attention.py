@@ -15,7 +15,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, TypedDict
 from urllib.parse import urlencode
+from uuid import UUID
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
@@ -112,7 +114,19 @@ def attention_unowned_handovers(*, user: User) -> QuerySet[Handover]:
     )
 
 
-def attention_unresolved_runs(*, user: User, older_than: datetime) -> list[Run]:
+class _OpenLinkAnnotations(TypedDict):
+    since: datetime
+    open_owner: str | None
+    open_handover: UUID | None
+
+
+if TYPE_CHECKING:  # django-stubs is a development dependency
+    from django_stubs_ext import WithAnnotations
+
+    UnresolvedRun = WithAnnotations[Run, _OpenLinkAnnotations]
+
+
+def attention_unresolved_runs(*, user: User, older_than: datetime) -> list[UnresolvedRun]:
     """Runs ``user`` may see, from before ``older_than`` (their slot, else when recorded), that still have
     unresolved or possibly duplicated work items or an open handover not yet resolved: the oldest 100
     (``SECTION_LIMIT``) by that time, then id, each annotated ``since``, ``open_owner`` (the open
@@ -143,7 +157,7 @@ def attention_unresolved_runs(*, user: User, older_than: datetime) -> list[Run]:
         runs.filter(Q(unresolved_count__gt=0) | Q(possible_duplicate_count__gt=0)),
         runs.filter(pk__in=unresolved_open.values("run_id")),
     )
-    found = {run.pk: run for part in parts for run in part[:SECTION_LIMIT]}
+    found: dict[int, UnresolvedRun] = {run.pk: run for part in parts for run in part[:SECTION_LIMIT]}
     return sorted(found.values(), key=lambda run: (run.since, run.pk))[:SECTION_LIMIT]
 
 
@@ -299,27 +313,27 @@ def attention_sections(*, user: User, now: datetime) -> dict[str, list[Attention
                 is_job_paused=handover.job.paused_at is not None,
             )
         )
-    for run in unresolved:
+    for stale in unresolved:
         parts = []
-        if run.unresolved_count:
-            parts.append(f"{run.unresolved_count} unresolved item(s)")
-        if run.possible_duplicate_count:
-            parts.append(f"{run.possible_duplicate_count} possible duplicate(s)")
-        if run.open_handover:
+        if stale.unresolved_count:
+            parts.append(f"{stale.unresolved_count} unresolved item(s)")
+        if stale.possible_duplicate_count:
+            parts.append(f"{stale.possible_duplicate_count} possible duplicate(s)")
+        if stale.open_handover:
             parts.append("open handover not resolved")
-        owner = run.open_owner
+        owner = stale.open_owner
         sections["unresolved_runs"].append(
             AttentionItem(
-                title=_run_title(run),
+                title=_run_title(stale),
                 detail="; ".join(parts) or "unresolved",
-                since=run.since,
-                owner=f"{owner} (escalation owner)" if owner else _owners_text(owners[run.job_id]),
+                since=stale.since,
+                owner=f"{owner} (escalation owner)" if owner else _owners_text(owners[stale.job_id]),
                 url=(
-                    reverse("handover:handover-detail", kwargs={"id": run.open_handover})
-                    if run.open_handover
-                    else reverse("runs:run-detail", kwargs={"id": run.public_id})
+                    reverse("handover:handover-detail", kwargs={"id": stale.open_handover})
+                    if stale.open_handover
+                    else reverse("runs:run-detail", kwargs={"id": stale.public_id})
                 ),
-                is_job_paused=run.job.paused_at is not None,
+                is_job_paused=stale.job.paused_at is not None,
             )
         )
     for first, job_id, key, tenant, environment, paused, count, total in repeated[:SECTION_LIMIT]:
