@@ -11,7 +11,7 @@ from uuid import UUID
 
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
-from handover.core.pagination import count_at_most, count_cap, counts_at_most
+from handover.core.pagination import CountedApart, count_at_most, count_cap, counts_at_most
 from runs.alerts.models import Alert, Delivery
 from runs.attempts.models import Run
 from runs.catalog.models import Integration
@@ -54,6 +54,12 @@ def alert_list(*, user: User, outcome: str | None = None, source: str | None = N
     if not is_admin(user):
         visible_run = Exists(Run.objects.filter(run_visibility_filter_listed(user=user), pk=OuterRef("run_id")))
         alerts = alerts.filter(_unlinked_visible(user) | visible_run)
+    return _listed(alerts, outcome=outcome, source=source)
+
+
+def _listed(alerts: QuerySet[Alert], *, outcome: str | None, source: str | None) -> QuerySet[Alert]:
+    """``alerts`` narrowed to ``outcome`` and ``source`` (when given), with what the API shows of each
+    joined, newest first."""
     if outcome:
         alerts = alerts.filter(outcome=outcome)
     if source:
@@ -61,6 +67,28 @@ def alert_list(*, user: User, outcome: str | None = None, source: str | None = N
     return alerts.select_related(
         "delivery", "integration", "duplicate_of", "run__job", "run__tenant", "attempt"
     ).order_by("-created_at", "-id")
+
+
+def alert_list_counted(*, user: User, outcome: str | None = None, source: str | None = None) -> CountedApart[Alert]:
+    """:func:`alert_list`'s rows in its order (the same visibility, filters and joins), paged by one
+    query and counted per visibility branch: what ``GET /api/v1/alerts/`` pages.
+
+    ``rows`` tests each alert's visibility on the run it already joins (``run`` is left-joined for the
+    answer): ``alert_visibility``'s two branches ``OR``-ed, so a page walks the ``created_at`` index
+    newest first and stops after its rows (no ``EXISTS``, which PostgreSQL hashed over every visible
+    run of the history before the first row). ``parts`` are the two branches apart, as the inbox counts
+    them (the unlinked ones by ``runs_alert_unlinked_idx``, the linked ones joined to their runs); an
+    admin's one part is every alert. Queries: the visibility's lookups (three, none for admins); then
+    one capped count (both branches) and one per page.
+    """
+    branches = alert_visibility(user=user)
+    if branches is None:
+        rows = _listed(Alert.objects.all(), outcome=outcome, source=source)
+        return CountedApart(rows=rows, parts=[rows])
+    unlinked, linked = branches
+    rows = _listed(Alert.objects.filter(unlinked | linked), outcome=outcome, source=source)
+    parts = [_listed(Alert.objects.filter(branch), outcome=outcome, source=source) for branch in branches]
+    return CountedApart(rows=rows, parts=parts)
 
 
 # The inbox lists original alerts in three parts, each newest first: the ones that need a person
