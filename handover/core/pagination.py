@@ -252,9 +252,9 @@ class CountedApart(Generic[M]):
 
     For a list filtered by an ``OR`` of branches that each have an index of their own (a person's
     alerts with and without a run): ``OR``-ed in one capped count, PostgreSQL read every row of the
-    history before the first one counted; counted apart, each part stops after ``limit`` rows.
-    ``count_at_most(limit)`` is what ``CappedPaginator`` asks (one query, :func:`counts_at_most`);
-    ``count()`` counts exactly (one query per part).
+    history before the first one counted; counted apart, each part stops after the rows still
+    wanted. ``count_at_most(limit)`` is what ``CappedPaginator`` asks; ``count()`` counts exactly
+    (one query per part).
     """
 
     rows: QuerySet[M]
@@ -266,9 +266,16 @@ class CountedApart(Generic[M]):
         return self.rows.ordered
 
     def count_at_most(self, limit: int) -> int:
-        """The rows, counted no further than ``limit``: each part up to ``limit``, added, then capped."""
-        counts = counts_at_most({str(n): part for n, part in enumerate(self.parts)}, limit)
-        return min(sum(counts.values()), limit)
+        """The rows, counted no further than ``limit``: the parts in order, each up to what ``limit``
+        leaves, none once it is reached (queries: one per part counted, at most one per part). A part
+        is never counted for rows the cap would not show: its plan cannot read more than that (the
+        alerts of an outcome that have no run are not scanned again to find none with a run)."""
+        counted = 0
+        for part in self.parts:
+            if counted >= limit:
+                break
+            counted += count_at_most(part, limit - counted)
+        return counted
 
     def count(self) -> int:
         """Every row (exact)."""

@@ -90,9 +90,11 @@ def alert_list_counted(*, user: User, outcome: str | None = None, source: str | 
     first and stops after its rows (no ``EXISTS``, which PostgreSQL hashed over every visible run of
     the history before the first row); it joins only what ``AlertSerializer`` reads (``_API_SHOWN``).
     ``parts`` are the two branches apart, counted as the inbox counts them (the unlinked ones by
-    ``runs_alert_unlinked_idx``, the linked ones joined to their runs); an admin's one part is every
-    alert. Queries: the visibility's lookups (three, none for admins); then one capped count (both
-    branches) and one per page.
+    ``runs_alert_unlinked_idx``, the linked ones joined to their runs), the unlinked first and the
+    linked only as far as the cap leaves: a filter on an outcome that has no run (``unmatched``)
+    does not rescan every such alert of the history to find none linked. An admin's one part is
+    every alert. Queries: the visibility's lookups (three, none for admins); then one or two capped
+    counts and one per page.
     """
     branches = alert_visibility(user=user)
     visible = Alert.objects.all() if branches is None else Alert.objects.filter(branches[0] | branches[1])
