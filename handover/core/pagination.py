@@ -267,9 +267,9 @@ class CountedApart(Generic[M]):
 
     def count_at_most(self, limit: int) -> int:
         """The rows, counted no further than ``limit``: the parts in order, each up to what ``limit``
-        leaves, none once it is reached (queries: one per part counted, at most one per part). A part
-        is never counted for rows the cap would not show: its plan cannot read more than that (the
-        alerts of an outcome that have no run are not scanned again to find none with a run)."""
+        leaves (queries: one per part counted). The parts after ``limit`` is reached are not counted
+        at all: proving a part empty can cost more than counting one (the linked alerts of an outcome
+        that has no run: PostgreSQL reads every alert of that outcome to find none)."""
         counted = 0
         for part in self.parts:
             if counted >= limit:

@@ -90,9 +90,9 @@ def alert_list_counted(*, user: User, outcome: str | None = None, source: str | 
     first and stops after its rows (no ``EXISTS``, which PostgreSQL hashed over every visible run of
     the history before the first row); it joins only what ``AlertSerializer`` reads (``_API_SHOWN``).
     ``parts`` are the two branches apart, counted as the inbox counts them (the unlinked ones by
-    ``runs_alert_unlinked_idx``, the linked ones joined to their runs), the unlinked first and the
-    linked only as far as the cap leaves: a filter on an outcome that has no run (``unmatched``)
-    does not rescan every such alert of the history to find none linked. An admin's one part is
+    ``runs_alert_unlinked_idx``, the linked ones joined to their runs): the unlinked first, the
+    linked up to what the cap leaves and not at all once it is reached (``?outcome=unmatched``: no
+    scan of every unmatched alert of the history to find none with a run). An admin's one part is
     every alert. Queries: the visibility's lookups (three, none for admins); then one or two capped
     counts and one per page.
     """
