@@ -5,12 +5,14 @@ runs an unbounded ``COUNT(*)``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
@@ -237,3 +239,62 @@ def counts_at_most(querysets: dict[str, QuerySet[Any]], limit: int) -> dict[str,
             row = cursor.fetchone()
         counts.update({name: int(n) for (name, _), n in zip(parts, row, strict=True)})
     return counts
+
+
+M = TypeVar("M", bound=Model)
+
+
+@dataclass
+class CountedApart(Generic[M]):
+    """Rows to page, counted as the sum of disjoint parts: ``rows`` is one ordered queryset (every page
+    of it is one query), ``parts`` are querysets that together hold exactly ``rows``' rows, no row in
+    two, each counted on its own.
+
+    For a list filtered by an ``OR`` of branches that each have an index of their own (a person's
+    alerts with and without a run): ``OR``-ed in one capped count, PostgreSQL read every row of the
+    history before the first one counted; counted apart, each part stops after the rows still
+    wanted. ``count_at_most(limit)`` is what ``CappedPaginator`` asks; ``count()`` counts exactly
+    (one query per part).
+    """
+
+    rows: QuerySet[M]
+    parts: list[QuerySet[M]]
+
+    @property
+    def ordered(self) -> bool:
+        """The paginator's check: whether ``rows`` has an order."""
+        return self.rows.ordered
+
+    def count_at_most(self, limit: int) -> int:
+        """The rows, counted no further than ``limit``: the parts in order, each up to what ``limit``
+        leaves (queries: one per part counted). The parts after ``limit`` is reached are not counted
+        at all: proving a part empty can cost more than counting one (the linked alerts of an outcome
+        that has no run: PostgreSQL reads every alert of that outcome to find none)."""
+        counted = 0
+        for part in self.parts:
+            if counted >= limit:
+                break
+            counted += count_at_most(part, limit - counted)
+        return counted
+
+    def count(self) -> int:
+        """Every row (exact)."""
+        return sum(part.count() for part in self.parts)
+
+    def __len__(self) -> int:
+        return self.count()
+
+    @overload
+    def __getitem__(self, key: int) -> M: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> list[M]: ...
+
+    def __getitem__(self, key: int | slice) -> M | list[M]:
+        """One row by its position, or a slice of ``rows`` (one query)."""
+        if isinstance(key, int):
+            return self.rows[key]
+        return list(self.rows[key])
+
+    def __iter__(self) -> Iterator[M]:
+        return iter(self.rows)

@@ -15,7 +15,7 @@ from handover.core.people import signed_in
 from handover.core.serializers import ProblemSerializer
 from runs.alerts.filters import AlertFilterSet
 from runs.alerts.models import Alert
-from runs.alerts.selectors import alert_get, alert_list
+from runs.alerts.selectors import alert_get, alert_list, alert_list_counted
 from runs.alerts.serializers import AlertSerializer
 from runs.alerts.triage import alert_reprocess
 
@@ -36,6 +36,14 @@ class AlertViewSet(StrictQueryMixin, mixins.ListModelMixin, mixins.RetrieveModel
 
     def get_queryset(self) -> QuerySet[Alert]:
         return alert_list(user=self.request.user, **self.query_filters)
+
+    def list(self, request: Request, *args: object, **kwargs: object) -> Response:
+        """A page of the caller's alerts, counted per visibility branch (``alert_list_counted``)."""
+        alerts = alert_list_counted(user=request.user, **self.query_filters)
+        page = self.paginate_queryset(alerts)  # type: ignore[arg-type]  # pages like a queryset (slices, count)
+        if page is None:
+            return Response(self.get_serializer(list(alerts), many=True).data)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     def get_object(self) -> Alert:
         alert = alert_get(user=self.request.user, public_id=self.kwargs["id"])

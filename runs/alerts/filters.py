@@ -1,4 +1,5 @@
-"""Query parameters of ``GET /api/v1/alerts/`` (validated by ``handover.core.filters``; ``alert_list`` filters)."""
+"""Query parameters of ``GET /api/v1/alerts/`` (validated by ``handover.core.filters``;
+``alert_list_counted`` filters)."""
 
 from __future__ import annotations
 

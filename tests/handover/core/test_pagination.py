@@ -12,7 +12,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from handover.core.pagination import CappedPaginator, capped_label, count_at_most, counts_at_most
+from handover.core.pagination import CappedPaginator, CountedApart, capped_label, count_at_most, counts_at_most
 from runs.attempts.models import Run
 from runs.catalog.models import Tenant
 from tests.factories import JobFactory, TenantFactory, UserFactory
@@ -129,6 +129,27 @@ def test_counts_at_most_counts_several_lists_in_one_query(cap5: int) -> None:
     assert len(queries) == 1
     assert count_at_most(tenants.filter(name="odd"), 10) == 3 and count_at_most([1, 2, 3], 2) == 2
     assert counts_at_most({}, 3) == {}
+
+
+def test_counted_apart_pages_its_rows_and_counts_its_parts_in_turn_up_to_the_cap(cap5: int) -> None:
+    for n in range(8):
+        TenantFactory(slug=f"t-{n}", name="even" if n % 2 == 0 else "odd")
+    tenants = Tenant.objects.order_by("slug")
+    listed = CountedApart(rows=tenants, parts=[tenants.filter(name="even"), tenants.filter(name="odd")])
+    paginator = CappedPaginator(listed, 3)
+
+    with CaptureQueriesContext(connection) as queries:
+        count = paginator.count
+    with CaptureQueriesContext(connection) as reached:
+        three = listed.count_at_most(3)
+    second = paginator.page(2)
+
+    assert count == 6 and paginator.count_capped  # 4, then 2 of 4: the cap and one more
+    assert [q["sql"].upper().count("LIMIT 6") + 2 * q["sql"].upper().count("LIMIT 2") for q in queries] == [1, 2]
+    assert three == 3 and len(reached) == 1  # the first part reached it: the second is not counted
+    assert [t.slug for t in second] == ["t-3", "t-4", "t-5"] and listed.ordered
+    assert listed.count() == len(listed) == 8 and listed[7].slug == "t-7"
+    assert [t.slug for t in listed] == [f"t-{n}" for n in range(8)] and listed[6:20] == list(tenants[6:])
 
 
 def test_capped_label_formats_past_the_cap(cap5: int) -> None:

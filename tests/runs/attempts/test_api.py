@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.db import connection
+from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 from knox.models import AuthToken
 
-from runs.alerts.models import Alert
+from runs.alerts.models import Alert, Delivery
+from runs.alerts.selectors import alert_list
 from runs.attempts.models import Run
+from runs.catalog.models import Integration, IntegrationKey
 from runs.catalog.services import role_grant
 from tests.conftest import fixture_files
-from tests.factories import AttemptFactory, RunFactory, TenantFactory, UserFactory
+from tests.factories import AttemptFactory, JobFactory, RunFactory, TenantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -174,3 +179,164 @@ def test_integrations_api_is_for_admins_and_never_shows_secrets(loaded: Any) -> 
     assert detail["settings_in_force"]["default_environment"] == "prod"
     assert {d["outcome"] for d in detail["recent_deliveries"]} == {"processed", "rejected"}
     assert len(detail["recent_deliveries"]) == 9
+
+
+# --- the alerts list as a support person sees it (counted per visibility branch) --------------------
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def alerts_made(specs: list[tuple[str, int, Run | None, str]]) -> list[Alert]:
+    """One delivery with an alert per ``(outcome, minutes after T0, run, tenant slug)``; a
+    ``duplicate`` points at the alert made before it."""
+    integration = Integration.objects.create(source="generic", name="test-generic")
+    key = IntegrationKey.objects.create(integration=integration, prefix="hk_test", secret_hash="0" * 64)
+    delivery = Delivery.objects.create(
+        integration=integration, key=key, received_at=T0, size_bytes=2, sha256="0" * 64, body="{}"
+    )
+    alerts: list[Alert] = []
+    for index, (outcome, minutes, run, tenant_slug) in enumerate(specs):
+        is_duplicate = outcome == Alert.Outcome.DUPLICATE
+        alerts.append(
+            Alert.objects.create(
+                delivery=delivery,
+                integration=integration,
+                index=index,
+                source="generic",
+                dedup_hash="" if is_duplicate else f"{index:064x}",
+                duplicate_of=alerts[-1] if is_duplicate else None,
+                outcome=outcome,
+                run=run,
+                attempt=AttemptFactory(run=run) if run is not None and index == 0 else None,
+                tenant_slug=tenant_slug,
+                created_at=T0 + timedelta(minutes=minutes),
+            )
+        )
+    return alerts
+
+
+@pytest.fixture
+def seen() -> dict[str, Any]:
+    """A person with support on ``mine`` and technical owner of one job, and alerts they see or not.
+
+    ``alerts`` in the order made; ``visible``: the indexes of those the person sees, newest first
+    (created_at, then id): linked to a run of ``mine`` or of their job (in ``other``), or unlinked
+    naming ``mine``. Hidden: linked to a run of ``other``, unlinked naming ``other`` or no tenant. The
+    first alert has an attempt, the last is a duplicate.
+    """
+    person = UserFactory()
+    mine, other = TenantFactory(slug="mine"), TenantFactory(slug="other")
+    owned = JobFactory()
+    role_grant(user=person, role="support", obj=mine)
+    role_grant(user=person, role="technical_owner", obj=owned)
+    mine_run = RunFactory(tenant=mine)
+    alerts = alerts_made(
+        [
+            ("accepted", 0, mine_run, ""),  # 0 seen
+            ("accepted", 1, RunFactory(tenant=other), ""),  # 1 another tenant's run
+            ("unmatched", 2, None, "mine"),  # 2 seen
+            ("unmatched", 3, None, "other"),  # 3 unlinked, names another tenant
+            ("accepted", 4, mine_run, ""),  # 4 seen (same minute as 5: by id)
+            ("unmatched", 4, None, "mine"),  # 5 seen
+            ("unmatched", 5, None, ""),  # 6 unlinked, names no tenant
+            ("accepted", 6, RunFactory(tenant=other, job=owned), ""),  # 7 seen: their job
+            ("pending", 7, None, "mine"),  # 8 seen
+            ("duplicate", 8, None, "mine"),  # 9 seen (a duplicate of 8)
+        ]
+    )
+    return {"person": person, "alerts": alerts, "visible": [9, 8, 7, 5, 4, 2, 0]}
+
+
+def listed_ids(client: Client, url: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """Every alert id of a list, page after page (following ``next``), and each page's body."""
+    ids: list[str] = []
+    bodies: list[dict[str, Any]] = []
+    next_url: str | None = url
+    while next_url:
+        body = client.get(next_url).json()
+        bodies.append(body)
+        ids.extend(a["id"] for a in body["results"])
+        next_url = body["next"]
+    return ids, bodies
+
+
+def test_alerts_list_shows_a_support_person_exactly_their_alerts_newest_first(seen: dict[str, Any]) -> None:
+    client = token_client(seen["person"])
+    expected = [str(seen["alerts"][n].public_id) for n in seen["visible"]]
+
+    body = client.get("/api/v1/alerts/").json()
+    paged, pages = listed_ids(client, "/api/v1/alerts/?page_size=4")
+
+    assert [a["id"] for a in body["results"]] == expected
+    assert (body["count"], body["count_capped"], body["next"]) == (7, False, None)
+    assert paged == expected and [(p["count"], p["count_capped"]) for p in pages] == [(7, False), (7, False)]
+    assert body["results"][0]["duplicate_of"] == str(seen["alerts"][8].public_id)
+    assert body["results"][-1]["attempt"] == str(seen["alerts"][0].attempt.public_id)
+    assert expected == [str(a.public_id) for a in alert_list(user=seen["person"])]  # the selector's rows
+
+
+def test_alerts_list_filters_a_support_persons_alerts_by_outcome_and_source(seen: dict[str, Any]) -> None:
+    client = token_client(seen["person"])
+    alerts = seen["alerts"]
+
+    unmatched = client.get("/api/v1/alerts/?outcome=unmatched").json()
+    generic = client.get("/api/v1/alerts/?source=generic").json()
+    none = client.get("/api/v1/alerts/?source=alertmanager").json()
+
+    assert [a["id"] for a in unmatched["results"]] == [str(alerts[n].public_id) for n in (5, 2)]
+    assert (unmatched["count"], unmatched["count_capped"]) == (2, False)
+    assert generic["count"] == 7 and (none["count"], none["results"]) == (0, [])
+
+
+def test_alerts_list_count_is_capped_across_both_branches_and_pages_still_reach_every_alert(
+    seen: dict[str, Any],
+) -> None:
+    client = token_client(seen["person"])
+    expected = [str(seen["alerts"][n].public_id) for n in seen["visible"]]  # three with a run, four without
+
+    # pages of one, so the first page counts up to the cap (a page of 50 counts as far as it reaches)
+    with override_settings(LIST_COUNT_CAP=5):  # each branch under the cap, together past it
+        five = client.get("/api/v1/alerts/?page_size=1").json()
+    with override_settings(LIST_COUNT_CAP=7):
+        seven = client.get("/api/v1/alerts/?page_size=1").json()
+    with override_settings(LIST_COUNT_CAP=2):  # each branch past the cap
+        two = client.get("/api/v1/alerts/?page_size=1").json()
+        paged, pages = listed_ids(client, "/api/v1/alerts/?page_size=1")
+
+    assert (five["count"], five["count_capped"], [a["id"] for a in five["results"]]) == (5, True, expected[:1])
+    assert (seven["count"], seven["count_capped"]) == (7, False)
+    assert (two["count"], two["count_capped"]) == (2, True)
+    assert paged == expected
+    assert [(p["count"], p["count_capped"]) for p in pages] == [(2, True)] + [(n, True) for n in range(2, 7)] + [
+        (7, False)
+    ]
+
+
+def test_alerts_list_shows_staff_every_unlinked_alert_and_admins_every_alert(seen: dict[str, Any]) -> None:
+    alerts = seen["alerts"]
+    staff = token_client(UserFactory(is_staff=True)).get("/api/v1/alerts/").json()
+    admin = token_client(UserFactory(admin=True)).get("/api/v1/alerts/").json()
+
+    assert [a["id"] for a in staff["results"]] == [str(alerts[n].public_id) for n in (9, 8, 6, 5, 3, 2)]
+    assert staff["count"] == 6
+    newest_first = sorted(alerts, key=lambda a: (a.created_at, a.pk), reverse=True)
+    assert [a["id"] for a in admin["results"]] == [str(a.public_id) for a in newest_first]
+    assert (admin["count"], admin["count_capped"]) == (10, False)
+
+
+def test_alerts_list_counts_each_branch_apart_without_exists(
+    seen: dict[str, Any], django_assert_max_num_queries: Any
+) -> None:
+    client = token_client(seen["person"])
+
+    # the token with its user, the person's tokens, the token's last use; visible tenants' slugs, their
+    # ids, owned jobs; two counts (without a run, then with one, as far as the cap leaves); the page
+    # (with the delivery, original, run and attempt)
+    with django_assert_max_num_queries(9), CaptureQueriesContext(connection) as queries:
+        body = client.get("/api/v1/alerts/").json()
+
+    assert body["count"] == 7
+    counts = [q["sql"].upper() for q in queries if "COUNT(" in q["sql"].upper()]
+    assert len(counts) == 2 and "IS NULL" in counts[0] and "LIMIT 10001" in counts[0]
+    assert "INNER JOIN" in counts[1] and "LIMIT 9997" in counts[1]  # 4 without a run counted
+    assert not any("EXISTS" in q["sql"].upper() for q in queries if "runs_alert" in q["sql"])
