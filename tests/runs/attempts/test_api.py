@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,13 +10,14 @@ from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from knox.models import AuthToken
 
-from runs.alerts.models import Alert, Delivery
+from runs.alerts.models import Alert
 from runs.alerts.selectors import alert_list
 from runs.attempts.models import Run
 from runs.catalog.models import Integration, IntegrationKey
 from runs.catalog.services import role_grant
 from tests.conftest import fixture_files
 from tests.factories import AttemptFactory, JobFactory, RunFactory, TenantFactory, UserFactory
+from tests.runs.attempts.helpers import make_alerts
 
 pytestmark = pytest.mark.django_db
 
@@ -163,7 +163,6 @@ def test_run_detail_query_count_does_not_grow_with_attempts(django_assert_max_nu
 
 
 def test_integrations_api_is_for_admins_and_never_shows_secrets(loaded: Any) -> None:
-    from runs.catalog.models import IntegrationKey
 
     support = UserFactory()
     role_grant(user=support, role="support", obj=loaded["acme-foods"])
@@ -183,37 +182,6 @@ def test_integrations_api_is_for_admins_and_never_shows_secrets(loaded: Any) -> 
 
 # --- the alerts list as a support person sees it (counted per visibility branch) --------------------
 
-T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-
-def alerts_made(specs: list[tuple[str, int, Run | None, str]]) -> list[Alert]:
-    """One delivery with an alert per ``(outcome, minutes after T0, run, tenant slug)``; a
-    ``duplicate`` points at the alert made before it."""
-    integration = Integration.objects.create(source="generic", name="test-generic")
-    key = IntegrationKey.objects.create(integration=integration, prefix="hk_test", secret_hash="0" * 64)
-    delivery = Delivery.objects.create(
-        integration=integration, key=key, received_at=T0, size_bytes=2, sha256="0" * 64, body="{}"
-    )
-    alerts: list[Alert] = []
-    for index, (outcome, minutes, run, tenant_slug) in enumerate(specs):
-        is_duplicate = outcome == Alert.Outcome.DUPLICATE
-        alerts.append(
-            Alert.objects.create(
-                delivery=delivery,
-                integration=integration,
-                index=index,
-                source="generic",
-                dedup_hash="" if is_duplicate else f"{index:064x}",
-                duplicate_of=alerts[-1] if is_duplicate else None,
-                outcome=outcome,
-                run=run,
-                attempt=AttemptFactory(run=run) if run is not None and index == 0 else None,
-                tenant_slug=tenant_slug,
-                created_at=T0 + timedelta(minutes=minutes),
-            )
-        )
-    return alerts
-
 
 @pytest.fixture
 def seen() -> dict[str, Any]:
@@ -230,7 +198,8 @@ def seen() -> dict[str, Any]:
     role_grant(user=person, role="support", obj=mine)
     role_grant(user=person, role="technical_owner", obj=owned)
     mine_run = RunFactory(tenant=mine)
-    alerts = alerts_made(
+    alerts = make_alerts(
+        Integration.objects.create(source="generic", name="test-generic"),
         [
             ("accepted", 0, mine_run, ""),  # 0 seen
             ("accepted", 1, RunFactory(tenant=other), ""),  # 1 another tenant's run
@@ -242,7 +211,8 @@ def seen() -> dict[str, Any]:
             ("accepted", 6, RunFactory(tenant=other, job=owned), ""),  # 7 seen: their job
             ("pending", 7, None, "mine"),  # 8 seen
             ("duplicate", 8, None, "mine"),  # 9 seen (a duplicate of 8)
-        ]
+        ],
+        attempt_on_first=True,
     )
     return {"person": person, "alerts": alerts, "visible": [9, 8, 7, 5, 4, 2, 0]}
 

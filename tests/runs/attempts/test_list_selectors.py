@@ -3,7 +3,6 @@ counts and paging (both grew with history), with the pages' query budgets."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,19 +11,18 @@ from django.test import Client
 from django.utils import timezone
 
 from handover.core.pagination import CappedPaginator, count_reach
-from runs.alerts.models import Alert, Delivery
+from runs.alerts.models import Alert
 from runs.alerts.selectors import alert_inbox
 from runs.attempts.models import Run
 from runs.attempts.selectors import run_list, run_list_state
-from runs.catalog.models import Integration, IntegrationKey
+from runs.catalog.models import Integration
 from runs.catalog.services import role_grant
 from runs.timeline.models import TimelineEvent, TimelineEventKind
 from runs.timeline.services import timeline_event_record
 from tests.factories import AttemptFactory, RunFactory, TenantFactory, UserFactory
+from tests.runs.attempts.helpers import make_alerts
 
 pytestmark = pytest.mark.django_db
-
-T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def logged_in(user: Any) -> Client:
@@ -110,34 +108,6 @@ def test_run_list_state_fingerprints_the_runs_a_page_reaches_and_counts_no_furth
 @pytest.fixture
 def integration() -> Integration:
     return Integration.objects.create(source="generic", name="test-generic")
-
-
-def make_alerts(integration: Integration, specs: list[tuple[str, int, Run | None, str]]) -> list[Alert]:
-    """One delivery with an alert per ``(outcome, minutes after T0, run, tenant slug)``; a
-    ``duplicate`` points at the newest original made before it."""
-    key = IntegrationKey.objects.create(integration=integration, prefix="hk_test", secret_hash="0" * 64)
-    delivery = Delivery.objects.create(
-        integration=integration, key=key, received_at=T0, size_bytes=2, sha256="0" * 64, body="{}"
-    )
-    alerts: list[Alert] = []
-    for index, (outcome, minutes, run, tenant_slug) in enumerate(specs):
-        original = next((a for a in reversed(alerts) if a.duplicate_of_id is None), None)
-        is_duplicate = outcome == Alert.Outcome.DUPLICATE
-        alerts.append(
-            Alert.objects.create(
-                delivery=delivery,
-                integration=integration,
-                index=index,
-                source="generic",
-                dedup_hash="" if is_duplicate else f"{index:064x}",
-                duplicate_of=original if is_duplicate else None,
-                outcome=outcome,
-                run=run,
-                tenant_slug=tenant_slug,
-                created_at=T0 + timedelta(minutes=minutes),
-            )
-        )
-    return alerts
 
 
 def expected_inbox_order(alerts: list[Alert]) -> list[int]:
