@@ -2,7 +2,8 @@
 
 They are read without a pass over the whole history (bench/history.py); these tests hold them to the
 rule they implement, computed here from every visible run: the last settled runs of each (job,
-tenant, environment), with or without a target, and the long-unresolved runs from both their parts.
+tenant, environment), with or without a target, the long-unresolved runs from both their parts, and
+the poll's fingerprint of the unmatched alerts listed.
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ from django.utils import timezone
 from handover.handovers.attention import (
     SETTLED_STATUSES,
     RecentRun,
+    attention_state,
     attention_unresolved_runs,
     recent_settled_runs,
 )
 from handover.handovers.services import handover_create
+from runs.alerts.models import Alert
 from runs.attempts.models import Run
+from runs.catalog.models import Integration
 from runs.permissions import run_visibility_filter
 from tests.factories import JobTargetFactory, RunFactory, UserFactory
 from tests.handover.helpers import World, force_status
+from tests.runs.attempts.helpers import make_alerts
 
 pytestmark = pytest.mark.django_db
 
@@ -132,3 +137,22 @@ def test_the_long_unresolved_runs_come_from_both_parts_once_each_oldest_first(wo
     assert all(
         r.tenant_id == world.other_tenant.pk for r in attention_unresolved_runs(user=world.stranger, older_than=now)
     )
+
+
+def test_the_polls_fingerprint_follows_the_unmatched_alerts_the_page_lists(world: World) -> None:
+    def integration() -> Integration:  # one per post: each post's alerts are numbered from 0
+        return Integration.objects.create(source="generic", name=f"test-generic-{Integration.objects.count()}")
+
+    now = timezone.now()
+    listed = make_alerts(integration(), [("unmatched", 0, None, world.tenant.slug)])[0]
+    before = attention_state(user=world.support, now=now)
+
+    make_alerts(integration(), [("unmatched", 1, None, world.other_tenant.slug)])  # another tenant's
+    assert attention_state(user=world.support, now=now) == before
+
+    make_alerts(integration(), [("unmatched", 2, None, world.tenant.slug)])  # a new one of theirs
+    grown = attention_state(user=world.support, now=now)
+    assert grown != before
+
+    Alert.objects.filter(pk=listed.pk).update(outcome=Alert.Outcome.ACCEPTED, updated_at=now)  # triaged
+    assert attention_state(user=world.support, now=now) not in (before, grown)
