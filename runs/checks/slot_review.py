@@ -163,32 +163,44 @@ def fabricated_window_runs(*, runs: QuerySet[Run], now: datetime, limit: int = 1
 
     Before slot placement, a scheduled time that was not a fire time produced a run whose window
     *ends* at that time (seconds long, sometimes). Such runs are listed, never merged silently: the
-    candidates (window end = scheduled time; the newest ``FABRICATED_SCAN_LIMIT``, one query) are
-    kept when the scheduled time is no fire time of the schedule in force. Newest first, at most
-    ``limit``.
+    candidates (window end = scheduled time; the newest ``FABRICATED_SCAN_LIMIT``) are kept when the
+    scheduled time is no fire time of the schedule in force. Newest first, at most ``limit``.
+    Queries: three (candidates, their jobs, their targets), and one more to load the runs found.
     """
     # Ordered by the run time (the slot, else the window's end; here both are the scheduled time) so that
     # the newest candidates come from ``runs_run_run_at_idx``: most runs' windows end at their slot, and
-    # ordering by ``scheduled_for`` itself sorted every run of the history.
+    # ordering by ``scheduled_for`` itself sorted every run of the history. Only what placement needs is
+    # read of the candidates; the runs found (few or none) are loaded whole afterwards.
     candidates = list(
         runs.filter(scheduled_for__isnull=False, window_end=F("scheduled_for"))
-        .select_related("job", "tenant", "target")
-        .order_by(Coalesce("scheduled_for", "window_end").desc(), "-id")[:FABRICATED_SCAN_LIMIT]
+        .order_by(Coalesce("scheduled_for", "window_end").desc(), "-id")
+        .values_list("pk", "job_id", "target_id", "scheduled_for")[:FABRICATED_SCAN_LIMIT]
     )
-    found: list[FabricatedWindow] = []
+    jobs = Job.objects.in_bulk({job_id for _, job_id, _, _ in candidates})
+    targets = JobTarget.objects.in_bulk({target_id for _, _, target_id, _ in candidates if target_id is not None})
     schedules: dict[tuple[int, int | None], SlotSchedule] = {}
-    for run in candidates:
-        assert run.scheduled_for is not None
-        key = (run.job_id, run.target_id)
+    placed: dict[tuple[SlotSchedule, datetime], datetime | None] = {}
+    off_schedule: list[tuple[int, datetime | None]] = []
+    for pk, job_id, target_id, scheduled_for in candidates:
+        key = (job_id, target_id)
         if key not in schedules:
-            schedules[key] = slot_schedule(job=run.job, target=run.target)
-        slot = slot_of_time(schedules[key], run.scheduled_for, received_at=max(now, run.scheduled_for))
-        if slot is not None and slot == run.scheduled_for.astimezone(UTC):
+            schedules[key] = slot_schedule(
+                job=jobs[job_id], target=targets.get(target_id) if target_id is not None else None
+            )
+        schedule = schedules[key]
+        assert scheduled_for is not None  # filtered above
+        if (schedule, scheduled_for) not in placed:  # the targets of a shared job fire at the same times
+            placed[schedule, scheduled_for] = slot_of_time(schedule, scheduled_for, received_at=max(now, scheduled_for))
+        slot = placed[schedule, scheduled_for]
+        if slot is not None and slot == scheduled_for.astimezone(UTC):
             continue  # a fire time: the window is the one its slot derives
-        found.append(FabricatedWindow(run=run, slot=slot))
-        if len(found) >= limit:
+        off_schedule.append((pk, slot))
+        if len(off_schedule) >= limit:
             break
-    return found
+    if not off_schedule:
+        return []
+    found = Run.objects.select_related("job", "tenant", "target").in_bulk([pk for pk, _ in off_schedule])
+    return [FabricatedWindow(run=found[pk], slot=slot) for pk, slot in off_schedule]
 
 
 def unexplained_events(*, run: Any, kind: str, explained_kind: str, **match: Any) -> QuerySet[TimelineEvent]:

@@ -186,7 +186,8 @@ def test_needs_attention_lists_each_kind_oldest_first_with_owners(
     # session, user, preference, five sections (the long-unresolved runs in two parts, the repeated failures
     # as the targets' last runs and the runs without a target: seven queries), two for the technical
     # owners' names; the slot
-    # rules' sections: made-up windows, unexplained re-fires, durations (attempts, their jobs, targets);
+    # rules' sections: made-up windows (candidates, their jobs, their targets), unexplained re-fires,
+    # durations (attempts, their jobs, targets);
     # aged work: one per kind (four), the owners (job's, target's) and the ladder steps sent; the
     # navigation's audit link (whether the person audits any tenant); the unmatched alerts' visibility,
     # looked up first: the person's tenant slugs, tenant ids and owned jobs (runs.alerts.selectors)
