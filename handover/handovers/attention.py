@@ -172,10 +172,11 @@ def recent_settled_runs(*, user: User, of: int) -> list[RecentRun]:
 
     Read per job target, never over the whole history: one query over the visible targets, with the
     status and window start at each of the ``of`` positions as a subquery (an index probe on the run
-    identity, ``runs_run_identity_unique``); then the groups with runs but no target (an environment
-    nobody listed, DESIGN.md "Job target"), found through the runs without a target and read one
-    query each. A window function over every visible run read the whole history (0.6 s at a
-    million stored alerts). Queries: two, plus one per such group.
+    identity, ``runs_run_identity_unique``); then the groups with runs but no target, found through
+    the runs without a target and read one query each: a run needs no target (an alert for a
+    registered job and tenant in an environment nobody listed still creates its run, and a run of an
+    inactive target is recorded without it: ``runs.alerts.identity``). A window function over every
+    visible run read the whole history (0.6 s at a million stored alerts). Queries: two, plus one per such group.
     """
     settled = Run.objects.filter(
         job_id=OuterRef("job_id"),
