@@ -161,6 +161,48 @@ def test_a_run_stored_with_a_made_up_window_covers_its_slot_and_is_listed_for_a_
     assert "its slot is 2026-11-28 01:00Z" in sections["run_identity"][0].detail
 
 
+def test_made_up_windows_are_listed_newest_first_across_targets_among_runs_on_their_slots(target: JobTarget) -> None:
+    """Two targets of one job (their slots at the same times), runs on their slots and two runs with a
+    made-up window: only those two are listed, newest first, each whole and with its slot; ``limit``
+    stops the scan."""
+    other = JobTargetFactory(job=target.job, tenant=TenantFactory(slug="fjord"), created_at=berlin(2026, 11, 1))
+
+    def run(on: JobTarget, start: datetime, end: datetime) -> Run:
+        return Run.objects.create(
+            job=on.job,
+            tenant=on.tenant,
+            environment="prod",
+            target=on,
+            window_start=start,
+            window_end=end,
+            scheduled_for=end,
+            status=Run.Status.SUCCEEDED,
+        )
+
+    for on in (target, other):
+        for day in (26, 27):
+            run(on, berlin(2026, 11, day - 1, 2), berlin(2026, 11, day, 2))  # on its slot
+    older = run(other, berlin(2026, 11, 25, 1, 59, 30), berlin(2026, 11, 25, 1, 59, 59))
+    newer = run(target, berlin(2026, 11, 27, 1, 59, 30), berlin(2026, 11, 27, 1, 59, 59))
+    now = berlin(2026, 11, 28, 12)
+
+    listed = fabricated_window_runs(runs=Run.objects.all(), now=now)
+
+    assert [(item.run, item.slot) for item in listed] == [
+        (newer, berlin(2026, 11, 27, 2)),
+        (older, berlin(2026, 11, 25, 2)),
+    ]
+    assert [(item.run.job.key, item.run.tenant.slug) for item in listed] == [
+        (target.job.key, "harbor"),
+        (target.job.key, "fjord"),
+    ]
+    assert [item.run for item in fabricated_window_runs(runs=Run.objects.all(), now=now, limit=1)] == [newer]
+    assert (
+        fabricated_window_runs(runs=Run.objects.filter(tenant=target.tenant, window_end__lt=newer.window_end), now=now)
+        == []
+    )
+
+
 @pytest.mark.parametrize("source", ["generic", "alertmanager", "grafana"])
 def test_a_check_on_a_slot_skipped_under_latest_only_moves_to_the_slot_that_ran(
     target: JobTarget, send: Any, source: str
