@@ -6,6 +6,7 @@ Usage (from the repository root, after the README setup of ``.venv``)::
     .venv/bin/python bench/ingest.py                 # 5,000 single posts, 20,000 alerts in batches of 100
     .venv/bin/python bench/ingest.py --alerts 500    # a quick run (2,000 batched alerts)
     .venv/bin/python bench/ingest.py --keep          # keep the database and the gunicorn logs afterwards
+    .venv/bin/python bench/ingest.py --floor         # also the floor: rule 9's least work (bench/floor_urls.py)
 
 What it does, all on 127.0.0.1 (it refuses any other host):
 
@@ -13,18 +14,23 @@ What it does, all on 127.0.0.1 (it refuses any other host):
    ``--database-url`` (default ``postgres://postgres@127.0.0.1:5432/postgres``; its database part is
    only used to connect for CREATE/DROP DATABASE), migrates it, and registers through the services
    the job ``bench-hourly-export`` (cron ``0 * * * *`` UTC), ten tenants with their job targets, and
-   two ``generic`` integrations with a key each (bound to the ten tenants): ``bench-generic`` for the
-   app, ``bench-baseline`` for the baseline;
+   three ``generic`` integrations with a key each (bound to the ten tenants): ``bench-generic`` for the
+   app, ``bench-baseline`` for the baseline, ``bench-floor`` for the floor;
 2. counts the SQL of one post of each mode in-process (``bench/probe.py``: statements and
    transactions per post and per alert -- deterministic, unlike the timings);
 3. starts two gunicorns (``--workers`` sync workers each, default 2 as in docs/production.md's "Toolchain facts"
    measurements; DEBUG off, the app's settings, so ``CONN_MAX_AGE`` as configured): the *app*, and
    the *baseline* (``bench/baseline_urls.py``: the same DRF APIView base, raw-body parser, body
    reading and integration-key authentication as the ingestion view, then one ``Delivery`` row with
-   the required fields only, one ORM INSERT in autocommit, answer 202);
-4. warms both up, then posts ``--alerts`` single alerts to each in ``--rounds`` alternating rounds
-   (baseline/app, app/baseline, ...), so load from elsewhere on a shared machine falls on both alike;
-5. stops the baseline and posts ``--batched-alerts`` alerts to the app in posts of ``--batch-size``.
+   the required fields only, one ORM INSERT in autocommit, answer 202); with ``--floor`` a third, the
+   *floor* (``bench/floor_urls.py``: the baseline's steps, then the product's five rows of a new failed
+   run and the delivery's outcome in one prepared statement, the second commit of rule 9 -- what any
+   design keeping rule 9 and this schema must do at the least, so the most it can reach);
+4. warms them up, then posts ``--alerts`` single alerts to each in ``--rounds`` alternating rounds
+   (baseline/app, app/baseline, ...; each mode first and last in turn with the floor), so load from
+   elsewhere on a shared machine falls on all alike;
+5. stops the baseline and posts ``--batched-alerts`` alerts to the app in posts of ``--batch-size``
+   (then to the floor, with ``--floor``).
 
 After each warm-up, on a server whose autovacuum is off, the database is analysed as autoanalyze
 would have by then (``bench/stats.py``: foreign-key checks planned on near-empty tables would
@@ -40,19 +46,23 @@ the workers and in PostgreSQL, and how much CPU other work on the machine took (
 
 It stops its gunicorns and client processes and drops the database on exit, also on Ctrl-C or
 SIGTERM (``--keep`` keeps the database and the logs). Progress goes to stderr; the table and the
-figures go to stdout and end with::
+figures go to stdout (the frozen endpoints' SHA-256 in their second line) and end with::
 
+    ingest_floor alerts=N alerts_per_s=X baseline_per_s=Y ratio=R p50_ms=A p99_ms=B batched_alerts_per_s=Z  (--floor)
     ingest_batched alerts=N alerts_per_s=X p50_ms=A p99_ms=B
     ingest alerts=N alerts_per_s=X baseline_per_s=Y ratio=R p50_ms=A p99_ms=B
 
 Targets: one alert per post at least 70% of the baseline's throughput; batched posts of
-100 alerts at least 5,000 alerts/s. Exit status 0 when every post got 202 and every alert was
-accepted (targets missed or not), 1 otherwise, 130 when interrupted.
+100 alerts at least 5,000 alerts/s; a single post's p99 at most 50 ms at 16 clients (which a closed
+loop of 16 clients reaches only above 320 posts/s: Little's law, printed beside it). Exit status 0
+when every post got 202 and every alert was accepted (targets missed or not), 1 otherwise, 130 when
+interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
 import os
 import secrets
@@ -82,6 +92,9 @@ TARGET_BATCHED = 5000.0
 INGEST_PATH = "/api/v1/alerts/generic/"
 APP_INTEGRATION = "bench-generic"
 BASELINE_INTEGRATION = "bench-baseline"
+FLOOR_INTEGRATION = "bench-floor"
+TARGET_P99_MS = 50.0
+FROZEN = ("bench/baseline_urls.py", "bench/floor_urls.py")  # their SHA-256 is printed with the figures
 
 
 def log(message: str) -> None:
@@ -187,6 +200,7 @@ class Benchmark:
         self.keys: dict[str, str] = {}
         self.info: dict[str, str] = {}
         self.app_alerts_sent = 0
+        self.floor_alerts_sent = 0
         self.monitor = None  # an admin connection polling pg_stat_activity during measurements
         self.redaction: list[RedactionCost] = []  # redaction per alert, in-process (bench/probe.py)
 
@@ -256,7 +270,7 @@ class Benchmark:
             tenant, _ = tenant_get_or_create(slug=slug)
             job_target_get_or_create(job=job, tenant=tenant, environment=bench_alerts.ENVIRONMENT)
             tenants.append(tenant)
-        for name in (APP_INTEGRATION, BASELINE_INTEGRATION):
+        for name in (APP_INTEGRATION, BASELINE_INTEGRATION, FLOOR_INTEGRATION):
             integration = integration_get_or_create(source="generic", name=name)
             self.keys[name] = integration_key_create(integration=integration, tenants=tenants, label="bench").key
         log(f"registered job {job.key}, {len(tenants)} tenants and targets, integrations {', '.join(self.keys)}")
@@ -305,6 +319,10 @@ class Benchmark:
             "batched": post_once(self.keys[APP_INTEGRATION], self._alerts(size), size, INGEST_PATH),
         }  # fmt: skip
         self.app_alerts_sent += 1 + size
+        if self.args.floor:
+            counts["floor"] = post_once(self.keys[FLOOR_INTEGRATION], self._alerts(1), 1, INGEST_PATH,
+                                        urlconf="bench.floor_urls")  # fmt: skip
+            self.floor_alerts_sent += 1
         self.redaction = [
             redaction_cost(APP_INTEGRATION, self._alerts(per_post), per_post) for per_post in sorted({1, size})
         ]
@@ -319,6 +337,8 @@ class Benchmark:
         first = self._alerts(posts * per_post)
         if integration == APP_INTEGRATION:
             self.app_alerts_sent += posts * per_post
+        elif integration == FLOOR_INTEGRATION:
+            self.floor_alerts_sent += posts * per_post
         masters = {s.process.pid for s in self.servers if s.process is not None}
         return self.load.run(
             name,
@@ -344,7 +364,7 @@ class Benchmark:
         log(f"gunicorn ({name}) on {HOST}:{server.port}, {self.args.workers} sync workers")
         return server
 
-    def run(self) -> tuple[dict[str, PhaseResult], dict[str, SqlCount], dict[str, int]]:
+    def run(self) -> tuple[dict[str, PhaseResult], dict[str, SqlCount], dict[str, dict[str, int]]]:
         args = self.args
         self.create_database()
         self.setup_django()
@@ -354,16 +374,27 @@ class Benchmark:
         # elsewhere on the machine falls on both alike.
         baseline = self._start("baseline", "bench.baseline_settings")
         app = self._start("app", "handover.settings")
+        floor = self._start("floor", "bench.floor_settings") if args.floor else None
         self._warm("baseline", baseline, BASELINE_INTEGRATION, args.warmup, 1)
         self._warm("app", app, APP_INTEGRATION, args.warmup, 1)
+        if floor is not None:
+            self._warm("floor", floor, FLOOR_INTEGRATION, args.warmup, 1)
         self.analyze_after_warmup("single posts")
         results: dict[str, PhaseResult] = {}
-        labels = {"baseline": "baseline (1 row per post)", "single": "app, 1 alert per post"}
+        labels = {
+            "baseline": "baseline (1 row per post)",
+            "single": "app, 1 alert per post",
+            "floor": "floor, 1 alert per post",
+        }
+        order = [("baseline", baseline, BASELINE_INTEGRATION), ("single", app, APP_INTEGRATION)]
+        if floor is not None:
+            order.append(("floor", floor, FLOOR_INTEGRATION))
         rounds = max(1, min(args.rounds, args.alerts))
         for number in range(rounds):
             posts = args.alerts // rounds + (1 if number < args.alerts % rounds else 0)
-            order = [("baseline", baseline, BASELINE_INTEGRATION), ("single", app, APP_INTEGRATION)]
-            for key, server, integration in order if number % 2 == 0 else order[::-1]:
+            # each mode goes first, last and in between in turn: other load falls on all alike
+            turn = order[number % len(order) :] + order[: number % len(order)]
+            for key, server, integration in turn if number % 2 == 0 else turn[::-1]:
                 segment = self._post(labels[key], server, integration, posts, 1)
                 if key in results:
                     results[key].merge(segment)
@@ -385,7 +416,17 @@ class Benchmark:
         results["batched"] = self._post(f"app, {size} alerts per post", app, APP_INTEGRATION, posts, size)
         log(f"app, {size} alerts per post: {results['batched'].alerts_per_s:,.1f} alerts/s")
         app.stop()
-        return results, sql, self.outcomes(APP_INTEGRATION)
+        outcomes = {"app": self.outcomes(APP_INTEGRATION)}
+        if floor is not None:
+            self._warm("floor batched", floor, FLOOR_INTEGRATION, max(4, args.clients // 4), size)
+            log(f"floor, {size} alerts per post: {posts} posts ...")
+            results["floor_batched"] = self._post(
+                f"floor, {size} alerts per post", floor, FLOOR_INTEGRATION, posts, size
+            )
+            log(f"floor, {size} alerts per post: {results['floor_batched'].alerts_per_s:,.1f} alerts/s")
+            floor.stop()
+            outcomes["floor"] = self.outcomes(FLOOR_INTEGRATION)
+        return results, sql, outcomes
 
     def cleanup(self) -> None:
         self.load.stop()
@@ -409,8 +450,16 @@ class Benchmark:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def frozen_hashes() -> str:
+    """``path sha256=<hex>`` of each frozen comparison endpoint (``FROZEN``), comma-separated."""
+    return ", ".join(f"{name} sha256={hashlib.sha256((ROOT / name).read_bytes()).hexdigest()}" for name in FROZEN)
+
+
 def report(
-    bench: Benchmark, results: dict[str, PhaseResult], sql: dict[str, SqlCount], outcomes: dict[str, int]
+    bench: Benchmark,
+    results: dict[str, PhaseResult],
+    sql: dict[str, SqlCount],
+    outcomes: dict[str, dict[str, int]],
 ) -> bool:
     args = bench.args
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
@@ -423,6 +472,7 @@ def report(
         f"{max(1, min(args.rounds, args.alerts))} alternating rounds"
         + (f"; {bench.info['analyzed']}" if "analyzed" in bench.info else "")
     )
+    print(f"frozen: {frozen_hashes()}")
     print()
     header = (
         f"{'mode':<26} {'posts':>6} {'alerts':>7} {'secs':>6} {'alerts/s':>9} {'posts/s':>8} "
@@ -504,9 +554,14 @@ def report(
         print()
     baseline, single, batched = results["baseline"], results["single"], results["batched"]
     ratio = single.alerts_per_s / baseline.alerts_per_s if baseline.alerts_per_s else 0.0
-    accepted = outcomes.get("accepted", 0)
-    outcome_text = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
+    accepted = outcomes["app"].get("accepted", 0)
+    outcome_text = ", ".join(f"{k} {v}" for k, v in sorted(outcomes["app"].items()))
     print(f"app alerts in the database: {outcome_text} (sent {bench.app_alerts_sent}, all should be accepted)")
+    floor_ok = True
+    if "floor" in outcomes:
+        floor_accepted = outcomes["floor"].get("accepted", 0)
+        floor_ok = floor_accepted == bench.floor_alerts_sent
+        print(f"floor alerts in the database: accepted {floor_accepted} (sent {bench.floor_alerts_sent})")
     if load:
         print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     ok_ratio = ratio >= TARGET_RATIO
@@ -519,9 +574,35 @@ def report(
         f"target, {args.batch_size} alerts per post: {batched.alerts_per_s:,.1f} alerts/s "
         f"(target >= {TARGET_BATCHED:,.0f}): {'met' if ok_batched else 'MISSED'}"
     )
+    # A closed loop of N clients has N posts in flight: mean latency = N / throughput (Little's law).
+    needed = args.clients / (TARGET_P99_MS / 1000)
+    print(
+        f"target, p99 of a single post <= {TARGET_P99_MS:.0f} ms at {args.clients} clients: "
+        f"{single.percentile(99):.1f} ms: {'met' if single.percentile(99) <= TARGET_P99_MS else 'MISSED'} "
+        f"(even the mean needs >= {needed:,.0f} posts/s with {args.clients} posts in flight; the baseline "
+        f"did {baseline.posts_per_s:,.1f}/s, p99 {baseline.percentile(99):.1f} ms)"
+    )
+    if "floor" in results:
+        floor, floor_batched = results["floor"], results["floor_batched"]
+        floor_ratio = floor.alerts_per_s / baseline.alerts_per_s if baseline.alerts_per_s else 0.0
+        print(
+            f"floor (bench/floor_urls.py: rule 9's two commits and the product's five rows, nothing else): "
+            f"{floor.alerts_per_s:,.1f} alerts/s = {floor_ratio:.0%} of the baseline, "
+            f"{floor_batched.alerts_per_s:,.1f} alerts/s in posts of {args.batch_size}; the app does "
+            f"{single.alerts_per_s / floor.alerts_per_s if floor.alerts_per_s else 0:.0%} and "
+            f"{batched.alerts_per_s / floor_batched.alerts_per_s if floor_batched.alerts_per_s else 0:.0%} of it"
+        )
     for r in results.values():
         for error in r.errors:
             print(f"  {r.name}: {error}")
+    if "floor" in results:
+        floor, floor_batched = results["floor"], results["floor_batched"]
+        print(
+            f"ingest_floor alerts={floor.alerts} alerts_per_s={floor.alerts_per_s:.1f} "
+            f"baseline_per_s={baseline.alerts_per_s:.1f} ratio={floor_ratio:.2f} "
+            f"p50_ms={floor.percentile(50):.1f} p99_ms={floor.percentile(99):.1f} "
+            f"batched_alerts_per_s={floor_batched.alerts_per_s:.1f}"
+        )
     print(
         f"ingest_batched alerts={batched.alerts} alerts_per_s={batched.alerts_per_s:.1f} "
         f"p50_ms={batched.percentile(50):.1f} p99_ms={batched.percentile(99):.1f}"
@@ -532,7 +613,7 @@ def report(
         f"p50_ms={single.percentile(50):.1f} p99_ms={single.percentile(99):.1f}",
         flush=True,
     )
-    return accepted == bench.app_alerts_sent and not any(r.failed for r in results.values())
+    return accepted == bench.app_alerts_sent and floor_ok and not any(r.failed for r in results.values())
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -557,6 +638,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--client-processes", type=int, default=2, help="processes the clients run in (default 2)")
     parser.add_argument(
         "--warmup", type=int, default=200, help="unmeasured single posts per server first (default 200)"
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also serve bench/floor_urls.py (rule 9's least work) in the rounds and in batches",
     )
     parser.add_argument(
         "--rounds", type=int, default=5, help="alternating baseline/app rounds for the 1-per-post modes (default 5)"
