@@ -6,6 +6,7 @@ Usage (from the repository root; never run in CI)::
     .venv/bin/python bench/reconcile.py                 # 1,000,000 eligible ids (the target's size)
     .venv/bin/python bench/reconcile.py --rows 100000   # scaled down
     .venv/bin/python bench/reconcile.py --keep          # keep the database afterwards
+    .venv/bin/python bench/reconcile.py --floor         # also the schema's floor (bench/reconcile_floor.py)
 
 What it does, all on 127.0.0.1:
 
@@ -25,13 +26,19 @@ What it does, all on 127.0.0.1:
    and the same stack's floor — COPY of the three bare id files into unindexed tables plus one
    anti-join into an indexed table (``copy_baseline_seconds``; run once before and once after the
    load, the faster counts);
-5. checks the run's stored totals against the files.
+5. with ``--floor``, times ``bench/reconcile_floor.py`` (its sha256 printed too): the COPY baseline's
+   staging, then every population id written into a copy of the work-item table with its indexes --
+   the least any load must do on this schema (``floor_seconds``, ``floor_copy_ratio``; like the COPY
+   baseline, once before and once after the load, the faster counts);
+6. checks the run's stored totals against the files.
 
 Targets at 1,000,000 rows (docs/work-ledger.md "Load speed"): at most 10 s, at most 2× the COPY
 baseline (``copy_ratio``), and at most 400 MB peak memory (this process's peak resident set,
 ``ru_maxrss``; the PostgreSQL server's own memory is not included). The last line printed is::
 
     reconcile rows=N seconds=S baseline_seconds=B ratio=R copy_baseline_seconds=C copy_ratio=Q peak_mb=M
+
+preceded, with ``--floor``, by ``reconcile_floor rows=N floor_seconds=F floor_copy_ratio=P``.
 
 Exit status 0 when the totals are right (targets met or not), 1 otherwise.
 """
@@ -48,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import reconcile_baseline  # noqa: E402
+from bench import reconcile_baseline, reconcile_floor  # noqa: E402
 from bench.ledger_setup import (  # noqa: E402
     BenchDatabase,
     add_database_arguments,
@@ -66,6 +73,7 @@ def main() -> int:
     parser.add_argument(
         "--one-by-one", action="store_true", help="three uploads in a row instead of one upload of the three files"
     )
+    parser.add_argument("--floor", action="store_true", help="also time the schema floor (bench/reconcile_floor.py)")
     args = parser.parse_args()
     if args.rows < 1000:
         parser.error("--rows must be at least 1,000")
@@ -83,6 +91,14 @@ def main() -> int:
         copy_before = reconcile_baseline.copy_seconds(
             db.url, files.population_ids, files.runner_ids, files.destination_ids
         )
+        floor_times: list[float] = []
+        if args.floor:
+            log("timing the schema floor (before the load)")
+            floor_times.append(
+                reconcile_floor.schema_floor_seconds(
+                    db.url, run.pk, files.population_ids, files.runner_ids, files.destination_ids
+                )
+            )
         import runs.ledger.loads  # noqa: F401  (imported before the clock starts: the load is timed, not the import)
 
         phases: list[tuple[str, float]] = []
@@ -122,6 +138,14 @@ def main() -> int:
             db.url, files.population_ids, files.runner_ids, files.destination_ids
         )
         copy_base = min(copy_before, copy_after)
+        if args.floor:
+            log("timing the schema floor (after the load)")
+            floor_times.append(
+                reconcile_floor.schema_floor_seconds(
+                    db.url, run.pk, files.population_ids, files.runner_ids, files.destination_ids
+                )
+            )
+        floor = min(floor_times) if floor_times else None
 
         run.refresh_from_db()
         expected_completed = files.present - files.not_eligible
@@ -146,12 +170,23 @@ def main() -> int:
             f"sort | comm {base:.2f} s; COPY + anti-join {copy_before:.2f} s before the load, "
             f"{copy_after:.2f} s after"
         )
+        if floor is not None:
+            print(
+                f"  schema floor (bench/reconcile_floor.py sha256 {reconcile_floor.source_sha256()}): "
+                f"{floor_times[0]:.2f} s before the load, {floor_times[1]:.2f} s after; the faster, {floor:.2f} s, is "
+                f"{floor / copy_base:.2f}x the COPY baseline; the load takes "
+                f"{seconds / floor:.2f}x the floor"
+            )
         targets = [
             ("seconds <= 10", seconds <= 10),
             ("copy_ratio <= 2", seconds / copy_base <= 2),
             ("peak_mb <= 400", peak_mb <= 400),
         ]
         print("  targets: " + ", ".join(f"{name} ({'met' if met else 'MISSED'})" for name, met in targets))
+        if floor is not None:
+            print(
+                f"reconcile_floor rows={args.rows} floor_seconds={floor:.2f} floor_copy_ratio={floor / copy_base:.2f}"
+            )
         print(
             f"reconcile rows={args.rows} seconds={seconds:.2f} baseline_seconds={base:.2f} "
             f"ratio={seconds / base:.1f} copy_baseline_seconds={copy_base:.2f} "
