@@ -582,8 +582,8 @@ def report(
         f"(even the mean needs >= {needed:,.0f} posts/s with {args.clients} posts in flight; the baseline "
         f"did {baseline.posts_per_s:,.1f}/s, p99 {baseline.percentile(99):.1f} ms)"
     )
-    if "floor" in results:
-        floor, floor_batched = results["floor"], results["floor_batched"]
+    floor, floor_batched = results.get("floor"), results.get("floor_batched")
+    if floor is not None and floor_batched is not None:
         floor_ratio = floor.alerts_per_s / baseline.alerts_per_s if baseline.alerts_per_s else 0.0
         print(
             f"floor (bench/floor_urls.py: rule 9's two commits and the product's five rows, nothing else): "
@@ -595,8 +595,7 @@ def report(
     for r in results.values():
         for error in r.errors:
             print(f"  {r.name}: {error}")
-    if "floor" in results:
-        floor, floor_batched = results["floor"], results["floor_batched"]
+    if floor is not None and floor_batched is not None:
         print(
             f"ingest_floor alerts={floor.alerts} alerts_per_s={floor.alerts_per_s:.1f} "
             f"baseline_per_s={baseline.alerts_per_s:.1f} ratio={floor_ratio:.2f} "
@@ -644,9 +643,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="also serve bench/floor_urls.py (rule 9's least work) in the rounds and in batches",
     )
-    parser.add_argument(
-        "--rounds", type=int, default=5, help="alternating baseline/app rounds for the 1-per-post modes (default 5)"
-    )
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of the 1-per-post modes (default 5)")
     args = parser.parse_args(argv)
     if args.batched_alerts is None:
         args.batched_alerts = 4 * args.alerts

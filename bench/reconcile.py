@@ -92,13 +92,17 @@ def main() -> int:
             db.url, files.population_ids, files.runner_ids, files.destination_ids
         )
         floor_times: list[float] = []
-        if args.floor:
-            log("timing the schema floor (before the load)")
-            floor_times.append(
-                reconcile_floor.schema_floor_seconds(
-                    db.url, run.pk, files.population_ids, files.runner_ids, files.destination_ids
+
+        def time_floor(when: str) -> None:
+            if args.floor:
+                log(f"timing the schema floor ({when} the load)")
+                floor_times.append(
+                    reconcile_floor.schema_floor_seconds(
+                        db.url, run.pk, files.population_ids, files.runner_ids, files.destination_ids
+                    )
                 )
-            )
+
+        time_floor("before")
         import runs.ledger.loads  # noqa: F401  (imported before the clock starts: the load is timed, not the import)
 
         phases: list[tuple[str, float]] = []
@@ -138,13 +142,7 @@ def main() -> int:
             db.url, files.population_ids, files.runner_ids, files.destination_ids
         )
         copy_base = min(copy_before, copy_after)
-        if args.floor:
-            log("timing the schema floor (after the load)")
-            floor_times.append(
-                reconcile_floor.schema_floor_seconds(
-                    db.url, run.pk, files.population_ids, files.runner_ids, files.destination_ids
-                )
-            )
+        time_floor("after")
         floor = min(floor_times) if floor_times else None
 
         run.refresh_from_db()
